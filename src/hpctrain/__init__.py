@@ -1,0 +1,3 @@
+"""hpctrain: SLURM training jobs from cluster profiles."""
+
+__version__ = "0.1.0"

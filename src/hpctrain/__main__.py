@@ -1,0 +1,3 @@
+from hpctrain.cli import main
+
+main()

@@ -1,0 +1,91 @@
+"""`hpctrain profiles`: list, show and validate cluster profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from hpctrain.cli.output import console, err_console, is_tty, print_json
+from hpctrain.profiles import list_profiles, load_profile, load_profile_file
+
+profiles_app = typer.Typer(
+    name="profiles",
+    help="List, show and validate cluster profiles.\n\nExample: hpctrain profiles show raven",
+    no_args_is_help=True,
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+@profiles_app.command("list", epilog="Example: hpctrain profiles list --json")
+def list_(json_out: JsonOpt = False) -> None:
+    """List the shipped and user profiles."""
+    rows = []
+    for info in list_profiles():
+        try:
+            prof = load_profile_file(info.path)
+            desc, parts, err = prof.description, [p.name for p in prof.partitions], None
+        except Exception as e:  # a broken user profile must not hide the others
+            desc, parts, err = "", [], str(e)
+        rows.append(
+            {
+                "name": info.name,
+                "source": info.source,
+                "path": str(info.path),
+                "overrides_shipped": info.shadows_shipped,
+                "description": desc,
+                "partitions": parts,
+                "error": err,
+            }
+        )
+    if json_out:
+        print_json(rows)
+        return
+    from rich.table import Table
+
+    t = Table("name", "source", "partitions", "description")
+    for r in rows:
+        src = str(r["source"]) + (" (overrides shipped)" if r["overrides_shipped"] else "")
+        desc = f"[red]invalid: {r['error']}[/]" if r["error"] else str(r["description"])
+        t.add_row(str(r["name"]), src, ", ".join(r["partitions"]), desc)  # type: ignore[arg-type]
+    console.print(t)
+
+
+@profiles_app.command(epilog="Example: hpctrain profiles show gilbreth")
+def show(
+    name: Annotated[str, typer.Argument(help="Profile name or YAML file.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Show a profile, fully resolved (after `extends:` and defaults)."""
+    prof = load_profile(name)
+    data = prof.model_dump(mode="json")
+    if json_out:
+        print_json(data)
+        return
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    if is_tty():
+        from rich.syntax import Syntax
+
+        console.print(Syntax(text, "yaml", theme="ansi_dark"))
+    else:
+        typer.echo(text, nl=False)
+
+
+@profiles_app.command(epilog="Example: hpctrain profiles validate ~/my-raven.yaml")
+def validate(
+    file: Annotated[Path, typer.Argument(help="Profile YAML file to check.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Check a profile file; every problem is reported with the field and file."""
+    prof = load_profile_file(file)
+    if json_out:
+        print_json({"valid": True, "name": prof.name, "path": str(file)})
+    else:
+        err_console.print(f"[green]{file}: valid[/] (profile {prof.name}, cluster {prof.cluster})")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(profiles_app)

@@ -1,0 +1,55 @@
+"""The error hierarchy: library code raises these, the CLI boundary prints them."""
+
+from __future__ import annotations
+
+
+class HpctrainError(Exception):
+    """A problem the user can fix; `fix` says how."""
+
+    def __init__(self, what: str, fix: str | None = None) -> None:
+        super().__init__(what)
+        self.what = what
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.what} - {self.fix}" if self.fix else self.what
+
+
+class ProfileError(HpctrainError):
+    """A profile file is missing, malformed or inconsistent."""
+
+
+class PlanError(HpctrainError):
+    """A job request the cluster would refuse or that would break training."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class UnsafeValueError(HpctrainError):
+    """A value that cannot be made safe for a shell or an #SBATCH line."""
+
+
+class SecretError(HpctrainError):
+    """A secret (API key, token) would have been written into a script or the history."""
+
+
+class SlurmError(HpctrainError):
+    """A SLURM command failed; the message carries SLURM's own words."""
+
+
+class SlurmUnavailableError(SlurmError):
+    """SLURM is not installed, not reachable, or did not answer in time."""
+
+
+class HistoryError(HpctrainError):
+    """The job history database cannot be read or written."""
+
+
+class DevClusterError(HpctrainError):
+    """The local dev cluster cannot be started, stopped or inspected."""
+
+
+class ConfigError(HpctrainError):
+    """A trainer config is malformed or inconsistent with its environment."""

@@ -1,0 +1,18 @@
+"""Cluster profiles: models, loading, and the shipped YAML files."""
+
+from hpctrain.profiles.loader import (
+    ProfileInfo,
+    list_profiles,
+    load_profile,
+    load_profile_file,
+)
+from hpctrain.profiles.model import Partition, Profile
+
+__all__ = [
+    "Partition",
+    "Profile",
+    "ProfileInfo",
+    "list_profiles",
+    "load_profile",
+    "load_profile_file",
+]

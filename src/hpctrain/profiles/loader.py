@@ -1,0 +1,138 @@
+"""Find, merge (`extends:`) and validate profile files; user profiles override shipped ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from hpctrain import paths
+from hpctrain.errors import ProfileError
+from hpctrain.profiles.model import Profile
+
+SHIPPED_DIR = Path(__file__).parent / "shipped"
+_MAX_EXTENDS = 8
+
+
+@dataclass(frozen=True)
+class ProfileInfo:
+    name: str
+    path: Path
+    source: str  # "shipped" or "user"
+    shadows_shipped: bool = False
+
+
+def _candidates() -> dict[str, ProfileInfo]:
+    found: dict[str, ProfileInfo] = {}
+    for f in sorted(SHIPPED_DIR.glob("*.yaml")):
+        found[f.stem] = ProfileInfo(f.stem, f, "shipped")
+    user_dir = paths.user_profiles_dir()
+    if user_dir.is_dir():
+        for f in sorted([*user_dir.glob("*.yaml"), *user_dir.glob("*.yml")]):
+            found[f.stem] = ProfileInfo(f.stem, f, "user", shadows_shipped=f.stem in found)
+    return found
+
+
+def list_profiles() -> list[ProfileInfo]:
+    """All profiles by name, user ones replacing shipped ones of the same name."""
+    return sorted(_candidates().values(), key=lambda p: p.name)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ProfileError(f"{path}: cannot read ({e.strerror})", "check the path") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ProfileError(f"{path}:{where}: not valid YAML ({problem})", "fix the syntax") from e
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: a profile must be a YAML mapping", "see `hpctrain profiles show raven`")
+    return data
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; lists and scalars in `over` replace the base's."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _resolve(path: Path, chain: tuple[str, ...]) -> dict[str, Any]:
+    data = _read_yaml(path)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise ProfileError(f"{path}: extends must be a profile name", "e.g. `extends: raven`")
+    if parent in chain or len(chain) >= _MAX_EXTENDS:
+        raise ProfileError(
+            f"{path}: extends loop: {' -> '.join((*chain, parent))}", "break the cycle"
+        )
+    cands = _candidates()
+    info = cands.get(parent)
+    # A user file named like the shipped profile it extends extends the shipped one.
+    if info is not None and info.path == path:
+        info = ProfileInfo(parent, SHIPPED_DIR / f"{parent}.yaml", "shipped")
+    if info is None or not info.path.is_file():
+        known = ", ".join(sorted(cands))
+        raise ProfileError(f"{path}: extends unknown profile {parent!r}", f"known: {known}")
+    base = _resolve(info.path, (*chain, parent))
+    merged = _deep_merge(base, data)
+    merged.setdefault("name", path.stem)
+    if "name" not in data:
+        merged["name"] = path.stem
+    return merged
+
+
+def format_validation_error(path: Path, err: ValidationError) -> str:
+    """One line per bad field, each naming the file."""
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field (typo?)"
+        lines.append(f"{path}: {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def load_profile_file(path: Path) -> Profile:
+    """Load and validate one profile file, following `extends:`."""
+    data = _resolve(path, (path.stem,))
+    data.setdefault("name", path.stem)
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as e:
+        raise ProfileError(
+            format_validation_error(path, e),
+            "fix the fields above (`hpctrain profiles show raven` shows a valid profile)",
+        ) from None
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """Load a profile by name (user first, then shipped) or by file path."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or "/" in name_or_path:
+        if not p.is_file():
+            raise ProfileError(f"profile file {name_or_path} not found", "check the path")
+        return load_profile_file(p)
+    info = _candidates().get(name_or_path)
+    if info is None:
+        known = ", ".join(sorted(_candidates()))
+        raise ProfileError(
+            f"unknown profile {name_or_path!r}",
+            f"choose one of: {known}; or add {paths.user_profiles_dir()}/{name_or_path}.yaml",
+        )
+    return load_profile_file(info.path)

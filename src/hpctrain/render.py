@@ -1,0 +1,108 @@
+"""Job plan -> sbatch script text (pure), through Jinja templates with quoting filters."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from functools import lru_cache
+
+import jinja2
+
+from hpctrain import __version__
+from hpctrain.errors import SecretError, UnsafeValueError
+from hpctrain.plan import JobPlan, secret_like
+
+_SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9_.,:/=+@%-]+$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_MIN_SECRET_LEN = 8
+
+
+def sh_quote(value: object) -> str:
+    """Quote one value for bash; refuse what no quoting makes safe."""
+    text = str(value)
+    if "\x00" in text:
+        raise UnsafeValueError(f"value {text!r} contains a NUL byte", "remove it")
+    return shlex.quote(text)
+
+
+def sbatch_quote(value: object) -> str:
+    """Quote a value for an #SBATCH line, whose parser knows "..." and backslash escapes."""
+    text = str(value)
+    if _CONTROL.search(text):
+        raise UnsafeValueError(
+            f"value {text!r} contains a control character", "#SBATCH lines hold one line each"
+        )
+    if _SBATCH_PLAIN.match(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def sbatch_option(arg: str) -> str:
+    """Quote the value part of a `--name=value` option for an #SBATCH line."""
+    if arg.startswith("--") and "=" in arg:
+        name, _, value = arg.partition("=")
+        return f"{name}={sbatch_quote(value)}"
+    return sbatch_quote(arg)
+
+
+def comment(value: object) -> str:
+    """Make text safe inside a `#` comment: no line breaks can escape it."""
+    return _CONTROL.sub("?", str(value))
+
+
+def _sh_path(value: str) -> str:
+    """Quote a path, keeping a leading ~/ expandable in the job's shell."""
+    if value.startswith("~/"):
+        return '"$HOME"/' + sh_quote(value[2:])
+    return sh_quote(value)
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("hpctrain", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["sh"] = sh_quote
+    env.filters["sh_path"] = _sh_path
+    env.filters["sbatch"] = sbatch_quote
+    env.filters["sbatch_option"] = sbatch_option
+    env.filters["comment"] = comment
+    env.filters["shjoin"] = lambda args: " ".join(sh_quote(a) for a in args)
+    return env
+
+
+def _launch(plan: JobPlan) -> tuple[str, ...]:
+    """The program torchrun starts: python's own args become torchrun's, others --no-python."""
+    cmd = plan.command
+    if plan.launcher != "torchrun":
+        return cmd
+    if cmd and re.fullmatch(r"(.*/)?python[0-9.]*", cmd[0]):
+        return cmd[1:]
+    return ("--no-python", *cmd)
+
+
+def render_script(plan: JobPlan, *, environ: Mapping[str, str] | None = None) -> str:
+    """Render the sbatch script; refuse it if it would carry a secret from `environ`."""
+    text = _environment().get_template("sbatch.sh.j2").render(
+        plan=plan, version=__version__, launch_args=_launch(plan)
+    )
+    if environ is not None:
+        check_no_secrets(text, environ)
+    return text
+
+
+def check_no_secrets(text: str, environ: Mapping[str, str]) -> None:
+    """Refuse text that contains the value of a secret-looking environment variable."""
+    for key, value in environ.items():
+        if secret_like(key) and len(value) >= _MIN_SECRET_LEN and value in text:
+            raise SecretError(
+                f"the job would contain the value of {key}",
+                f"secrets are never written into scripts or the history; let the job read "
+                f"{key} from its environment instead of passing it on the command line",
+            )

@@ -1,0 +1,1 @@
+"""The one SLURM client and its pure output parsers."""

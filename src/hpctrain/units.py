@@ -1,0 +1,61 @@
+"""SLURM time and memory strings, parsed and formatted (pure)."""
+
+from __future__ import annotations
+
+import re
+
+_MEM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
+_MB_PER = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def parse_time_seconds(text: str) -> int:
+    """Parse a SLURM time ("30", "1:00:00", "2-00:00:00", "1-12") into seconds."""
+    s = text.strip()
+    days = 0
+    if "-" in s:
+        d, _, s = s.partition("-")
+        if not d.isdigit():
+            raise ValueError(f"invalid time {text!r}")
+        days = int(d)
+        parts = s.split(":") if s else ["0"]
+        # With days, SLURM reads "d-h", "d-h:m" and "d-h:m:s".
+        nums = _ints(parts, text)
+        h, m, sec = (nums + [0, 0, 0])[:3]
+    else:
+        parts = s.split(":")
+        nums = _ints(parts, text)
+        # Without days, SLURM reads "m", "m:s" and "h:m:s".
+        if len(nums) == 1:
+            h, m, sec = 0, nums[0], 0
+        elif len(nums) == 2:
+            h, m, sec = 0, nums[0], nums[1]
+        elif len(nums) == 3:
+            h, m, sec = nums
+        else:
+            raise ValueError(f"invalid time {text!r}")
+    if len(parts) > 3 or m >= 60 and (days or len(parts) > 1) or sec >= 60:
+        raise ValueError(f"invalid time {text!r}")
+    return ((days * 24 + h) * 60 + m) * 60 + sec
+
+
+def _ints(parts: list[str], text: str) -> list[int]:
+    if not parts or not all(p.isdigit() for p in parts):
+        raise ValueError(f"invalid time {text!r}: use minutes, HH:MM:SS or D-HH:MM:SS")
+    return [int(p) for p in parts]
+
+
+def format_time(seconds: int) -> str:
+    """Format seconds the way SLURM prints limits: [D-]HH:MM:SS."""
+    days, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    hms = f"{h:02d}:{m:02d}:{s:02d}"
+    return f"{days}-{hms}" if days else hms
+
+
+def parse_mem_mb(text: str) -> int:
+    """Parse a SLURM memory size ("500000", "500G", "125000M") into MB; plain numbers are MB."""
+    m = _MEM.match(text)
+    if not m:
+        raise ValueError(f"invalid memory {text!r}: use MB or a K/M/G/T suffix, e.g. 125000 or 120G")
+    return int(float(m.group(1)) * _MB_PER[m.group(2).upper()])
