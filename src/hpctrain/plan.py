@@ -292,7 +292,9 @@ def build_plan(req: JobRequest) -> JobPlan:
         found = profile.partition(req.partition)
         if found is None:
             known = ", ".join(p.name for p in profile.partitions)
-            raise PlanError([f"{name}: unknown partition {req.partition!r}; choose one of: {known}"])
+            raise PlanError(
+                [f"{name}: unknown partition {req.partition!r}; choose one of: {known}"]
+            )
         part = found
 
     # Topology

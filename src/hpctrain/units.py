@@ -14,34 +14,32 @@ def parse_time_seconds(text: str) -> int:
     days = 0
     if "-" in s:
         d, _, s = s.partition("-")
-        if not d.isdigit():
-            raise ValueError(f"invalid time {text!r}")
-        days = int(d)
-        parts = s.split(":") if s else ["0"]
+        days = _int(d, text)
         # With days, SLURM reads "d-h", "d-h:m" and "d-h:m:s".
-        nums = _ints(parts, text)
-        h, m, sec = (nums + [0, 0, 0])[:3]
+        nums = [_int(p, text) for p in s.split(":")]
+        if len(nums) > 3:
+            raise ValueError(f"invalid time {text!r}")
+        h, m, sec = (nums + [0, 0])[:3]
     else:
-        parts = s.split(":")
-        nums = _ints(parts, text)
         # Without days, SLURM reads "m", "m:s" and "h:m:s".
+        nums = [_int(p, text) for p in s.split(":")]
+        if len(nums) > 3:
+            raise ValueError(f"invalid time {text!r}")
         if len(nums) == 1:
             h, m, sec = 0, nums[0], 0
         elif len(nums) == 2:
             h, m, sec = 0, nums[0], nums[1]
-        elif len(nums) == 3:
-            h, m, sec = nums
         else:
-            raise ValueError(f"invalid time {text!r}")
-    if len(parts) > 3 or m >= 60 and (days or len(parts) > 1) or sec >= 60:
-        raise ValueError(f"invalid time {text!r}")
+            h, m, sec = nums
+    if sec >= 60 or (m >= 60 and (days or len(nums) == 3)):
+        raise ValueError(f"invalid time {text!r}: minutes and seconds must be under 60")
     return ((days * 24 + h) * 60 + m) * 60 + sec
 
 
-def _ints(parts: list[str], text: str) -> list[int]:
-    if not parts or not all(p.isdigit() for p in parts):
+def _int(part: str, text: str) -> int:
+    if not part.isdigit():
         raise ValueError(f"invalid time {text!r}: use minutes, HH:MM:SS or D-HH:MM:SS")
-    return [int(p) for p in parts]
+    return int(part)
 
 
 def format_time(seconds: int) -> str:
@@ -57,5 +55,7 @@ def parse_mem_mb(text: str) -> int:
     """Parse a SLURM memory size ("500000", "500G", "125000M") into MB; plain numbers are MB."""
     m = _MEM.match(text)
     if not m:
-        raise ValueError(f"invalid memory {text!r}: use MB or a K/M/G/T suffix, e.g. 125000 or 120G")
+        raise ValueError(
+            f"invalid memory {text!r}: use MB or a K/M/G/T suffix, e.g. 125000 or 120G"
+        )
     return int(float(m.group(1)) * _MB_PER[m.group(2).upper()])

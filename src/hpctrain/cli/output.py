@@ -4,12 +4,31 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
+
+@cache
+def _console(stderr: bool) -> Console:
+    # rich.console costs ~10 ms to import: only pay it when something is shown to a person.
+    from rich.console import Console
+
+    return Console(stderr=stderr, soft_wrap=stderr)
+
+
+class _LazyConsole:
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_console(self._stderr), name)
+
+
+console: Console = _LazyConsole(stderr=False)  # type: ignore[assignment]
+err_console: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
 
 
 def is_tty() -> bool:

@@ -60,8 +60,10 @@ def show(
     json_out: JsonOpt = False,
 ) -> None:
     """Show a profile, fully resolved (after `extends:` and defaults)."""
+    from dataclasses import asdict
+
     prof = load_profile(name)
-    data = prof.model_dump(mode="json")
+    data = asdict(prof)
     if json_out:
         print_json(data)
         return

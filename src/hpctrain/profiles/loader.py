@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import pickle
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import ValidationError
 
-from hpctrain import paths
+from hpctrain import __version__, paths
 from hpctrain.errors import ProfileError
 from hpctrain.profiles.model import Profile
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+# libyaml's parser is ten times faster than the pure-Python one, where it is built.
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 SHIPPED_DIR = Path(__file__).parent / "shipped"
 _MAX_EXTENDS = 8
@@ -47,14 +57,16 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except OSError as e:
         raise ProfileError(f"{path}: cannot read ({e.strerror})", "check the path") from e
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e)
         raise ProfileError(f"{path}:{where}: not valid YAML ({problem})", "fix the syntax") from e
     if not isinstance(data, dict):
-        raise ProfileError(f"{path}: a profile must be a YAML mapping", "see `hpctrain profiles show raven`")
+        raise ProfileError(
+            f"{path}: a profile must be a YAML mapping", "see `hpctrain profiles show raven`"
+        )
     return data
 
 
@@ -69,17 +81,13 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _resolve(path: Path, chain: tuple[str, ...]) -> dict[str, Any]:
+def _resolve(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     data = _read_yaml(path)
     parent = data.pop("extends", None)
     if parent is None:
         return data
     if not isinstance(parent, str):
         raise ProfileError(f"{path}: extends must be a profile name", "e.g. `extends: raven`")
-    if parent in chain or len(chain) >= _MAX_EXTENDS:
-        raise ProfileError(
-            f"{path}: extends loop: {' -> '.join((*chain, parent))}", "break the cycle"
-        )
     cands = _candidates()
     info = cands.get(parent)
     # A user file named like the shipped profile it extends extends the shipped one.
@@ -88,11 +96,13 @@ def _resolve(path: Path, chain: tuple[str, ...]) -> dict[str, Any]:
     if info is None or not info.path.is_file():
         known = ", ".join(sorted(cands))
         raise ProfileError(f"{path}: extends unknown profile {parent!r}", f"known: {known}")
-    base = _resolve(info.path, (*chain, parent))
+    if info.path.resolve() in chain or len(chain) >= _MAX_EXTENDS:
+        names = " -> ".join([*(p.stem for p in chain), parent])
+        raise ProfileError(f"{path}: extends loop: {names}", "break the cycle")
+    base = _resolve(info.path, (*chain, info.path.resolve()))
     merged = _deep_merge(base, data)
-    merged.setdefault("name", path.stem)
-    if "name" not in data:
-        merged["name"] = path.stem
+    # A derived profile is named after its own file unless it says otherwise.
+    merged["name"] = data.get("name", path.stem)
     return merged
 
 
@@ -101,24 +111,67 @@ def format_validation_error(path: Path, err: ValidationError) -> str:
     lines = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             msg = "unknown field (typo?)"
+        elif e["type"] == "missing_argument":
+            msg = "required field missing"
         lines.append(f"{path}: {loc}: {msg}")
     return "\n".join(lines)
 
 
-def load_profile_file(path: Path) -> Profile:
-    """Load and validate one profile file, following `extends:`."""
-    data = _resolve(path, (path.stem,))
-    data.setdefault("name", path.stem)
+def _validate(path: Path, data: dict[str, Any]) -> Profile:
+    from pydantic import TypeAdapter, ValidationError
+
     try:
-        return Profile.model_validate(data)
+        return TypeAdapter(Profile).validate_python(data)
     except ValidationError as e:
         raise ProfileError(
             format_validation_error(path, e),
             "fix the fields above (`hpctrain profiles show raven` shows a valid profile)",
         ) from None
+
+
+def _cache_file(data: dict[str, Any]) -> Path:
+    blob = json.dumps([__version__, data], sort_keys=True, default=str).encode()
+    return paths.state_dir() / "cache" / "profiles" / f"{hashlib.sha256(blob).hexdigest()}.pickle"
+
+
+def _cached(cache: Path) -> Profile | None:
+    try:
+        with cache.open("rb") as f:
+            obj = pickle.load(f)  # noqa: S301 - our own file in the user's private state dir
+    except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError):
+        return None
+    return obj if isinstance(obj, Profile) else None
+
+
+def _store(cache: Path, profile: Profile) -> None:
+    # A read-only or full home only costs speed: the profile was validated either way.
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=cache.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(profile, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+
+
+def load_profile_file(path: Path) -> Profile:
+    """Load and validate one profile file, following `extends:`.
+
+    Validation results are cached under the key of the merged content, so a changed file
+    (or a new hpctrain version) is always validated again.
+    """
+    data = _resolve(path, (path.resolve(),))
+    data.setdefault("name", path.stem)
+    cache = _cache_file(data)
+    profile = _cached(cache)
+    if profile is None:
+        profile = _validate(path, data)
+        _store(cache, profile)
+    return profile
 
 
 def load_profile(name_or_path: str) -> Profile:

@@ -1,40 +1,72 @@
-"""Cluster profiles as pydantic models; YAML files are validated against these."""
+"""Cluster profiles as frozen dataclasses, validated by pydantic (`extra="forbid"`) on load.
+
+Plain dataclasses keep `hpctrain render` fast on a login node: pydantic builds its
+validators only when a profile file has changed since it was last validated (see loader).
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from annotated_types import Ge, Le
 
 from hpctrain.units import parse_time_seconds
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# pydantic reads this on stdlib dataclasses; a plain dict avoids importing pydantic here.
+_FORBID: Any = {"extra": "forbid"}
+
+PosInt = Annotated[int, Ge(1)]
+NonNegInt = Annotated[int, Ge(0)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def _valid_time(value: str) -> str:
+    parse_time_seconds(value)
+    return value
 
 
-class Constraint(_Strict):
+class _SlurmTimeCheck:
+    """Field-level check of a SLURM time string, built only when pydantic builds a schema."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_after_validator_function(_valid_time, handler(source))
+
+
+SlurmTime = Annotated[str, _SlurmTimeCheck()]
+
+
+def _check_name(kind: str, value: str) -> None:
+    if not _NAME.match(value):
+        raise ValueError(f"{kind} name {value!r} must be letters, digits, '_', '.', '-'")
+
+
+@dataclass(frozen=True)
+class Constraint:
     """A node feature users may select with --constraint on a partition."""
 
+    __pydantic_config__ = _FORBID
     name: str
     description: str = ""
     # Raven's gpu-bw nodes: only 32 exist, so jobs on them are capped lower than the partition.
-    max_nodes: int | None = Field(default=None, ge=1)
+    max_nodes: PosInt | None = None
 
 
-class Partition(_Strict):
+@dataclass(frozen=True)
+class Partition:
+    __pydantic_config__ = _FORBID
     name: str
+    gpus_per_node: NonNegInt
+    cpus_per_node: PosInt
+    mem_per_node_mb: PosInt
+    max_time: SlurmTime
     description: str = ""
     gpu_type: str | None = None
-    gpus_per_node: int = Field(ge=0)
-    cpus_per_node: int = Field(ge=1)
-    mem_per_node_mb: int = Field(ge=1)
-    max_time: str
-    default_time: str | None = None
-    max_nodes: int | None = Field(default=None, ge=1)
+    default_time: SlurmTime | None = None
+    max_nodes: PosInt | None = None
     # GPU counts a job may take on one node (Raven: 1, 2 or 4); None means 1..gpus_per_node.
     allowed_gpus_per_node: list[int] | None = None
     # Multi-node jobs must take whole nodes (Raven's rule: 4 GPUs per node).
@@ -42,27 +74,13 @@ class Partition(_Strict):
     required_qos: str | None = None
     # Always emitted (Raven's --constraint=gpu); a user --constraint picks among `constraints`.
     default_constraint: str | None = None
-    constraints: list[Constraint] = Field(default_factory=list)
+    constraints: list[Constraint] = field(default_factory=list)
     default: bool = False
     # The cluster's default partition, selected without --partition (Raven production scripts).
     implicit: bool = False
 
-    @field_validator("name")
-    @classmethod
-    def _name_ok(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError(f"partition name {v!r} must be letters, digits, '_', '.', '-'")
-        return v
-
-    @field_validator("max_time", "default_time")
-    @classmethod
-    def _time_ok(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_time_seconds(v)
-        return v
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Partition:
+    def __post_init__(self) -> None:
+        _check_name("partition", self.name)
         if self.allowed_gpus_per_node is not None:
             bad = [g for g in self.allowed_gpus_per_node if not 1 <= g <= self.gpus_per_node]
             if bad:
@@ -73,7 +91,6 @@ class Partition(_Strict):
             self.default_time
         ) > parse_time_seconds(self.max_time):
             raise ValueError(f"default_time {self.default_time} exceeds max_time {self.max_time}")
-        return self
 
     @property
     def max_seconds(self) -> int:
@@ -83,58 +100,57 @@ class Partition(_Strict):
         return next((c for c in self.constraints if c.name == name), None)
 
 
-class Qos(_Strict):
+@dataclass(frozen=True)
+class Qos:
+    __pydantic_config__ = _FORBID
     name: str
     description: str = ""
-    max_time: str | None = None
-
-    @field_validator("max_time")
-    @classmethod
-    def _time_ok(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_time_seconds(v)
-        return v
+    max_time: SlurmTime | None = None
 
 
-class SharedNode(_Strict):
+@dataclass(frozen=True)
+class SharedNode:
     """How CPUs and memory follow the GPUs on a node shared with other jobs."""
 
+    __pydantic_config__ = _FORBID
     # per_gpu: fixed CPUs and memory per GPU (Raven: 18 and 125000 MB).
     # proportional: the node's CPUs and memory split by the share of GPUs (Marvin, Gilbreth).
     mode: Literal["per_gpu", "proportional"] = "proportional"
-    cpus_per_gpu: int | None = Field(default=None, ge=1)
-    mem_per_gpu_mb: int | None = Field(default=None, ge=1)
+    cpus_per_gpu: PosInt | None = None
+    mem_per_gpu_mb: PosInt | None = None
     # Refuse requests above the share instead of only defaulting to it (Raven enforces its split).
     strict: bool = False
 
-    @model_validator(mode="after")
-    def _per_gpu_values(self) -> SharedNode:
+    def __post_init__(self) -> None:
         if self.mode == "per_gpu" and (self.cpus_per_gpu is None or self.mem_per_gpu_mb is None):
             raise ValueError("mode per_gpu needs cpus_per_gpu and mem_per_gpu_mb")
-        return self
 
 
-class Environment(_Strict):
-    modules: list[str] = Field(default_factory=list)
-    module_use: list[str] = Field(default_factory=list)
-    # Modules to purge first? Some sites (Marvin) need a module tree swapped before loads.
+@dataclass(frozen=True)
+class Environment:
+    __pydantic_config__ = _FORBID
+    modules: list[str] = field(default_factory=list)
+    module_use: list[str] = field(default_factory=list)
+    # Some sites need a clean module tree before loading (`module purge`).
     purge: bool = False
     # auto: activate the Python environment hpctrain runs from; none: activate nothing;
     # anything else: a path to a venv or conda prefix to activate.
     python: str = "auto"
     # Extra shell lines the site needs before launch, rendered verbatim (profile authors only).
-    setup: list[str] = Field(default_factory=list)
+    setup: list[str] = field(default_factory=list)
 
 
-class Nccl(_Strict):
+@dataclass(frozen=True)
+class Nccl:
     """NCCL defaults; every value is optional because most sites publish none."""
 
+    __pydantic_config__ = _FORBID
     socket_ifname: str | None = None
     ib_hca: str | None = None
     ib_disable: bool | None = None
-    net_gdr_level: int | None = Field(default=None, ge=0, le=5)
+    net_gdr_level: Annotated[int, Ge(0), Le(5)] | None = None
     debug: Literal["VERSION", "WARN", "INFO", "TRACE"] | None = None
-    extra: dict[str, str] = Field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)
 
     def variables(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -156,35 +172,32 @@ GpuRequest = Literal["gres_typed", "gres", "gpus_per_node"]
 AccountPolicy = Literal["required", "optional", "never"]
 
 
-class Profile(_Strict):
+@dataclass(frozen=True)
+class Profile:
+    __pydantic_config__ = _FORBID
     name: str
-    description: str = ""
     cluster: str
-    sources: list[str] = Field(default_factory=list)
+    partitions: list[Partition]
+    description: str = ""
+    sources: list[str] = field(default_factory=list)
     # How GPUs are asked for: --gres=gpu:TYPE:N, --gres=gpu:N or --gpus-per-node=N.
     gpu_request: GpuRequest = "gres_typed"
     account: AccountPolicy = "optional"
     default_account: str | None = None
-    partitions: list[Partition] = Field(min_length=1)
-    qos: list[Qos] = Field(default_factory=list)
-    shared_node: SharedNode = Field(default_factory=SharedNode)
-    environment: Environment = Field(default_factory=Environment)
-    nccl: Nccl = Field(default_factory=Nccl)
-    # Where job logs and run directories go; ~ and $VARS expand on the submitting machine.
+    qos: list[Qos] = field(default_factory=list)
+    shared_node: SharedNode = field(default_factory=SharedNode)
+    environment: Environment = field(default_factory=Environment)
+    nccl: Nccl = field(default_factory=Nccl)
+    # Where job logs and run directories go, relative to the directory jobs are submitted from.
     output_dir: str = "hpctrain-runs"
     scratch_dir: str | None = None
     # Extra #SBATCH options every job of this cluster needs (e.g. --threads-per-core=1).
-    sbatch_defaults: list[str] = Field(default_factory=list)
+    sbatch_defaults: list[str] = field(default_factory=list)
 
-    @field_validator("name")
-    @classmethod
-    def _name_ok(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError(f"profile name {v!r} must be letters, digits, '_', '.', '-'")
-        return v
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Profile:
+    def __post_init__(self) -> None:
+        _check_name("profile", self.name)
+        if not self.partitions:
+            raise ValueError("partitions: a profile needs at least one partition")
         names = [p.name for p in self.partitions]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -198,7 +211,6 @@ class Profile(_Strict):
                 raise ValueError(f"partition {p.name} requires QOS {p.required_qos!r}, not in qos")
         if self.account == "never" and self.default_account:
             raise ValueError("default_account is set but account policy is 'never'")
-        return self
 
     @property
     def default_partition(self) -> Partition:

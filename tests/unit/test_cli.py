@@ -1,0 +1,132 @@
+"""The CLI as a user meets it: render, profiles, errors, and a light import."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hpctrain.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HPCTRAIN_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def hpctrain(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the real console entry point, as a user's shell would."""
+    return subprocess.run(
+        [sys.executable, "-m", "hpctrain", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_version() -> None:
+    r = hpctrain("--version")
+    assert r.returncode == 0 and r.stdout.startswith("hpctrain ")
+
+
+def test_help_lists_commands_with_example() -> None:
+    r = hpctrain("--help")
+    assert r.returncode == 0
+    for cmd in ("render", "profiles"):
+        assert cmd in r.stdout
+    r = hpctrain("render", "--help")
+    assert "Example: hpctrain render --profile raven" in r.stdout
+
+
+def test_render_raven_two_nodes(tmp_path: Path) -> None:
+    r = hpctrain("render", "--profile", "raven", "--nodes", "2", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    for line in ("--nodes=2", "--ntasks-per-node=4", "--gres=gpu:a100:4", "srun "):
+        assert line in r.stdout
+    script = tmp_path / "s.sh"
+    script.write_text(r.stdout)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    assert r.stdout.startswith("#!/bin/bash")  # piped: the plain script only
+
+
+def test_render_too_many_gpus_names_limit() -> None:
+    r = hpctrain("render", "--profile", "raven", "--gpus-per-node", "8", "--dry-run")
+    assert r.returncode != 0
+    assert "Error:" in r.stderr and "(4 per node" in r.stderr and r.stdout == ""
+    assert "Traceback" not in r.stderr
+
+
+def test_render_gilbreth_needs_account() -> None:
+    r = hpctrain("render", "--profile", "gilbreth", "--dry-run")
+    assert r.returncode != 0 and "account" in r.stderr
+
+
+def test_render_json_and_output_file(tmp_path: Path) -> None:
+    out = tmp_path / "job.sh"
+    r = runner.invoke(
+        app, ["render", "--profile", "local", "--nodes", "2", "-o", str(out), "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["plan"]["total_gpus"] == 4 and data["plan"]["nodes"] == 2
+    assert out.read_text() == data["script"]
+    assert out.stat().st_mode & 0o111
+
+
+def test_render_command_after_dashes() -> None:
+    r = hpctrain("render", "--profile", "local", "--", "python", "train.py", "--lr", "0.1")
+    assert r.returncode == 0, r.stderr
+    assert "srun --kill-on-bad-exit=1 python train.py --lr 0.1" in r.stdout
+
+
+def test_render_env_and_sbatch_args() -> None:
+    r = hpctrain(
+        "render", "--profile", "local", "--env", "A=b c", "--sbatch-arg=--mail-type=END"
+    )
+    assert r.returncode == 0, r.stderr
+    assert "export A='b c'" in r.stdout and "#SBATCH --mail-type=END" in r.stdout
+
+
+def test_bad_env_pair() -> None:
+    r = hpctrain("render", "--profile", "local", "--env", "NOEQUALS")
+    assert r.returncode == 1 and "KEY=VALUE" in r.stderr
+
+
+def test_profiles_list_show_validate(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["profiles", "list", "--json"])
+    assert r.exit_code == 0
+    names = {p["name"] for p in json.loads(r.stdout)}
+    assert {"raven", "gilbreth", "marvin", "local"} <= names
+    r = runner.invoke(app, ["profiles", "show", "raven", "--json"])
+    assert json.loads(r.stdout)["partitions"][0]["name"] == "gpu"
+    good = tmp_path / "mine.yaml"
+    good.write_text("extends: raven\nnccl: {socket_ifname: ib0}\n")
+    assert hpctrain("profiles", "validate", str(good)).returncode == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("extends: raven\nnccl: {socket_ifnam: ib0}\n")
+    r = hpctrain("profiles", "validate", str(bad))
+    assert r.returncode == 1 and f"{bad}: nccl.socket_ifnam: unknown field" in r.stderr
+
+
+def test_user_profile_used_by_render(_home: Path) -> None:
+    d = _home / "config" / "profiles"
+    d.mkdir(parents=True)
+    (d / "gil.yaml").write_text("extends: gilbreth\ndefault_account: mylab\n")
+    r = runner.invoke(app, ["render", "--profile", "gil"])
+    assert r.exit_code == 0, r.output
+    assert "#SBATCH --account=mylab" in r.stdout
+
+
+def test_cli_does_not_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "sys.argv = ['hpctrain', 'render', '--profile', 'raven', '--nodes', '2']\n"
+        "from hpctrain.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'lightning') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
