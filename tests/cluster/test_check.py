@@ -1,0 +1,129 @@
+"""`render --check` on dev clusters emulating each shipped profile: the validator and SLURM agree.
+
+Every topology hpctrain renders for a profile is accepted by `sbatch --test-only` on a dev
+cluster carrying that profile's partitions and limits, and requests the validator refuses are
+refused by SLURM too. One module, grouped by profile, so the cluster restarts once per profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from hpctrain.errors import PlanError
+from hpctrain.plan import JobRequest, build_plan
+from hpctrain.profiles import load_profile
+from hpctrain.render import render_script
+
+if TYPE_CHECKING:
+    from tests.conftest import DevClusterHandle
+
+pytestmark = pytest.mark.cluster
+Switch = Callable[..., "DevClusterHandle"]
+
+ACCOUNT = {"gilbreth": ["--account", "hpctrain-dev"], "marvin": ["--account", "hpctrain-dev"]}
+
+# What users render for each profile: 1 GPU, one full node, two full nodes, and the specials.
+TOPOLOGIES: dict[str, list[list[str]]] = {
+    "raven": [
+        [],
+        ["--gpus-per-node", "2"],
+        ["--gpus-per-node", "4"],
+        ["--nodes", "2"],
+        ["--nodes", "2", "--launcher", "torchrun"],
+        ["--nodes", "2", "--constraint", "gpu-bw"],
+        ["--partition", "gpudev", "--gpus-per-node", "4", "--time", "15"],
+    ],
+    "gilbreth": [
+        [],
+        ["--gpus-per-node", "2"],
+        ["--nodes", "2"],
+        ["--nodes", "4", "--gpus-per-node", "1"],
+        ["--partition", "training", "--gpus-per-node", "4"],
+        ["--partition", "training", "--nodes", "2", "--time", "24:00:00"],
+        ["--partition", "a30", "--gpus-per-node", "3"],
+        ["--qos", "standby", "--time", "4:00:00"],
+    ],
+    "marvin": [
+        [],
+        ["--gpus-per-node", "4"],
+        ["--nodes", "2"],
+        ["--partition", "mlgpu_devel", "--nodes", "2"],
+        ["--partition", "sgpu_long", "--time", "7-00:00:00"],
+    ],
+}
+NODES = {"raven": 2, "gilbreth": 4, "marvin": 2}
+
+
+def _check(dc: DevClusterHandle, profile: str, options: list[str]) -> None:
+    r = dc.cli("render", "--profile", profile, *ACCOUNT.get(profile, []), *options, "--check")
+    assert r.returncode == 0, f"{profile} {options}: {r.stderr}"
+    assert "SLURM accepts the script" in r.stderr
+
+
+def _valid_script(tmp_path: Path, profile: str, **kw: Any) -> Path:
+    account = "hpctrain-dev" if profile in ACCOUNT else None
+    plan = build_plan(JobRequest(profile=load_profile(profile), account=account, **kw))
+    path = tmp_path / "job.sh"
+    path.write_text(render_script(plan))
+    return path
+
+
+def _both_refuse(
+    dc: DevClusterHandle, tmp_path: Path, profile: str, request: dict[str, Any], sbatch: list[str]
+) -> None:
+    """The validator refuses `request`; SLURM refuses the same thing given as sbatch options."""
+    account = "hpctrain-dev" if profile in ACCOUNT else None
+    with pytest.raises(PlanError):
+        build_plan(JobRequest(profile=load_profile(profile), account=account, **request))
+    ok, msg = dc.test_only(_valid_script(tmp_path, profile), *sbatch)
+    assert not ok, f"SLURM accepted {sbatch}: {msg}"
+
+
+@pytest.mark.parametrize("profile", ["raven", "gilbreth", "marvin"])
+def test_validator_and_slurm_agree(
+    devcluster_with: Switch, tmp_path: Path, profile: str
+) -> None:
+    dc = devcluster_with(profile, nodes=NODES[profile])
+    for options in TOPOLOGIES[profile]:
+        _check(dc, profile, options)
+
+    part = load_profile(profile).default_partition
+    over_gpus = part.gpus_per_node + 1
+    gpu_opt = (
+        f"--gpus-per-node={over_gpus}"
+        if profile == "gilbreth"
+        else f"--gres=gpu:{part.gpu_type}:{over_gpus}"
+    )
+    _both_refuse(dc, tmp_path, profile, {"gpus_per_node": over_gpus}, [gpu_opt])
+    over_time = part.max_seconds // 60 + 60
+    _both_refuse(dc, tmp_path, profile, {"time": str(over_time)}, [f"--time={over_time}"])
+    _both_refuse(dc, tmp_path, profile, {"partition": "nosuch"}, ["--partition=nosuch"])
+    over_mem = part.mem_per_node_mb + 1000
+    _both_refuse(dc, tmp_path, profile, {"mem": str(over_mem)}, [f"--mem={over_mem}"])
+
+
+def test_raven_gpudev_is_one_node(devcluster_with: Switch, tmp_path: Path) -> None:
+    dc = devcluster_with("raven", nodes=NODES["raven"])
+    _both_refuse(
+        dc, tmp_path, "raven", {"partition": "gpudev", "nodes": 2},
+        ["--partition=gpudev", "--nodes=2", "--time=10"],
+    )
+
+
+def test_gilbreth_training_needs_its_qos(devcluster_with: Switch, tmp_path: Path) -> None:
+    dc = devcluster_with("gilbreth", nodes=NODES["gilbreth"])
+    _both_refuse(
+        dc, tmp_path, "gilbreth", {"partition": "training", "qos": "standby"},
+        ["--partition=training", "--qos=standby", "--gpus-per-node=1"],
+    )
+
+
+def test_check_reports_refusal(devcluster: DevClusterHandle, tmp_path: Path) -> None:
+    # The local profile allows 4 nodes per job but the dev cluster has 2: only SLURM knows.
+    r = devcluster.cli("render", "--profile", "local", "--nodes", "3", "--check")
+    assert r.returncode == 1
+    assert "SLURM refuses the script" in r.stderr

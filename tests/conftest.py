@@ -1,0 +1,178 @@
+"""Shared fixtures: the local dev cluster for tests marked `cluster`.
+
+`devcluster` (session) yields a DevClusterHandle for the running dev cluster with the `local`
+profile and 2 nodes, bringing it up if needed, and sets SLURM_CONF for the session.
+`devcluster_with` (session) yields a function `switch(profile, nodes=2) -> DevClusterHandle`
+that restarts the cluster with another profile; the next test that asks for `devcluster`
+(and the end of the session) gets `local` back. HPCTRAIN_SKIP_CLUSTER=1 skips cluster tests;
+otherwise a cluster that will not come up is an error, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from hpctrain.devcluster import DevCluster
+from hpctrain.slurm.client import SlurmClient
+
+REPO = Path(__file__).resolve().parents[1]
+# One stable home for the dev cluster, shared with the README's commands and scripts/test.sh:
+# read once at import, before any test monkeypatches HPCTRAIN_HOME for its own files.
+CLUSTER_HOME = Path(os.environ.get("HPCTRAIN_HOME") or REPO / ".hpctrain")
+SKIP_ENV = "HPCTRAIN_SKIP_CLUSTER"
+CLUSTER_FIXTURES = {"devcluster", "devcluster_with"}
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+            "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+
+
+def _skip_requested() -> bool:
+    return os.environ.get(SKIP_ENV, "") not in ("", "0")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that use the cluster fixtures are `cluster` tests; skip them all only on request."""
+    skip = pytest.mark.skip(reason=f"{SKIP_ENV}=1 is set: dev-cluster tests skipped on request")
+    for item in items:
+        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)
+        if _skip_requested() and item.get_closest_marker("cluster"):
+            item.add_marker(skip)
+
+
+def devcluster_dir(home: Path) -> Path:
+    """paths.devcluster_dir() as it resolves under `home`."""
+    from hpctrain import paths
+
+    saved = os.environ.get("HPCTRAIN_HOME")
+    os.environ["HPCTRAIN_HOME"] = str(home)
+    try:
+        return paths.devcluster_dir()
+    finally:
+        if saved is None:
+            del os.environ["HPCTRAIN_HOME"]
+        else:
+            os.environ["HPCTRAIN_HOME"] = saved
+
+
+@dataclass
+class DevClusterHandle:
+    """A running dev cluster as the tests see it."""
+
+    home: Path
+    directory: Path
+    slurm_conf: Path
+    profile: str
+    node_names: list[str] = field(default_factory=list)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """Environment for subprocesses (hpctrain CLI, raw sbatch) that use this cluster."""
+        return {**os.environ, "HPCTRAIN_HOME": str(self.home),
+                "SLURM_CONF": str(self.slurm_conf), **extra}
+
+    def cluster(self) -> DevCluster:
+        return DevCluster(self.directory)
+
+    def client(self, timeout_s: float = 30.0) -> SlurmClient:
+        return SlurmClient(slurm_conf=str(self.slurm_conf), timeout_s=timeout_s)
+
+    def cli(self, *args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
+        """Run `hpctrain ARGS` in a subprocess against this cluster's HPCTRAIN_HOME."""
+        return subprocess.run(
+            [sys.executable, "-m", "hpctrain", *args], env=self.env(), capture_output=True,
+            text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, check=False,
+        )
+
+    def sbatch(self, script: Path, *options: str) -> str:
+        """Submit a script; return its job id."""
+        res = self.client().run(["sbatch", "--parsable", *options, str(script)],
+                                cwd=script.parent)
+        return res.stdout.strip().split(";")[0]
+
+    def test_only(self, script: Path, *options: str) -> tuple[bool, str]:
+        """`sbatch --test-only`: (accepted, SLURM's message)."""
+        res = self.client().run(["sbatch", "--test-only", *options, str(script)],
+                                check=False, cwd=script.parent)
+        return res.returncode == 0, (res.stderr + res.stdout).strip()
+
+    def wait_job(self, job_id: str, timeout_s: float = 90.0) -> dict[str, str]:
+        """Poll sacct until the job is in a terminal state; return its sacct row."""
+        fmt = "JobID,State,ExitCode,NodeList,AllocTRES,NNodes"
+        deadline = time.monotonic() + timeout_s
+        row: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            out = self.client().run(
+                ["sacct", "-n", "-P", "-X", "-j", job_id, f"--format={fmt}"], check=False
+            ).stdout
+            lines = [ln for ln in out.splitlines() if ln.strip()]
+            if lines:
+                row = dict(zip(fmt.split(","), lines[-1].split("|"), strict=False))
+                if row.get("State", "").split()[0] in TERMINAL:
+                    return row
+            time.sleep(0.5)
+        raise AssertionError(f"job {job_id} not finished after {timeout_s} s: {row}")
+
+
+class _ClusterSession:
+    """Brings the dev cluster to a profile and tracks whether a test switched it away."""
+
+    def __init__(self) -> None:
+        self.home = CLUSTER_HOME
+        self.directory = devcluster_dir(self.home)
+        self.switched = False
+
+    def ensure(self, profile: str, nodes: int = 2) -> DevClusterHandle:
+        # replace=True: the session owns the cluster's profile; a no-op if already right.
+        res = DevCluster(self.directory).up(profile, nodes, replace=True)
+        os.environ["SLURM_CONF"] = str(res.slurm_conf)
+        self.switched = profile != "local" or nodes != 2
+        return DevClusterHandle(self.home, self.directory, res.slurm_conf, res.profile,
+                                list(res.node_names))
+
+
+@pytest.fixture(scope="session")
+def _cluster_session() -> _ClusterSession:
+    if _skip_requested():
+        pytest.skip(f"{SKIP_ENV}=1 is set: dev-cluster tests skipped on request")
+    return _ClusterSession()
+
+
+@pytest.fixture(scope="session")
+def devcluster(_cluster_session: _ClusterSession) -> Iterator[DevClusterHandle]:
+    """The dev cluster with the local profile (2 nodes); SLURM_CONF set for the session."""
+    saved = os.environ.get("SLURM_CONF")
+    handle = _cluster_session.ensure("local")
+    yield handle
+    if _cluster_session.switched:
+        _cluster_session.ensure("local")
+    if saved is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = saved
+
+
+@pytest.fixture(scope="session")
+def devcluster_with(
+    _cluster_session: _ClusterSession, devcluster: DevClusterHandle
+) -> Callable[..., DevClusterHandle]:
+    """switch(profile, nodes=2): the dev cluster restarted to emulate that profile."""
+    del devcluster  # requested for ordering: local is restored at its teardown
+    return _cluster_session.ensure
+
+
+@pytest.fixture(autouse=True)
+def _local_profile_for_devcluster_tests(request: pytest.FixtureRequest) -> None:
+    """A test that uses `devcluster` after another switched profiles gets `local` back."""
+    names = set(request.fixturenames)
+    if "devcluster" not in names or "devcluster_with" in names:
+        return
+    session: _ClusterSession = request.getfixturevalue("_cluster_session")
+    if session.switched:
+        session.ensure("local")

@@ -1,0 +1,191 @@
+"""The dev cluster for real: status, idempotent up, a 2-node job, recovery, down."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from hpctrain.devcluster.processes import cmdline, is_running
+
+if TYPE_CHECKING:
+    from tests.conftest import DevClusterHandle
+
+pytestmark = pytest.mark.cluster
+OUR_PROGRAMS = {"munged", "mysqld", "mariadbd", "slurmdbd", "slurmctld", "slurmd", "slurmstepd"}
+
+
+def _our_processes(directory: Path) -> list[tuple[int, str]]:
+    """Live daemons whose command line or environment points into the cluster's directory."""
+    found = []
+    mark = str(directory)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        pid = int(entry.name)
+        argv = cmdline(pid)
+        if not argv or not is_running(pid):
+            continue
+        prog = os.path.basename(argv[0]).split(":")[0]
+        if prog not in OUR_PROGRAMS:
+            continue
+        try:
+            env = (entry / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            env = ""
+        if mark in " ".join(argv) or mark in env:
+            found.append((pid, " ".join(argv)))
+    return found
+
+
+def _status(dc: DevClusterHandle) -> dict[str, Any]:
+    res = dc.cli("devcluster", "status", "--json")
+    return json.loads(res.stdout)
+
+
+def test_status_reports_the_running_cluster(devcluster: DevClusterHandle) -> None:
+    res = devcluster.cli("devcluster", "status", "--json")
+    assert res.returncode == 0, res.stderr
+    st = json.loads(res.stdout)
+    assert st["running"] and st["healthy"]
+    assert st["profile"] == "local"
+    names = {d["name"]: d for d in st["daemons"]}
+    assert set(names) == {"munged", "mysqld", "slurmdbd", "slurmctld", "slurmd:node1",
+                          "slurmd:node2"}
+    assert all(d["alive"] and is_running(d["pid"]) for d in names.values())
+    assert "debug*" in st["sinfo"] and "idle" in st["sinfo"]
+    state = json.loads((devcluster.directory / "state.json").read_text())
+    assert state["profile"] == "local" and state["phase"] == "running"
+    assert state["cluster_name"] == "hpctrain-dev"
+    assert state["ports"]["slurmctld"] == 16817
+
+
+def test_up_again_is_a_no_op(devcluster: DevClusterHandle) -> None:
+    before = _status(devcluster)
+    t0 = time.monotonic()
+    res = devcluster.cli("devcluster", "up")
+    assert res.returncode == 0, res.stderr
+    assert time.monotonic() - t0 < 10
+    assert "already running" in res.stdout
+    assert f"export SLURM_CONF={devcluster.slurm_conf}" in res.stdout
+    after = _status(devcluster)
+    assert [d["pid"] for d in after["daemons"]] == [d["pid"] for d in before["daemons"]]
+
+
+def test_up_with_another_profile_needs_down_or_replace(devcluster: DevClusterHandle) -> None:
+    before = _status(devcluster)
+    res = devcluster.cli("devcluster", "up", "--profile", "raven")
+    assert res.returncode == 1
+    assert "running profile local" in res.stderr
+    assert "hpctrain devcluster down" in res.stderr and "--replace" in res.stderr
+    assert _status(devcluster)["daemons"] == before["daemons"]
+
+
+def test_two_node_job_runs_and_is_accounted(devcluster: DevClusterHandle, tmp_path: Path
+                                            ) -> None:
+    script = tmp_path / "two nodes.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n#SBATCH --gres=gpu:emu:1\n"
+        "#SBATCH --time=00:05:00\n#SBATCH --output=job-%j.out\n"
+        'echo "cluster=$SLURM_CLUSTER_NAME"\n'
+        # The first node must resolve: it becomes MASTER_ADDR for multi-node training.
+        'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)\n'
+        'echo "first=$(getent hosts "$first")"\n'
+        "srun bash -c 'echo rank=$SLURM_PROCID node=$SLURMD_NODENAME'\n"
+    )
+    job = devcluster.sbatch(script)
+    row = devcluster.wait_job(job)
+    assert row["State"] == "COMPLETED", row
+    assert row["NNodes"] == "2"
+    assert "gres/gpu=2" in row["AllocTRES"]
+    out = (tmp_path / f"job-{job}.out").read_text()
+    ranks = sorted(line for line in out.splitlines() if line.startswith("rank="))
+    assert ranks == ["rank=0 node=node1", "rank=1 node=node1", "rank=2 node=node2",
+                     "rank=3 node=node2"], out
+    assert "cluster=hpctrain-dev" in out
+    assert "first=127.0.0.1" in out
+
+
+def test_local_refuses_like_a_real_cluster(devcluster: DevClusterHandle, tmp_path: Path) -> None:
+    script = tmp_path / "t.sh"
+    script.write_text("#!/bin/bash\nsrun hostname\n")
+    ok, msg = devcluster.test_only(script, "--gres=gpu:emu:2", "--nodes=2", "--time=1:00:00")
+    assert ok, msg
+    assert devcluster.test_only(script, "-A", "hpctrain-test")[0]
+    for bad, why in [
+        (["--gres=gpu:emu:3"], "configuration is not available"),
+        (["--time=3:00:00"], "time limit"),
+        (["--mem=5000"], "configuration is not available"),
+        (["--nodes=3"], "Node count"),
+        (["--account=nosuch"], "Invalid account"),
+        (["--qos=nosuch"], "Invalid qos"),
+        (["--partition=nosuch"], "Invalid partition"),
+    ]:
+        ok, msg = devcluster.test_only(script, *bad)
+        assert not ok and why in msg, (bad, msg)
+
+
+def test_up_resumes_a_drained_node(devcluster: DevClusterHandle) -> None:
+    client = devcluster.client()
+    client.run(["scontrol", "update", "NodeName=node2", "State=DRAIN", "Reason=hpctrain-test"])
+    assert "drain" in client.run(["sinfo", "-h", "-n", "node2", "-o", "%t"]).stdout
+    res = devcluster.cli("devcluster", "up")
+    assert res.returncode == 0 and "already running" in res.stdout, res.stderr
+    assert client.run(["sinfo", "-h", "-n", "node2", "-o", "%t"]).stdout.strip() == "idle"
+
+
+def test_up_recovers_a_dead_daemon(devcluster: DevClusterHandle) -> None:
+    st = _status(devcluster)
+    victim = next(d for d in st["daemons"] if d["name"] == "slurmd:node2")
+    os.kill(victim["pid"], signal.SIGKILL)
+    degraded = devcluster.cli("devcluster", "status", "--json")
+    assert degraded.returncode == 1
+    assert not json.loads(degraded.stdout)["healthy"]
+    # capture_output: if a daemon kept our pipes open, this call would hang until timeout.
+    res = devcluster.cli("devcluster", "up", timeout_s=60)
+    assert res.returncode == 0, res.stderr
+    after = _status(devcluster)
+    assert after["healthy"]
+    # The profile-independent daemons are reused; slurmctld and the slurmds restart.
+    pids = {d["name"]: d["pid"] for d in after["daemons"]}
+    old = {d["name"]: d["pid"] for d in st["daemons"]}
+    assert all(pids[n] == old[n] for n in ("munged", "mysqld", "slurmdbd"))
+    assert pids["slurmd:node2"] != victim["pid"]
+
+
+def test_down_stops_only_ours_and_up_survives_stale_pid_files(
+    devcluster: DevClusterHandle,
+) -> None:
+    run = devcluster.directory / "run"
+    assert _our_processes(devcluster.directory)
+    res = devcluster.cli("devcluster", "down")
+    assert res.returncode == 0, res.stderr
+    assert _our_processes(devcluster.directory) == []
+    st = _status(devcluster)
+    assert not st["running"] and not any(d["alive"] for d in st["daemons"])
+
+    # Stale pid files: a live process that is not ours (this test), a dead pid, garbage.
+    (run / "slurmctld.pid").write_text(f"{os.getpid()}\n")
+    (run / "mysqld.pid").write_text("4194000\n")
+    (run / "slurmd-node1.pid").write_text("not a pid\n")
+    res = devcluster.cli("devcluster", "down")
+    assert res.returncode == 0 and "Nothing" in res.stdout, res.stdout + res.stderr
+    assert is_running(os.getpid())
+
+    (run / "slurmctld.pid").write_text(f"{os.getppid()}\n")
+    (run / "slurmdbd.pid").write_text(f"{os.getpid()}\n")
+    t0 = time.monotonic()
+    res = devcluster.cli("devcluster", "up", timeout_s=90)
+    took = time.monotonic() - t0
+    assert res.returncode == 0, res.stderr
+    assert is_running(os.getppid())
+    st = _status(devcluster)
+    assert st["healthy"], st
+    assert os.getpid() not in [d["pid"] for d in st["daemons"]]
+    assert took < 30, f"up took {took:.1f} s"
