@@ -17,8 +17,10 @@ echo "== ruff"
 echo "== mypy"
 "$venv/mypy"
 
+# Leave a cluster the developer already had running as it was.
 was_up=0
-if "$venv/hpctrain" devcluster status --json 2>/dev/null | grep -q '"running": true'; then
+status_json="$("$venv/hpctrain" devcluster status --json 2>/dev/null || true)"
+if [[ "$status_json" == *'"running": true'* ]]; then
   was_up=1
 fi
 cleanup() {

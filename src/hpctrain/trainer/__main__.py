@@ -1,0 +1,7 @@
+"""Run the packaged trainer: `python -m hpctrain.trainer --help`."""
+
+import sys
+
+from hpctrain.trainer.entry import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Datasets of the built-in tasks; `fetch` (downloads) imports neither torch nor numpy."""

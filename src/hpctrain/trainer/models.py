@@ -1,0 +1,149 @@
+"""The built-in networks (the tutorials' spiral MLP and MNIST CNN) and their LightningModule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+import torch
+from torch import nn
+
+from hpctrain.trainer.config import OptimConfig
+
+
+def spiral_mlp(hidden: list[int], inputs: int = 2, classes: int = 2) -> nn.Sequential:
+    """The MLP of the Raven tutorial: Linear+ReLU per hidden layer, then a linear head."""
+    layers: list[nn.Module] = []
+    width = inputs
+    for size in hidden:
+        layers += [nn.Linear(width, size), nn.ReLU()]
+        width = size
+    layers.append(nn.Linear(width, classes))
+    return nn.Sequential(*layers)
+
+
+class TutorialCNN(nn.Module):
+    """The CNN of the MNIST tutorials: conv 32, conv 64, max-pool, dropout, fc 128, fc 10."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 32, 3, 1),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 3, 1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Dropout(0.25),
+            nn.Flatten(),
+        )
+        self.head = nn.Sequential(
+            nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5), nn.Linear(128, classes)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+def build_optimizer(params: Any, optim: OptimConfig, lr: float) -> torch.optim.Optimizer:
+    """The optimizer named in the config, at learning rate `lr` (already scaled)."""
+    if optim.name == "sgd":
+        return torch.optim.SGD(
+            params, lr=lr, momentum=optim.momentum, weight_decay=optim.weight_decay
+        )
+    if optim.name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=optim.weight_decay)
+    return torch.optim.Adam(params, lr=lr, weight_decay=optim.weight_decay)
+
+
+class Classifier(L.LightningModule):
+    """Cross-entropy training of a built-in network, with epoch metrics and no per-step syncs."""
+
+    def __init__(
+        self,
+        network: nn.Module,
+        optim: OptimConfig,
+        lr: float,
+        gradient_clip_val: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.net = network
+        self.optim = optim
+        self.lr = lr
+        self.gradient_clip_val = gradient_clip_val
+        # Manual optimization: Lightning's automatic-optimization closure machinery costs tens of
+        # microseconds per step, a large share of a small model's step on a CPU.
+        self.automatic_optimization = False
+        self.loss_fn = nn.CrossEntropyLoss(reduction="sum")
+        # Loss sums stay on the device and are reduced once per epoch, so that no training step
+        # waits for the device or the other ranks; counts are plain ints.
+        self._train_loss = torch.zeros(())
+        self._train_count = 0
+        self._val_loss = torch.zeros(())
+        self._val_correct = torch.zeros(())
+        self._val_count = 0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Lightning sets _current_fx_name around every hook, ~40 times per step; nn.Module's
+        # __setattr__ costs microseconds each, a visible share of a small model's step.
+        if name == "_current_fx_name":
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return build_optimizer(self.parameters(), self.optim, self.lr)
+
+    def on_train_start(self) -> None:
+        # Lightning skips on_train_epoch_start when it resumes in the middle of an epoch.
+        self.on_train_epoch_start()
+
+    def on_train_epoch_start(self) -> None:
+        self._train_loss = torch.zeros((), device=self.device)
+        self._train_count = 0
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        x, y = batch
+        n = y.shape[0]
+        optimizer = self.optimizers()
+        assert isinstance(optimizer, L.pytorch.core.optimizer.LightningOptimizer)
+        optimizer.zero_grad()
+        loss_sum = self.loss_fn(self.net(x), y)
+        # manual_backward, not loss.backward(): under DDP it prepares the gradient all-reduce.
+        self.manual_backward(loss_sum / max(n, 1))
+        if self.gradient_clip_val is not None:
+            self.clip_gradients(optimizer.optimizer, gradient_clip_val=self.gradient_clip_val)
+        optimizer.step()
+        self._train_loss.add_(loss_sum.detach())
+        self._train_count += n
+
+    def on_train_epoch_end(self) -> None:
+        stats = torch.stack([self._train_loss, self._count_tensor(self._train_count)])
+        total = self.trainer.strategy.reduce(stats, reduce_op="sum")
+        self.log("train_loss", total[0] / total[1].clamp(min=1), prog_bar=True)
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_loss = torch.zeros((), device=self.device)
+        self._val_correct = torch.zeros((), device=self.device)
+        self._val_count = 0
+
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        x, y = batch
+        logits = self.net(x)
+        self._val_loss.add_(self.loss_fn(logits, y))
+        self._val_correct.add_((logits.argmax(dim=1) == y).sum())
+        self._val_count += y.shape[0]
+
+    def on_validation_epoch_end(self) -> None:
+        stats = torch.stack(
+            [self._val_loss, self._val_correct, self._count_tensor(self._val_count)]
+        )
+        total = self.trainer.strategy.reduce(stats, reduce_op="sum")
+        count = total[2].clamp(min=1)
+        self.log("val_loss", total[0] / count)
+        self.log("val_acc", total[1] / count, prog_bar=True)
+
+    def _count_tensor(self, count: int) -> torch.Tensor:
+        return torch.tensor(float(count), device=self.device)

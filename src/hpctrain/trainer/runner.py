@@ -1,0 +1,268 @@
+"""Run one training: resolve the launch, build task and Trainer, resume, fit, report."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.fabric.plugins.environments import (
+    ClusterEnvironment,
+    LightningEnvironment,
+    SLURMEnvironment,
+    TorchElasticEnvironment,
+)
+
+from hpctrain import __version__
+from hpctrain.errors import ConfigError
+from hpctrain.trainer.callbacks import AtomicCheckpointIO, RunRecorder, atomic_write_text
+from hpctrain.trainer.cluster import Topology, default_data_dir, detect_topology, resolve_run_dir
+from hpctrain.trainer.config import FILE_TASKS, TrainConfig, dump_config
+from hpctrain.trainer.custom import import_class, instantiate
+from hpctrain.trainer.datasets.fetch import locate_idx_files
+from hpctrain.trainer.loggers import build_loggers
+from hpctrain.trainer.resume import choose_checkpoint, validate_checkpoint
+
+
+class CheckedSLURMEnvironment(SLURMEnvironment):
+    """Lightning's SLURM environment, trusting the layout hpctrain already checked."""
+
+    def __init__(self, topology: Topology, auto_requeue: bool = True) -> None:
+        self.topology = topology
+        super().__init__(auto_requeue=auto_requeue)
+
+    @staticmethod
+    def _validate_srun_variables() -> None:
+        # Lightning rejects --ntasks without --ntasks-per-node; detect_topology reads the
+        # actual per-node layout instead and rejects only uneven or miscounted layouts.
+        return None
+
+    def validate_settings(self, num_devices: int, num_nodes: int) -> None:
+        topo = self.topology
+        if (num_devices, num_nodes) != (topo.devices_per_node, topo.num_nodes):
+            raise ConfigError(
+                f"the Trainer has devices={num_devices}, num_nodes={num_nodes}, but SLURM runs "
+                f"{topo.devices_per_node} task(s) per node on {topo.num_nodes} node(s)",
+                "set trainer.devices and trainer.num_nodes to auto",
+            )
+
+
+class _DropTip(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("💡 Tip")
+
+
+def _quiet_lightning(task: str) -> None:
+    """Silence Lightning chatter that does not apply to how hpctrain drives it."""
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropTip())
+    # Lightning 2.6 on torch >= 2.10 warns about its own use of torch's pytree API.
+    warnings.filterwarnings(
+        "ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated.*"
+    )
+    if task != "custom":
+        # Built-in tasks log once per epoch, never per step, values they already reduced over
+        # all ranks.
+        warnings.filterwarnings("ignore", message=r".*smaller than the logging interval.*")
+        warnings.filterwarnings(
+            "ignore", message=r".*sync_dist=True.*when logging on epoch level.*"
+        )
+    if "SLURM_JOB_ID" not in os.environ:
+        # srun on a login node's PATH says nothing about this (local) run.
+        warnings.filterwarnings("ignore", message=r".*`srun` command is available.*")
+
+
+def _cluster_environment(config: TrainConfig, topo: Topology) -> ClusterEnvironment:
+    if topo.launch == "slurm":
+        return CheckedSLURMEnvironment(topo, auto_requeue=config.trainer.slurm_auto_requeue)
+    if topo.launch == "torchrun":
+        return TorchElasticEnvironment()
+    # Explicit, so that Lightning does not pick SLURM inside an interactive allocation.
+    return LightningEnvironment()
+
+
+def _accelerator(config: TrainConfig, topo: Topology) -> str:
+    wanted = config.trainer.accelerator
+    cuda = torch.cuda.is_available()
+    if wanted == "gpu" and not cuda:
+        raise ConfigError(
+            "trainer.accelerator is gpu, but no CUDA GPU is visible "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')!r})",
+            "set trainer.accelerator: auto (CPU fallback) or request GPUs for the job",
+        )
+    accelerator = "gpu" if wanted == "gpu" or (wanted == "auto" and cuda) else "cpu"
+    if accelerator == "gpu" and topo.devices_per_node > torch.cuda.device_count():
+        raise ConfigError(
+            f"{topo.devices_per_node} processes per node, but each sees only "
+            f"{torch.cuda.device_count()} GPU(s); Lightning needs every process to see all the "
+            "node's GPUs",
+            "request GPUs with --gres=gpu:N (not --gpus-per-task or --gpu-bind), "
+            "or set trainer.devices to the visible count",
+        )
+    return accelerator
+
+
+def build_task(config: TrainConfig, lr: float) -> tuple[L.LightningModule, L.LightningDataModule]:
+    """The LightningModule and LightningDataModule of the configured task."""
+    batch_size = config.trainer.batch_size
+    clip = config.trainer.gradient_clip_val
+    if config.task == "spiral":
+        from hpctrain.trainer.datasets.spiral import SpiralDataModule
+        from hpctrain.trainer.models import Classifier, spiral_mlp
+
+        module = Classifier(spiral_mlp(config.model.hidden), config.optim, lr, clip)
+        return module, SpiralDataModule(config.data, batch_size, config.seed)
+    if config.task in FILE_TASKS:
+        from hpctrain.trainer.datasets.images import ImageDataModule
+        from hpctrain.trainer.models import Classifier, TutorialCNN
+
+        directory = (
+            Path(config.data.dir).expanduser() if config.data.dir else default_data_dir(config.task)
+        )
+        # Fail before Lightning starts anything, with the fetch command in the message.
+        locate_idx_files(config.task, directory.absolute())
+        data = ImageDataModule(
+            config.task, directory.absolute(), batch_size, config.data.num_workers, config.seed
+        )
+        return Classifier(TutorialCNN(), config.optim, lr, clip), data
+    assert config.custom.module is not None and config.custom.datamodule is not None
+    module_cls = import_class(config.custom.module, "custom.module", L.LightningModule)
+    data_cls = import_class(config.custom.datamodule, "custom.datamodule", L.LightningDataModule)
+    return (
+        instantiate(module_cls, config.custom.module_kwargs, "custom.module_kwargs", {"lr": lr}),
+        instantiate(
+            data_cls,
+            config.custom.datamodule_kwargs,
+            "custom.datamodule_kwargs",
+            {"batch_size": batch_size},
+        ),
+    )
+
+
+def _banner(
+    trainer: L.Trainer,
+    config: TrainConfig,
+    topo: Topology,
+    run_dir: Path,
+    lr: float,
+    resume: str,
+) -> str:
+    world = trainer.world_size
+    accelerator = "gpu" if trainer.strategy.root_device.type == "cuda" else "cpu"
+    backend = getattr(trainer.strategy, "process_group_backend", None) or "none"
+    batch = config.trainer.batch_size
+    params = sum(p.numel() for p in trainer.lightning_module.parameters())
+    return "\n".join(
+        [
+            f"hpctrain {__version__} trainer: task {config.task} ({params:,} parameters), "
+            f"run dir {run_dir}",
+            f"world_size={world} nodes={trainer.num_nodes} devices_per_node={trainer.num_devices}"
+            f" accelerator={accelerator} backend={backend} launch={topo.launch}",
+            f"batch_size={batch} per device, effective_batch_size={batch * world}"
+            f" learning_rate={lr:g} (base {config.optim.lr:g}, scale-lr {config.optim.scale_lr})",
+            f"epochs={config.trainer.max_epochs} resume: {resume}",
+        ]
+    )
+
+
+def run_training(
+    config: TrainConfig,
+    run_dir: str | Path | None = None,
+    resume: str = "auto",
+    callbacks: Sequence[L.Callback] = (),
+) -> dict[str, Any]:
+    """Train as configured (plus extra callbacks); returns the metrics.json content on rank 0."""
+    topo = detect_topology(os.environ, config.trainer.devices, config.trainer.num_nodes)
+    path = resolve_run_dir(run_dir, config.task, topo)
+    if topo.launch == "local" and topo.world_size > 1:
+        # Lightning re-runs this command for the other local processes; they must name the
+        # same directory, not one with their own timestamp.
+        os.environ["HPCTRAIN_RUN_DIR"] = str(path)
+    _quiet_lightning(config.task)
+    accelerator = _accelerator(config, topo)
+    if accelerator == "gpu":
+        torch.set_float32_matmul_precision(config.trainer.matmul_precision)
+
+    lr = config.optim.lr * (topo.world_size if config.optim.scale_lr == "linear" else 1)
+    L.seed_everything(config.seed, workers=True, verbose=False)
+    module, datamodule = build_task(config, lr)
+    checkpoint = choose_checkpoint(resume, path)
+    resume_text = "fresh start"
+    if checkpoint is not None:
+        header = validate_checkpoint(checkpoint, module, config.task)
+        finished = header["epochs_finished"]
+        resume_text = f"from {checkpoint}, continuing at epoch {finished + 1}"
+        if header["mid_epoch"]:
+            resume_text += " (saved mid-epoch: its remaining batches run first)"
+        if finished >= config.trainer.max_epochs and topo.is_rank_zero:
+            print(
+                f"note: {checkpoint} already holds epoch {finished} of "
+                f"{config.trainer.max_epochs}; raise --max-epochs to train further",
+                flush=True,
+            )
+
+    path.mkdir(parents=True, exist_ok=True)
+    if topo.is_rank_zero:
+        atomic_write_text(path / "config.yaml", dump_config(config))
+    loggers = build_loggers(config.logging, path, config.task, resuming=checkpoint is not None)
+    for logger in loggers:
+        logger.log_hyperparams(config.model_dump(mode="json"))
+
+    progress = config.logging.progress
+    bar = progress == "bar" or (progress == "auto" and sys.stdout.isatty())
+    batch = config.trainer.batch_size
+    recorder = RunRecorder(
+        run_dir=path,
+        task=config.task,
+        checkpoint=config.checkpoint,
+        print_lines=not bar,
+        banner=lambda t: _banner(t, config, topo, path, lr, resume_text),
+        resumed_from=checkpoint,
+        static={
+            "batch_size_per_device": batch,
+            "effective_batch_size": batch * topo.world_size,
+            "learning_rate": lr,
+            "launch": topo.launch,
+            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            "run_dir": str(path),
+        },
+    )
+    trainer = L.Trainer(
+        accelerator=accelerator,
+        devices=topo.devices_per_node,
+        num_nodes=topo.num_nodes,
+        strategy="ddp" if topo.world_size > 1 else "auto",
+        plugins=[_cluster_environment(config, topo), AtomicCheckpointIO()],
+        precision=config.trainer.precision,
+        max_epochs=config.trainer.max_epochs,
+        logger=loggers or False,
+        callbacks=[recorder, *callbacks],
+        enable_progress_bar=bar,
+        enable_checkpointing=True,
+        # The banner gives the parameter count; Lightning's summary table would land in stdout.
+        enable_model_summary=False,
+        # Built-in tasks shard their own data; custom data modules get Lightning's sampler.
+        use_distributed_sampler=config.task == "custom",
+        default_root_dir=path,
+        num_sanity_val_steps=config.trainer.num_sanity_val_steps,
+        check_val_every_n_epoch=config.trainer.check_val_every_n_epoch,
+        # The built-in modules optimize manually and clip themselves.
+        gradient_clip_val=config.trainer.gradient_clip_val if config.task == "custom" else None,
+        log_every_n_steps=config.logging.every_n_steps,
+        benchmark=accelerator == "gpu",
+    )
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(checkpoint) if checkpoint else None)
+    if trainer.is_global_zero and recorder.summary:
+        summary = recorder.summary
+        acc = summary["final_val_acc"]
+        print(
+            f"done: {summary['epochs_completed']} epoch(s), "
+            f"val_acc={'nan' if acc is None else f'{acc:.4f}'}, metrics in {path / 'metrics.json'}",
+            flush=True,
+        )
+    return recorder.summary

@@ -1,0 +1,1 @@
+"""A user package for the custom-task tests: a LightningModule and a LightningDataModule."""

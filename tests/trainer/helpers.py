@@ -1,0 +1,58 @@
+"""Helpers for the trainer tests: a clean launch environment and running the trainer."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import hpctrain
+
+HERE = Path(__file__).resolve().parent
+SRC = Path(hpctrain.__file__).resolve().parents[1]
+
+# Variables that would make the trainer think it runs under a launcher (when pytest itself runs
+# inside a SLURM job or torchrun) or point it at a user's run directory or secrets.
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK")
+OTHER_VARS = ("HPCTRAIN_RUN_DIR", "HPCTRAIN_DATA_DIR", "HPCTRAIN_DATA_URL", "COMET_API_KEY")
+
+# Small enough to train in about a second, large enough to learn the spirals.
+TINY_SPIRAL = ["data.samples=4096", "trainer.batch_size=256", "optim.lr=0.01"]
+
+EPOCH_LINE = re.compile(
+    r"^epoch (\d+)/(\d+) train_loss=(\S+) val_loss=(\S+) val_acc=(\S+) samples/s=(\S+)", re.M
+)
+
+
+def epochs_in(output: str) -> list[int]:
+    """The epoch numbers of the per-epoch lines in the trainer's output."""
+    return [int(m.group(1)) for m in EPOCH_LINE.finditer(output)]
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """os.environ without launcher variables, with hpctrain and the test package importable."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLURM_", "TORCHELASTIC_", "PMI_", "OMPI_"))
+        and k not in LAUNCH_VARS + OTHER_VARS + ("MASTER_ADDR", "MASTER_PORT")
+    }
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(HERE), env.get("PYTHONPATH", "")])
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    env.update(extra or {})
+    return env
+
+
+def run_module(
+    args: list[str], env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`python -m hpctrain.trainer ARGS` in a clean environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "hpctrain.trainer", *args],
+        env=env or clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
