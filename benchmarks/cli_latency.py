@@ -16,8 +16,17 @@ import sys
 import time
 
 FLOOR = [sys.executable, "-c", "import typer, rich, pydantic, jinja2, yaml"]
-RENDER = [sys.executable, "-m", "hpctrain", "render", "--profile", "raven", "--nodes", "2",
-          "--dry-run"]
+RENDER = [
+    sys.executable,
+    "-m",
+    "hpctrain",
+    "render",
+    "--profile",
+    "raven",
+    "--nodes",
+    "2",
+    "--dry-run",
+]
 TARGET = 1.5
 
 

@@ -5,13 +5,32 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpctrain.errors import SlurmError, SlurmUnavailableError
+from hpctrain.slurm import parsers
+from hpctrain.slurm.parsers import JobInfo
 
 DEFAULT_TIMEOUT_S = 10.0
+# Where slurm.conf is read from when SLURM_CONF is unset: Debian's default, older Debian's,
+# and the caches of configless sites (slurmd's, then sackd's).
+SYSTEM_CONFS = (
+    "/etc/slurm/slurm.conf",
+    "/etc/slurm-llnl/slurm.conf",
+    "/run/slurm/conf/slurm.conf",
+    "/var/spool/slurmd/conf-cache/slurm.conf",
+)
+
+
+class SlurmTimeoutError(SlurmUnavailableError):
+    """A SLURM command did not answer within the client's timeout."""
+
+
+class AccountingUnavailableError(SlurmError):
+    """sacct cannot answer: accounting is off here, or slurmdbd is down."""
 
 
 def devcluster_conf() -> Path | None:
@@ -52,6 +71,8 @@ class SlurmClient:
     slurm_conf: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     calls: list[tuple[str, ...]] = field(default_factory=list)
+    # time.monotonic() of each call, so that callers can check how often SLURM was asked.
+    call_times: list[float] = field(default_factory=list)
 
     @classmethod
     def from_environment(cls, timeout_s: float | None = None) -> SlurmClient:
@@ -84,6 +105,7 @@ class SlurmClient:
                 "and start the dev cluster (`hpctrain devcluster up`)",
             )
         self.calls.append(argv)
+        self.call_times.append(time.monotonic())
         limit = timeout_s if timeout_s is not None else self.timeout_s
         try:
             proc = subprocess.run(
@@ -97,7 +119,7 @@ class SlurmClient:
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            raise SlurmUnavailableError(
+            raise SlurmTimeoutError(
                 f"{argv[0]} did not answer within {limit:g} s: SLURM is down or overloaded",
                 "check `sinfo`; on the dev cluster run `hpctrain devcluster status`; "
                 "HPCTRAIN_SLURM_TIMEOUT raises the limit",
@@ -106,6 +128,103 @@ class SlurmClient:
         if check and proc.returncode != 0:
             raise _error_for(result)
         return result
+
+    # --- the commands hpctrain uses, each one call with machine-readable output ---------------
+
+    def submit(self, script: str | Path, *, cwd: str | Path | None = None) -> str:
+        """`sbatch --parsable SCRIPT`; return the job id, or raise SlurmError with SLURM's words."""
+        try:
+            result = self.run(["sbatch", "--parsable", str(script)], cwd=cwd, check=False)
+        except SlurmTimeoutError as e:
+            raise SlurmTimeoutError(
+                f"{e.what}; the job may have been queued all the same",
+                "look for it with `squeue --me` before submitting again; "
+                "HPCTRAIN_SLURM_TIMEOUT raises the limit",
+            ) from None
+        if result.returncode != 0:
+            error = _error_for(result)
+            if isinstance(error, SlurmUnavailableError):
+                raise error
+            message = (result.stderr or result.stdout).strip()
+            raise SlurmError(
+                f"SLURM refused the job: {message or f'sbatch exit {result.returncode}'}",
+                "change the request as SLURM's message says; "
+                "`hpctrain render ... --check` asks SLURM without queueing",
+            )
+        job_id, _cluster = parsers.parse_sbatch_parsable(result.stdout)
+        return job_id
+
+    def squeue(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
+        """One `squeue` for all ids; jobs the controller has forgotten are simply absent."""
+        if not job_ids:
+            return {}
+        result = self.run(
+            ["squeue", "--noheader", "--states=all", "--jobs", parsers.job_id_list(job_ids),
+             "--format", parsers.SQUEUE_FORMAT],
+            check=False,
+        )
+        if result.returncode != 0:
+            # squeue refuses a job list in which no id is known to the controller any more.
+            if "invalid job id" in result.stderr.lower():
+                return {}
+            raise _error_for(result)
+        return parsers.parse_squeue(result.stdout)
+
+    def sacct(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
+        """One `sacct` for all ids (allocations only); AccountingUnavailableError if it can't."""
+        if not job_ids:
+            return {}
+        try:
+            result = self.run(
+                ["sacct", "--allocations", "--parsable2", "--noheader",
+                 "--jobs", parsers.job_id_list(job_ids), "--format", parsers.SACCT_FORMAT],
+                check=False,
+            )
+        except SlurmTimeoutError as e:
+            raise AccountingUnavailableError(e.what, e.fix) from None
+        if result.returncode != 0:
+            message = (result.stderr or result.stdout).strip() or f"exit {result.returncode}"
+            raise AccountingUnavailableError(
+                f"sacct failed: {message}",
+                "job accounting (slurmdbd) is off or down here; hpctrain falls back to "
+                "scontrol and the last state it saw",
+            )
+        return parsers.parse_sacct(result.stdout)
+
+    def scontrol_job(self, job_id: str) -> JobInfo | None:
+        """`scontrol -o show job ID`; None once the controller has forgotten the job."""
+        result = self.run(["scontrol", "--oneliner", "show", "job", job_id], check=False)
+        if result.returncode != 0:
+            if "invalid job id" in result.stderr.lower():
+                return None
+            raise _error_for(result)
+        return parsers.parse_scontrol_job(result.stdout)
+
+    def scancel(self, job_ids: Sequence[str]) -> None:
+        """One `scancel` for all ids.
+
+        SLURM 22.05's scancel says nothing (exit 0) for jobs that already ended or that it
+        does not know, so callers decide from the history which ids to send.
+        """
+        if job_ids:
+            self.run(["scancel", *dict.fromkeys(job_ids)])
+
+    def conf_path(self) -> str | None:
+        """The slurm.conf the SLURM commands read, if there is a readable one."""
+        if self.slurm_conf:
+            return self.slurm_conf
+        return next((p for p in SYSTEM_CONFS if os.access(p, os.R_OK)), None)
+
+    def cluster_name(self) -> str | None:
+        """ClusterName from slurm.conf (no SLURM call); None where no config file is readable."""
+        path = self.conf_path()
+        if path is None:
+            return os.environ.get("SLURM_CLUSTER_NAME") or None
+        try:
+            text = Path(path).read_text(errors="replace")
+        except OSError:
+            return None
+        return parsers.parse_cluster_name(text)
 
 
 def _env_timeout() -> float:
@@ -132,7 +251,9 @@ def _error_for(result: Result) -> SlurmError:
     message = (result.stderr or result.stdout).strip() or f"exit status {result.returncode}"
     first = message.splitlines()[0] if message else message
     low = message.lower()
-    cmd = " ".join(result.argv[:2])
+    # "sbatch --test-only", "scontrol show", "squeue": the command, not its option soup.
+    cmd = " ".join(a for i, a in enumerate(result.argv[:2])
+                   if i == 0 or a in ("--test-only", "show", "update", "hold", "release"))
     if any(m in low for m in _DOWN_MARKERS):
         return SlurmUnavailableError(
             f"{cmd}: SLURM is not reachable: {first}",

@@ -1,0 +1,389 @@
+"""The job history: SQLite with ordered, recorded migrations (the only module using sqlite3).
+
+Concurrency: WAL mode and a busy timeout, and every write in a `BEGIN IMMEDIATE` transaction,
+so that many `hpctrain submit` processes started at once all get their row in.
+No environment values are ever stored here: secrets reach jobs through sbatch's --export=ALL.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from hpctrain import paths
+from hpctrain.errors import HistoryError
+
+BUSY_TIMEOUT_S = 30.0
+
+# Append only: never edit a migration that has shipped; add a new one.
+MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "0001_jobs",
+        (
+            """
+            CREATE TABLE jobs (
+                id            INTEGER PRIMARY KEY AUTOINCREMENT,
+                job_id        TEXT    NOT NULL,
+                cluster       TEXT    NOT NULL,
+                profile       TEXT    NOT NULL,
+                job_name      TEXT    NOT NULL,
+                partition     TEXT,
+                nodes         INTEGER NOT NULL,
+                gpus_per_node INTEGER NOT NULL,
+                total_gpus    INTEGER NOT NULL,
+                command       TEXT    NOT NULL,
+                run_dir       TEXT,
+                script_path   TEXT,
+                stdout_path   TEXT,
+                stderr_path   TEXT,
+                submitted_at  TEXT    NOT NULL,
+                workdir       TEXT    NOT NULL,
+                git_commit    TEXT,
+                git_dirty     INTEGER,
+                state         TEXT    NOT NULL DEFAULT 'PENDING',
+                slurm_state   TEXT,
+                exit_code     INTEGER,
+                signal        INTEGER,
+                reason        TEXT,
+                node_list     TEXT,
+                elapsed_s     INTEGER,
+                time_limit_s  INTEGER,
+                updated_at    TEXT,
+                terminal      INTEGER NOT NULL DEFAULT 0,
+                stale         INTEGER NOT NULL DEFAULT 0,
+                UNIQUE (cluster, job_id)
+            )
+            """,
+            "CREATE INDEX jobs_unfinished ON jobs (terminal, cluster)",
+            "CREATE INDEX jobs_job_id ON jobs (job_id)",
+        ),
+    ),
+)
+
+_SCHEMA_MIGRATIONS = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+)
+"""
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job just accepted by sbatch, as submit records it."""
+
+    job_id: str
+    cluster: str
+    profile: str
+    job_name: str
+    partition: str | None
+    nodes: int
+    gpus_per_node: int
+    total_gpus: int
+    command: Sequence[str]
+    run_dir: str | None
+    script_path: str | None
+    stdout_path: str | None
+    stderr_path: str | None
+    workdir: str
+    git_commit: str | None
+    git_dirty: bool | None
+    time_limit_s: int | None = None
+    submitted_at: str = field(default_factory=utc_now)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One row of the history."""
+
+    id: int
+    job_id: str
+    cluster: str
+    profile: str
+    job_name: str
+    partition: str | None
+    nodes: int
+    gpus_per_node: int
+    total_gpus: int
+    command: list[str]
+    run_dir: str | None
+    script_path: str | None
+    stdout_path: str | None
+    stderr_path: str | None
+    submitted_at: str
+    workdir: str
+    git_commit: str | None
+    git_dirty: bool | None
+    state: str
+    slurm_state: str | None
+    exit_code: int | None
+    signal: int | None
+    reason: str | None
+    node_list: str | None
+    elapsed_s: int | None
+    time_limit_s: int | None
+    updated_at: str | None
+    terminal: bool
+    stale: bool
+
+
+@dataclass(frozen=True)
+class StateUpdate:
+    """What a refresh learned about one job (by history row id)."""
+
+    id: int
+    state: str
+    terminal: bool
+    stale: bool
+    slurm_state: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None
+    node_list: str | None = None
+    elapsed_s: int | None = None
+    time_limit_s: int | None = None
+
+
+_COLUMNS = tuple(f.name for f in fields(JobRecord))
+# Named, not `*`: later migrations may add columns in any order.
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM jobs"
+
+
+def _record(row: tuple[object, ...]) -> JobRecord:
+    data: dict[str, Any] = dict(zip(_COLUMNS, tuple(row), strict=True))
+    data["command"] = json.loads(str(data["command"]))
+    data["git_dirty"] = None if data["git_dirty"] is None else bool(data["git_dirty"])
+    data["terminal"] = bool(data["terminal"])
+    data["stale"] = bool(data["stale"])
+    return JobRecord(**data)
+
+
+class History:
+    """The job history at `path` (default: paths.history_db()); opened lazily."""
+
+    def __init__(self, path: Path | None = None, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        self.path = Path(path) if path is not None else paths.history_db()
+        self.busy_timeout_s = busy_timeout_s
+        self._conn: sqlite3.Connection | None = None
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    # --- connection and migrations ---------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), never implied.
+            conn = sqlite3.connect(
+                str(self.path), timeout=self.busy_timeout_s, isolation_level=None
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            # WAL lets readers (status) run while a submit writes. On filesystems without
+            # shared memory SQLite keeps its rollback journal, which is slower but correct.
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn = conn
+            self._migrate(conn)
+        except sqlite3.Error as e:
+            self.close()
+            raise self._error("open", e) from None
+        except OSError as e:
+            raise HistoryError(
+                f"cannot create the job history's directory {self.path.parent}: {e.strerror}",
+                "set HPCTRAIN_HOME to a writable directory",
+            ) from None
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        if current == len(MIGRATIONS):
+            return
+        with self._transaction(conn):
+            conn.execute(_SCHEMA_MIGRATIONS)
+            applied = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            newest = max(applied, default=0)
+            if newest > len(MIGRATIONS):
+                raise HistoryError(
+                    f"the job history {self.path} was written by a newer hpctrain "
+                    f"(schema {newest}, this one knows {len(MIGRATIONS)})",
+                    "upgrade hpctrain, or point HPCTRAIN_HOME elsewhere",
+                )
+            # Another process may have migrated while this one waited for the lock.
+            for version, (name, statements) in enumerate(MIGRATIONS, start=1):
+                if version in applied:
+                    continue
+                for sql in statements:
+                    conn.execute(sql)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (version, name, utc_now()),
+                )
+            conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
+        # IMMEDIATE takes the write lock up front, so two writers never deadlock upgrading
+        # read locks; the busy timeout makes the second one wait instead of failing.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _error(self, what: str, e: sqlite3.Error) -> HistoryError:
+        if "locked" in str(e) or "busy" in str(e):
+            return HistoryError(
+                f"the job history {self.path} stayed locked for {self.busy_timeout_s:g} s "
+                f"({what})",
+                "another hpctrain process holds it; retry, or look for a stuck process",
+            )
+        return HistoryError(
+            f"cannot {what} the job history {self.path}: {e}",
+            "check the file's permissions and free space; move it aside to start afresh",
+        )
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def schema_version(self) -> int:
+        return int(self._connect().execute("PRAGMA user_version").fetchone()[0])
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def add(self, job: NewJob) -> JobRecord:
+        """Record a submitted job; the row starts PENDING."""
+        conn = self._connect()
+        try:
+            with self._transaction(conn):
+                conn.execute(
+                    """
+                    INSERT INTO jobs (job_id, cluster, profile, job_name, partition, nodes,
+                        gpus_per_node, total_gpus, command, run_dir, script_path, stdout_path,
+                        stderr_path, submitted_at, workdir, git_commit, git_dirty, state,
+                        time_limit_s, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING', ?, ?)
+                    ON CONFLICT (cluster, job_id) DO UPDATE SET
+                        profile = excluded.profile, job_name = excluded.job_name,
+                        partition = excluded.partition, nodes = excluded.nodes,
+                        gpus_per_node = excluded.gpus_per_node,
+                        total_gpus = excluded.total_gpus, command = excluded.command,
+                        run_dir = excluded.run_dir, script_path = excluded.script_path,
+                        stdout_path = excluded.stdout_path, stderr_path = excluded.stderr_path,
+                        submitted_at = excluded.submitted_at, workdir = excluded.workdir,
+                        git_commit = excluded.git_commit, git_dirty = excluded.git_dirty,
+                        state = 'PENDING', slurm_state = NULL, exit_code = NULL,
+                        signal = NULL, reason = NULL, node_list = NULL, elapsed_s = NULL,
+                        time_limit_s = excluded.time_limit_s,
+                        updated_at = excluded.updated_at, terminal = 0, stale = 0
+                    """,
+                    (
+                        job.job_id, job.cluster, job.profile, job.job_name, job.partition,
+                        job.nodes, job.gpus_per_node, job.total_gpus, json.dumps(list(job.command)),
+                        job.run_dir, job.script_path, job.stdout_path, job.stderr_path,
+                        job.submitted_at, job.workdir, job.git_commit,
+                        None if job.git_dirty is None else int(job.git_dirty),
+                        job.time_limit_s, utc_now(),
+                    ),
+                )
+                # A dev cluster rebuilt from scratch reuses job ids: the new job replaces the old.
+                row = conn.execute(
+                    f"{_SELECT} WHERE cluster = ? AND job_id = ?", (job.cluster, job.job_id)
+                ).fetchone()
+        except sqlite3.Error as e:
+            raise self._error("write", e) from None
+        return _record(row)
+
+    def update(self, updates: Iterable[StateUpdate]) -> int:
+        """Store what a refresh learned, in one transaction; return the rows changed."""
+        rows = [
+            (u.state, u.slurm_state, u.exit_code, u.signal, u.reason, u.node_list, u.elapsed_s,
+             u.time_limit_s, int(u.terminal), int(u.stale), utc_now(), u.id)
+            for u in updates
+        ]
+        if not rows:
+            return 0
+        conn = self._connect()
+        try:
+            with self._transaction(conn):
+                # A terminal row is never overwritten: a late, older answer must not revive it.
+                cur = conn.executemany(
+                    """
+                    UPDATE jobs SET state = ?, slurm_state = ?, exit_code = ?, signal = ?,
+                        reason = ?, node_list = ?, elapsed_s = ?,
+                        time_limit_s = COALESCE(?, time_limit_s), terminal = ?, stale = ?,
+                        updated_at = ?
+                    WHERE id = ? AND terminal = 0
+                    """,
+                    rows,
+                )
+                return cur.rowcount
+        except sqlite3.Error as e:
+            raise self._error("write", e) from None
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def _select(self, where: str = "", params: Sequence[object] = (), tail: str = "ORDER BY id"
+                ) -> list[JobRecord]:
+        if not self.exists():
+            return []
+        conn = self._connect()
+        try:
+            rows = conn.execute(f"{_SELECT} {where} {tail}", tuple(params)).fetchall()
+        except sqlite3.Error as e:
+            raise self._error("read", e) from None
+        return [_record(r) for r in rows]
+
+    def all(self) -> list[JobRecord]:
+        """Every job, oldest first."""
+        return self._select()
+
+    def recent(self, last: int = 20) -> list[JobRecord]:
+        """Every unfinished job plus the `last` most recently submitted, oldest first."""
+        return self._select(
+            "WHERE terminal = 0 OR id IN (SELECT id FROM jobs ORDER BY id DESC LIMIT ?)",
+            (last,),
+        )
+
+    def unfinished(self) -> list[JobRecord]:
+        return self._select("WHERE terminal = 0")
+
+    def by_job_ids(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        """Rows with these SLURM job ids (on any cluster), oldest first."""
+        if not job_ids:
+            return []
+        marks = ",".join("?" * len(job_ids))
+        return self._select(f"WHERE job_id IN ({marks})", list(job_ids))
+
+    def by_row_ids(self, ids: Sequence[int]) -> list[JobRecord]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        return self._select(f"WHERE id IN ({marks})", list(ids))
+
+    def last(self) -> JobRecord | None:
+        """The job submitted last."""
+        rows = self._select(tail="ORDER BY id DESC LIMIT 1")
+        return rows[0] if rows else None
+
+    def count(self) -> int:
+        if not self.exists():
+            return 0
+        return int(self._connect().execute("SELECT COUNT(*) FROM jobs").fetchone()[0])

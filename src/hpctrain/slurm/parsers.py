@@ -1,0 +1,208 @@
+"""Pure parsers for the machine-readable output of sbatch, squeue, sacct, scontrol and scancel.
+
+Each is tested on output recorded from the dev cluster (tests/jobs/recorded/).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hpctrain.errors import SlurmError
+from hpctrain.slurm.states import JobState, parse_state
+from hpctrain.units import parse_time_seconds
+
+# squeue has no exit code field (SLURM 22.05), so a job squeue shows as finished is asked of
+# sacct once for it. Reason goes last: it is the only free-text field.
+SQUEUE_FIELDS = ("%i", "%T", "%M", "%l", "%D", "%N", "%r")
+SQUEUE_FORMAT = "|".join(SQUEUE_FIELDS)
+SACCT_FIELDS = ("JobIDRaw", "State", "ExitCode", "Elapsed", "Timelimit", "NNodes", "NodeList",
+                "Reason")
+SACCT_FORMAT = ",".join(SACCT_FIELDS)
+
+# Words SLURM prints where a field has no value.
+_EMPTY = {"", "none", "(null)", "none assigned", "n/a"}
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What SLURM said about one job in one answer; None where it said nothing."""
+
+    job_id: str
+    state: JobState
+    slurm_state: str
+    source: str
+    reason: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    node_list: str | None = None
+    nodes: int | None = None
+    elapsed_s: int | None = None
+    time_limit_s: int | None = None
+
+
+def _value(text: str) -> str | None:
+    text = text.strip()
+    return None if text.lower() in _EMPTY else text
+
+
+def parse_duration(text: str | None) -> int | None:
+    """SLURM durations (`0:05`, `00:05:00`, `1-02:03:04`) in seconds; None for UNLIMITED etc."""
+    if text is None:
+        return None
+    text = text.strip()
+    if not text or not text[0].isdigit():
+        # UNLIMITED, INVALID, NOT_SET, Partition_Limit
+        return None
+    try:
+        return parse_time_seconds(text)
+    except ValueError:
+        return None
+
+
+def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
+    """`2:0` -> (2, 0): the exit status and the signal that ended the job."""
+    if not text:
+        return None, None
+    code, _, sig = text.strip().partition(":")
+    try:
+        return int(code), (int(sig) if sig else 0)
+    except ValueError:
+        return None, None
+
+
+def _int(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isdigit() else None
+
+
+def parse_sbatch_parsable(stdout: str) -> tuple[str, str | None]:
+    """`sbatch --parsable` prints `JOBID` or `JOBID;CLUSTER`; return both."""
+    lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+    if not lines:
+        raise SlurmError("sbatch --parsable printed no job id", "check `squeue --me`")
+    # Warnings may come first on stdout with some site wrappers; the id is the last line.
+    job_id, _, cluster = lines[-1].partition(";")
+    if not re.fullmatch(r"\d+", job_id):
+        raise SlurmError(
+            f"sbatch --parsable printed {lines[-1]!r} instead of a job id",
+            "check `squeue --me`; a site wrapper around sbatch may print extra text",
+        )
+    return job_id, (cluster or None)
+
+
+def parse_squeue(stdout: str) -> dict[str, JobInfo]:
+    """Lines of `squeue --noheader --format SQUEUE_FORMAT`, keyed by job id."""
+    out: dict[str, JobInfo] = {}
+    n = len(SQUEUE_FIELDS)
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|", n - 1)
+        if len(parts) != n:
+            continue
+        job_id, state, elapsed, limit, nodes, node_list, reason = (p.strip() for p in parts)
+        st = parse_state(state)
+        out[job_id] = JobInfo(
+            job_id=job_id,
+            state=st,
+            slurm_state=state,
+            source="squeue",
+            # squeue's %r says "None" while running and keeps the last reason afterwards.
+            reason=_value(reason) if st in (JobState.PENDING, JobState.REQUEUED,
+                                            JobState.SUSPENDED) else None,
+            exit_code=0 if st is JobState.COMPLETED else None,
+            signal=0 if st is JobState.COMPLETED else None,
+            node_list=_value(node_list),
+            nodes=_int(nodes),
+            elapsed_s=parse_duration(elapsed),
+            time_limit_s=parse_duration(limit),
+        )
+    return out
+
+
+def parse_sacct(stdout: str) -> dict[str, JobInfo]:
+    """Lines of `sacct -X --parsable2 --noheader --format SACCT_FORMAT`, keyed by job id."""
+    out: dict[str, JobInfo] = {}
+    n = len(SACCT_FIELDS)
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) < n:
+            continue
+        # Reason is last and free text: put back any '|' it contained.
+        job_id, state, exit_code, elapsed, limit, nodes, node_list = parts[: n - 1]
+        reason = "|".join(parts[n - 1:])
+        st = parse_state(state)
+        code, sig = parse_exit_code(exit_code)
+        # A requeued job has one row per run; the last one is the current run.
+        out[job_id.strip()] = JobInfo(
+            job_id=job_id.strip(),
+            state=st,
+            slurm_state=state.strip(),
+            source="sacct",
+            reason=_value(reason) if not st.is_terminal and st is not JobState.RUNNING else None,
+            exit_code=code if st.is_terminal else None,
+            signal=sig if st.is_terminal else None,
+            node_list=_value(node_list),
+            nodes=_int(nodes),
+            elapsed_s=parse_duration(elapsed),
+            time_limit_s=parse_duration(limit),
+        )
+    return out
+
+
+# A key is a word (with / : _ allowed, e.g. `Socks/Node`, `NtasksPerN:B:S:C`) followed by '='.
+_SCONTROL_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9/:_]*)=")
+
+
+def parse_scontrol_fields(text: str) -> dict[str, str]:
+    """`scontrol -o show job ID` -> {key: value}; values may contain spaces (paths, commands)."""
+    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    fields: dict[str, str] = {}
+    matches = list(_SCONTROL_KEY.finditer(line))
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+        fields.setdefault(m.group(1), line[m.end():end].strip())
+    return fields
+
+
+def parse_scontrol_job(text: str) -> JobInfo | None:
+    """One job from `scontrol -o show job ID`, or None if the text holds none."""
+    f = parse_scontrol_fields(text)
+    if "JobId" not in f:
+        return None
+    st = parse_state(f.get("JobState"))
+    code, sig = parse_exit_code(f.get("ExitCode"))
+    return JobInfo(
+        job_id=f["JobId"],
+        state=st,
+        slurm_state=f.get("JobState", ""),
+        source="scontrol",
+        reason=_value(f.get("Reason", "")) if not st.is_terminal else None,
+        exit_code=code if st.is_terminal else None,
+        signal=sig if st.is_terminal else None,
+        node_list=_value(f.get("NodeList", "")),
+        nodes=_int(f.get("NumNodes", "").split("-")[0]),
+        elapsed_s=parse_duration(f.get("RunTime")),
+        time_limit_s=parse_duration(f.get("TimeLimit")),
+    )
+
+
+def parse_cluster_name(conf_text: str) -> str | None:
+    """ClusterName from slurm.conf text (keys are case-insensitive; last one wins)."""
+    name = None
+    for raw in conf_text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() == "clustername":
+            name = value.strip().split()[0] if value.strip() else None
+    # slurmctld lower-cases the name it registers with accounting.
+    return name.lower() if name else None
+
+
+def job_id_list(ids: Iterable[str]) -> str:
+    """Ids for `-j`: comma-separated, deduplicated, in order."""
+    return ",".join(dict.fromkeys(ids))

@@ -1,0 +1,90 @@
+"""Helpers for the job tests: recorded SLURM answers, tracked jobs, CLI runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from hpctrain.history import History, JobRecord, NewJob
+from hpctrain.slurm.client import Result, SlurmClient
+
+RECORDED = Path(__file__).resolve().parent / "recorded"
+
+
+def recording(name: str) -> Result:
+    """One command's output as recorded on the dev cluster by recorded/record.py."""
+    data = json.loads((RECORDED / f"{name}.json").read_text())
+    return Result(tuple(data["argv"]), data["returncode"], data["stdout"], data["stderr"])
+
+
+def recorded_jobs() -> dict[str, str]:
+    """Scenario -> job id of the recording run."""
+    return dict(json.loads((RECORDED / "jobs.json").read_text()))
+
+
+class ReplayClient(SlurmClient):
+    """A SlurmClient whose commands answer with recordings; `answers` maps a command to one.
+
+    Only `run` is replaced, so the client's own argv building, error handling and parsing
+    are what the tests exercise.
+    """
+
+    def __init__(self, answers: dict[str, Result | Callable[[tuple[str, ...]], Result]]) -> None:
+        super().__init__(slurm_conf=None, timeout_s=5)
+        self.answers = answers
+
+    def run(
+        self, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = None,
+        check: bool = True, cwd: str | Path | None = None,
+    ) -> Result:
+        from hpctrain.slurm.client import _error_for
+
+        argv = tuple(argv)
+        self.calls.append(argv)
+        self.call_times.append(0.0)
+        answer = self.answers[argv[0]]
+        res = answer(argv) if callable(answer) else answer
+        res = Result(argv, res.returncode, res.stdout, res.stderr)
+        if check and res.returncode != 0:
+            raise _error_for(res)
+        return res
+
+    def cluster_name(self) -> str | None:
+        return "hpctrain-dev"
+
+
+def new_job(job_id: str, **kw: object) -> NewJob:
+    fields: dict[str, object] = dict(
+        job_id=job_id, cluster="hpctrain-dev", profile="local", job_name=f"job{job_id}",
+        partition="debug", nodes=1, gpus_per_node=1, total_gpus=1, command=["true"],
+        run_dir=None, script_path=None, stdout_path=None, stderr_path=None, workdir="/tmp",
+        git_commit=None, git_dirty=None, time_limit_s=60,
+    )
+    fields.update(kw)
+    return NewJob(**fields)
+
+
+def track(history: History, *job_ids: str, **kw: object) -> list[JobRecord]:
+    return [history.add(new_job(j, **kw)) for j in job_ids]
+
+
+def hpctrain(
+    *args: str, env: dict[str, str], cwd: Path, timeout_s: float = 120.0,
+    stdin: int | None = subprocess.DEVNULL,
+) -> subprocess.CompletedProcess[str]:
+    """The real entry point in a subprocess, as a user's shell runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "hpctrain", *args], env=env, cwd=cwd, capture_output=True,
+        text=True, timeout=timeout_s, stdin=stdin, check=False,
+    )
+
+
+def cluster_env(slurm_conf: Path | str, home: Path, **extra: str) -> dict[str, str]:
+    """Environment for hpctrain against the dev cluster with a history of its own."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HPCTRAIN_HOME", "SLURM_CONF")}
+    env.update(HPCTRAIN_HOME=str(home), SLURM_CONF=str(slurm_conf), **extra)
+    return env

@@ -1,0 +1,130 @@
+"""The job commands without a cluster: help, dry run, argument errors, light imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hpctrain.cli import app
+from hpctrain.cli.jobs import fmt_duration
+from hpctrain.history import History, StateUpdate
+
+from .helpers import track
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HPCTRAIN_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "home"
+
+
+@pytest.mark.parametrize("cmd", ["submit", "status", "logs", "cancel"])
+def test_help_has_example(cmd: str) -> None:
+    res = runner.invoke(app, [cmd, "--help"])
+    assert res.exit_code == 0 and f"Example: hpctrain {cmd}" in res.output
+
+
+def test_dry_run_creates_and_submits_nothing(tmp_path: Path, _home: Path) -> None:
+    res = runner.invoke(app, ["submit", "--profile", "local", "--nodes", "2", "--dry-run",
+                              "--json", "--", "printenv", "SLURMD_NODENAME"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["dry_run"] is True and data["job_id"] is None
+    run_dir = Path(data["run_dir"])
+    assert run_dir.parent == tmp_path / "hpctrain-runs" and run_dir.is_absolute()
+    assert data["script"] == str(run_dir / "job.sbatch")
+    assert f"#SBATCH --output={run_dir}/%x-%j.out" in data["script_text"]
+    assert f"export HPCTRAIN_RUN_DIR={run_dir}" in data["script_text"]
+    assert data["plan"]["nodes"] == 2 and data["plan"]["total_gpus"] == 4
+    # (The profile loader may cache under HPCTRAIN_HOME; the history is not touched.)
+    assert not (tmp_path / "hpctrain-runs").exists()
+    assert not (_home / "state" / "history.sqlite3").exists()
+
+
+def test_dry_run_plain_prints_script_and_run_dir(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["submit", "--profile", "local", "--dry-run", "--", "true"])
+    assert res.exit_code == 0
+    assert res.stdout.startswith("#!/bin/bash")
+    assert "the run directory would be" in res.stderr and "nothing created" in res.stderr
+    assert not (tmp_path / "hpctrain-runs").exists()
+
+
+def test_submit_invalid_plan_is_an_error_before_slurm(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["submit", "--profile", "local", "--gpus-per-node", "8", "--",
+                              "true"])
+    assert res.exit_code != 0 and not (tmp_path / "hpctrain-runs").exists()
+
+
+def test_status_with_empty_history(_home: Path) -> None:
+    res = runner.invoke(app, ["status", "--json"])
+    assert res.exit_code == 0
+    assert json.loads(res.stdout) == {"cluster": json.loads(res.stdout)["cluster"],
+                                      "slurm_calls": 0, "warnings": [], "jobs": []}
+    res = runner.invoke(app, ["status"])
+    assert res.exit_code == 0 and "No jobs in the history" in res.stderr
+    assert not (_home / "state" / "history.sqlite3").exists()
+
+
+def test_status_of_finished_jobs_needs_no_slurm(_home: Path) -> None:
+    history = History()
+    (rec,) = track(history, "12", job_name="[bold]x", cluster="nowhere")
+    history.update([StateUpdate(id=rec.id, state="FAILED", terminal=True, stale=False,
+                                exit_code=2, signal=0, elapsed_s=3725, node_list="node1")])
+    res = runner.invoke(app, ["status", "--all"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    # Job names are shown as written, never as rich markup.
+    assert "[bold]x" in res.stdout and "FAILED" in res.stdout and "exit 2" in res.stdout
+    assert "1:02:05/1:00" in res.stdout
+    data = json.loads(runner.invoke(app, ["status", "12", "--json"]).stdout)
+    assert data["slurm_calls"] == 0
+    job = data["jobs"][0]
+    assert {k: job[k] for k in ("job_id", "state", "exit_code", "terminal", "name")} == {
+        "job_id": "12", "state": "FAILED", "exit_code": 2, "terminal": True, "name": "[bold]x"}
+
+
+def test_argument_errors() -> None:
+    res = runner.invoke(app, ["cancel"])
+    assert res.exit_code == 1 and "--all" in str(res.exception)
+    res = runner.invoke(app, ["status", "--watch", "--json"])
+    assert res.exit_code == 1 and "do not mix" in str(res.exception)
+    res = runner.invoke(app, ["logs"])
+    assert res.exit_code == 1 and "no job has been submitted" in str(res.exception)
+
+
+def test_logs_prints_the_recorded_file(tmp_path: Path) -> None:
+    out = tmp_path / "j.out"
+    out.write_text("".join(f"{i}\n" for i in range(1, 101)))
+    track(History(), "5", stdout_path=str(out), stderr_path=str(tmp_path / "j.err"))
+    assert runner.invoke(app, ["logs", "5"]).stdout == out.read_text()
+    assert runner.invoke(app, ["logs", "--tail", "2"]).stdout == "99\n100\n"
+    res = runner.invoke(app, ["logs", "--err"])
+    assert res.exit_code == 1 and "no output file yet" in str(res.exception)
+
+
+def test_fmt_duration() -> None:
+    assert [fmt_duration(s) for s in (None, 5, 65, 3725, 93784)] == [
+        "-", "0:05", "1:05", "1:02:05", "1-02:03:04"]
+
+
+def test_status_help_imports_no_heavy_modules() -> None:
+    code = (
+        "import sys\n"
+        "sys.argv = ['hpctrain', 'status', '--help']\n"
+        "from hpctrain.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'lightning', 'sqlite3', 'rich.live', 'yaml.cyaml')"
+        " if m in sys.modules]\n"
+        "print(heavy, file=sys.stderr)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    heavy = res.stderr.strip().splitlines()[-1]
+    assert "torch" not in heavy and "lightning" not in heavy and "sqlite3" not in heavy

@@ -1,0 +1,135 @@
+"""Refreshing tracked jobs from recorded SLURM answers: two calls at most, terminal caching,
+and clean degradation without accounting."""
+
+from __future__ import annotations
+
+from hpctrain.history import History, StateUpdate
+from hpctrain.jobs import tracking
+from hpctrain.slurm.client import Result
+
+from .helpers import ReplayClient, recorded_jobs, recording, track
+
+J = recorded_jobs()
+CLUSTER = "hpctrain-dev"
+
+
+def _client(squeue: str, sacct: str, scontrol: str = "scontrol_unknown") -> ReplayClient:
+    return ReplayClient({"squeue": recording(squeue), "sacct": recording(sacct),
+                         "scontrol": recording(scontrol), "scancel": recording("scancel_done")})
+
+
+def _arg(argv: tuple[str, ...], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_one_refresh_is_two_calls_and_caches_terminal_states(history: History) -> None:
+    track(history, *J.values())
+    client = _client("squeue_mixed", "sacct_mixed")
+    records, report = tracking.refresh(history.all(), client, history, CLUSTER)
+    assert report.calls == len(client.calls) == 2 and report.asked == len(J)
+    squeue, sacct = client.calls
+    assert squeue[0] == "squeue" and sorted(_arg(squeue, "--jobs").split(",")) == sorted(J.values())
+    # sacct is asked only about jobs squeue shows ended without an exit code (or not at all).
+    assert sorted(_arg(sacct, "--jobs").split(",")) == sorted([J["failed"], J["cancelled"]])
+    got = {r.job_id: r for r in records}
+    assert got[J["completed"]].state == "COMPLETED" and got[J["completed"]].terminal
+    assert got[J["completed"]].exit_code == 0
+    assert got[J["failed"]].state == "FAILED" and got[J["failed"]].exit_code == 3
+    assert got[J["failed"]].terminal
+    assert got[J["cancelled"]].state == "CANCELLED" and got[J["cancelled"]].terminal
+    assert got[J["running2"]].state == "RUNNING" and got[J["running2"]].node_list == "node[1-2]"
+    assert got[J["dependency"]].state == "PENDING" and got[J["dependency"]].reason == "Dependency"
+    assert not got[J["dependency"]].terminal
+    # Stored, not just returned.
+    assert {r.job_id: r.state for r in history.all()} == {k: v.state for k, v in got.items()}
+
+    # The next refresh asks only about the unfinished ones.
+    client2 = _client("squeue_after", "sacct_after")
+    records, report = tracking.refresh(history.all(), client2, history, CLUSTER)
+    assert report.calls == 2
+    asked = set(_arg(client2.calls[0], "--jobs").split(","))
+    assert asked == {J[k] for k in ("running2", "dependency", "begintime", "resources",
+                                    "timeout")}
+    got = {r.job_id: r for r in records}
+    assert got[J["timeout"]].state == "TIMEOUT" and got[J["timeout"]].terminal
+    assert got[J["begintime"]].state == "CANCELLED"
+    assert all(r.terminal for r in records)
+
+    # Everything is final now: no SLURM call at all.
+    client3 = _client("squeue_after", "sacct_after")
+    _, report = tracking.refresh(history.all(), client3, history, CLUSTER)
+    assert client3.calls == [] and report.calls == 0
+
+
+def test_a_thousand_jobs_still_take_two_calls(history: History) -> None:
+    track(history, *(str(100000 + i) for i in range(1000)), *J.values())
+    client = _client("squeue_mixed", "sacct_mixed")
+    records, report = tracking.refresh(history.all(), client, history, CLUSTER)
+    assert len(client.calls) == 2 and report.asked == 1008
+    # Jobs neither squeue nor sacct know keep their last state, marked stale.
+    unknown = [r for r in records if r.job_id.startswith("100")]
+    assert all(r.stale and r.state == "PENDING" and not r.terminal for r in unknown)
+    assert tracking.display_state(unknown[0]) == "PENDING?"
+
+
+def test_lagging_accounting_does_not_freeze_a_state_without_exit_code(history: History) -> None:
+    # squeue (later) says TIMEOUT while sacct (earlier) still says PENDING: slurmdbd lags.
+    track(history, J["timeout"])
+    records, _ = tracking.refresh(history.all(), _client("squeue_after", "sacct_mixed"),
+                                  history, CLUSTER)
+    (rec,) = records
+    assert rec.state == "TIMEOUT" and not rec.terminal
+    records, _ = tracking.refresh(history.all(), _client("squeue_after", "sacct_after"),
+                                  history, CLUSTER)
+    assert records[0].state == "TIMEOUT" and records[0].terminal
+
+
+def test_accounting_off_falls_back_to_scontrol_then_last_state(history: History) -> None:
+    track(history, *J.values())
+    client = _client("squeue_mixed", "sacct_disabled", scontrol="scontrol_unknown")
+    records, report = tracking.refresh(history.all(), client, history, CLUSTER)
+    assert any("accounting storage is disabled" in w for w in report.warnings)
+    kinds = [c[0] for c in client.calls]
+    assert kinds[:2] == ["squeue", "sacct"]
+    # scontrol only for jobs squeue saw end without an exit code, and a bounded number.
+    assert kinds[2:] == ["scontrol"] * 2
+    got = {r.job_id: r for r in records}
+    # Without accounting the state squeue saw is final, exit code unknown.
+    assert got[J["failed"]].state == "FAILED" and got[J["failed"]].terminal
+    assert got[J["failed"]].exit_code is None
+    assert got[J["running2"]].state == "RUNNING"
+
+
+def test_accounting_off_uses_scontrol_exit_code(history: History) -> None:
+    # scontrol's answer (recorded for the completed job) gives the exit code when sacct can't.
+    track(history, J["failed"])
+    scontrol_done = recording("scontrol_completed")
+    text = scontrol_done.stdout.replace(f"JobId={J['completed']}", f"JobId={J['failed']}")
+    text = text.replace("JobState=COMPLETED", "JobState=FAILED").replace(
+        "ExitCode=0:0", "ExitCode=3:0")
+    client = ReplayClient({"squeue": recording("squeue_mixed"),
+                           "sacct": recording("sacct_disabled"),
+                           "scontrol": Result((), 0, text, "")})
+    (rec,), _ = tracking.refresh(history.all(), client, history, CLUSTER)
+    assert rec.state == "FAILED" and rec.exit_code == 3 and rec.terminal
+
+
+def test_jobs_of_other_clusters_are_not_asked(history: History) -> None:
+    track(history, "1", cluster="raven")
+    client = _client("squeue_mixed", "sacct_mixed")
+    records, report = tracking.refresh(history.all(), client, history, CLUSTER)
+    assert client.calls == [] and records[0].state == "PENDING"
+    assert "raven" in report.warnings[0]
+
+
+def test_cancel_sends_one_scancel_for_unfinished_jobs_of_this_cluster(history: History) -> None:
+    _one, _two, three = track(history, "1", "2", "3")
+    track(history, "4", cluster="raven")
+    history.update([StateUpdate(id=three.id, state="COMPLETED", terminal=True, stale=False)])
+    client = _client("squeue_mixed", "sacct_mixed")
+    report = tracking.cancel(history.all(), client, CLUSTER)
+    assert client.calls == [("scancel", "1", "2")]
+    assert report.cancelled == ["1", "2"]
+    assert report.skipped == {"3": "already COMPLETED",
+                              "4": "runs on cluster raven, this is hpctrain-dev"}
+    assert report.as_dict()["skipped"][0] == {"job_id": "3", "reason": "already COMPLETED"}
