@@ -54,9 +54,10 @@ _hpctrain_setup() {
     local apt_env=(env DEBIAN_FRONTEND=noninteractive)
     local rc=0
     {
-      # Update the package lists only when we must install something.
+      # Update the package lists only when we must install something. Recommends stay on:
+      # that is the package set the dev cluster was tested with.
       "${sudo[@]}" "${apt_env[@]}" apt-get update -q &&
-        "${sudo[@]}" "${apt_env[@]}" apt-get install -y -q --no-install-recommends \
+        "${sudo[@]}" "${apt_env[@]}" apt-get install -y -q \
           -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
           "${packages[@]}"
     } </dev/null || rc=$?
