@@ -80,3 +80,18 @@ def test_raven_script_runs_on_an_emulated_raven(
     assert state == "COMPLETED", log + err
     assert "dev cluster without modules; skipping: gcc/13 cuda/12.6" in err
     assert sorted(re.findall(r"rank=(\d)", log)) == ["0", "1"]
+
+
+def test_hostile_job_name_round_trips_through_sbatch(
+    devcluster: DevClusterHandle, tmp_path: Path
+) -> None:
+    """SLURM's own #SBATCH parser reads the quoted name back exactly; nothing injected runs."""
+    # The job runs in tmp_path (sbatch's working directory), so an injected touch lands there.
+    marker = tmp_path / "PWNED"
+    name = "it's a \"job\" ; $(touch PWNED) `touch PWNED` # not a comment \\ end"
+    job = submit(devcluster, tmp_path, "--profile", "local", "--job-name", name, "--",
+                 "bash", "-c", 'printf "%s\\n" "$SLURM_JOB_NAME"')
+    state, log = finished(devcluster, job)
+    assert state == "COMPLETED", log
+    assert log.splitlines()[-1] == name
+    assert not marker.exists()
