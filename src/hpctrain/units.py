@@ -42,11 +42,14 @@ def _int(part: str, text: str) -> int:
     return int(part)
 
 
-def format_time(seconds: int) -> str:
-    """Format seconds the way SLURM prints limits: [D-]HH:MM:SS."""
+def format_time(seconds: int, compact: bool = False) -> str:
+    """Format seconds as SLURM prints limits, [D-]HH:MM:SS; `compact` as squeue prints
+    elapsed times, without leading zero hours (5:02, 1:02:03)."""
     days, rest = divmod(seconds, 86400)
     h, rest = divmod(rest, 3600)
     m, s = divmod(rest, 60)
+    if compact and not days:
+        return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
     hms = f"{h:02d}:{m:02d}:{s:02d}"
     return f"{days}-{hms}" if days else hms
 

@@ -41,17 +41,10 @@ def _root(
 
 
 def _register() -> None:
-    from hpctrain.cli import profiles, render
+    # Each module imports its heavy parts (torch, sqlite3, rich tables) inside its commands.
+    from hpctrain.cli import data, devcluster, jobs, profiles, render, train
 
-    render.register(app)
-    profiles.register(app)
-    for name in ("devcluster", "jobs", "train", "data"):
-        try:
-            module = __import__(f"hpctrain.cli.{name}", fromlist=["register"])
-        except ModuleNotFoundError as e:
-            if e.name != f"hpctrain.cli.{name}":
-                raise
-            continue
+    for module in (render, jobs, train, profiles, devcluster, data):
         module.register(app)
 
 

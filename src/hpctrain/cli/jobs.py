@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -13,6 +14,7 @@ import typer
 from hpctrain.cli import options as o
 from hpctrain.cli.output import console, err_console, is_tty, print_json
 from hpctrain.errors import HpctrainError
+from hpctrain.units import format_time
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
@@ -48,14 +50,7 @@ def _history() -> History:
 
 def fmt_duration(seconds: int | None) -> str:
     """SLURM's way: 5:02, 1:02:03, 1-02:03:04; '-' when unknown."""
-    if seconds is None:
-        return "-"
-    days, rest = divmod(seconds, 86400)
-    h, rest = divmod(rest, 3600)
-    m, s = divmod(rest, 60)
-    if days:
-        return f"{days}-{h:02d}:{m:02d}:{s:02d}"
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+    return "-" if seconds is None else format_time(seconds, compact=True)
 
 
 def _info(r: JobRecord) -> str:
@@ -150,7 +145,6 @@ def register(app: typer.Typer) -> None:
         """Submit a job: render it, create its run directory, sbatch it and record it."""
         from hpctrain.jobs import submit as sub
         from hpctrain.plan import build_plan
-        from hpctrain.profiles import load_profile
         from hpctrain.render import render_script
 
         opts = o.TopologyOptions(
@@ -161,8 +155,9 @@ def register(app: typer.Typer) -> None:
             command=command or [],
         )
         cwd = Path.cwd()
-        run_dir = sub.run_dir_for(load_profile(profile).output_dir, job_name, cwd)
-        req = o.build_request(opts, log_dir=str(run_dir), run_dir=str(run_dir))
+        req = o.build_request(opts)
+        run_dir = sub.run_dir_for(req.profile.output_dir, job_name, cwd)
+        req = replace(req, log_dir=str(run_dir), run_dir=str(run_dir))
         plan = build_plan(req)
         script = render_script(plan, environ=os.environ)
         prep = sub.Prepared(

@@ -114,7 +114,7 @@ def invocation() -> str:
     return "hpctrain " + shlex.join(sys.argv[1:])
 
 
-def build_request(opts: TopologyOptions, **overrides: object) -> JobRequest:
+def build_request(opts: TopologyOptions) -> JobRequest:
     """Load the profile and turn CLI options into a JobRequest."""
     if opts.launcher not in ("lightning", "torchrun"):
         raise HpctrainError(
@@ -128,7 +128,7 @@ def build_request(opts: TopologyOptions, **overrides: object) -> JobRequest:
         python_env = opts.python_env
     else:
         python_env = default_python_env(profile)
-    fields: dict[str, object] = dict(
+    return JobRequest(
         profile=profile,
         partition=opts.partition,
         nodes=opts.nodes,
@@ -148,5 +148,3 @@ def build_request(opts: TopologyOptions, **overrides: object) -> JobRequest:
         python_env=python_env,
         invocation=invocation(),
     )
-    fields.update(overrides)
-    return JobRequest(**fields)  # type: ignore[arg-type]

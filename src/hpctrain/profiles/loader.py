@@ -83,6 +83,8 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 def _resolve(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     data = _read_yaml(path)
+    # A profile is named after its file unless it says otherwise, also when it extends one.
+    data.setdefault("name", path.stem)
     parent = data.pop("extends", None)
     if parent is None:
         return data
@@ -100,10 +102,7 @@ def _resolve(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
         names = " -> ".join([*(p.stem for p in chain), parent])
         raise ProfileError(f"{path}: extends loop: {names}", "break the cycle")
     base = _resolve(info.path, (*chain, info.path.resolve()))
-    merged = _deep_merge(base, data)
-    # A derived profile is named after its own file unless it says otherwise.
-    merged["name"] = data.get("name", path.stem)
-    return merged
+    return _deep_merge(base, data)
 
 
 def format_validation_error(path: Path, err: ValidationError) -> str:
@@ -165,7 +164,6 @@ def load_profile_file(path: Path) -> Profile:
     (or a new hpctrain version) is always validated again.
     """
     data = _resolve(path, (path.resolve(),))
-    data.setdefault("name", path.stem)
     cache = _cache_file(data)
     profile = _cached(cache)
     if profile is None:

@@ -281,8 +281,7 @@ def sbatch_test_only(client: SlurmClient, script: str) -> TestOnlyVerdict:
     """Ask the SLURM in reach whether it would accept `script`, without queueing it."""
     result = client.run(["sbatch", "--test-only"], input=script, check=False)
     verdict = parse_test_only(result)
-    if not verdict.accepted:
-        low = verdict.message.lower()
-        if any(m in low for m in _DOWN_MARKERS):
-            raise _error_for(result)
+    # A refusal is an answer; a SLURM that cannot be reached is an error.
+    if not verdict.accepted and isinstance(err := _error_for(result), SlurmUnavailableError):
+        raise err
     return verdict
