@@ -13,7 +13,7 @@ export HPCTRAIN_HOME="${HPCTRAIN_HOME:-$PWD/.hpctrain}"
 venv=.venv/bin
 
 echo "== ruff"
-"$venv/ruff" check src tests benchmarks
+"$venv/ruff" check hpctrain tests benchmarks
 echo "== mypy"
 "$venv/mypy"
 

@@ -97,6 +97,6 @@ def test_trainer_never_imports_the_cli() -> None:
         [sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False False"
-    trainer_src = Path(__file__).resolve().parents[2] / "src" / "hpctrain" / "trainer"
+    trainer_src = Path(__file__).resolve().parents[2] / "hpctrain" / "trainer"
     for path in trainer_src.rglob("*.py"):
         assert "hpctrain.cli" not in path.read_text(), path

@@ -1,25 +1,22 @@
-"""`hpctrain submit | status | logs | cancel`: the everyday job loop."""
+"""`hpctrain status | logs | cancel`: following and stopping submitted jobs."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from hpctrain.cli import options as o
+from hpctrain.cli import backends
 from hpctrain.cli.output import console, err_console, is_tty, print_json
 from hpctrain.errors import HpctrainError
 from hpctrain.units import format_time
 
 if TYPE_CHECKING:
-    from hpctrain.history import History, JobRecord
+    from hpctrain.history import JobRecord
     from hpctrain.jobs.tracking import RefreshReport
-    from hpctrain.slurm.client import SlurmClient
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/jobs.md).")]
 JobIdsArg = Annotated[
@@ -32,20 +29,6 @@ _STATE_STYLE = {
     "NODE_FAIL": "red", "BOOT_FAIL": "red", "DEADLINE": "red", "PREEMPTED": "magenta",
     "REQUEUED": "yellow", "SUSPENDED": "yellow", "UNKNOWN": "dim",
 }
-
-
-def _slurm() -> tuple[SlurmClient, str]:
-    """The one SLURM client and the name of the cluster it talks to ('' if unknown)."""
-    from hpctrain.slurm.client import SlurmClient
-
-    client = SlurmClient.from_environment()
-    return client, client.cluster_name() or ""
-
-
-def _history() -> History:
-    from hpctrain.history import History
-
-    return History()
 
 
 def fmt_duration(seconds: int | None) -> str:
@@ -111,78 +94,7 @@ def _plain_table(records: list[JobRecord]) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Add submit, status, logs and cancel to the root app."""
-
-    @app.command(
-        context_settings={"allow_interspersed_args": False},
-        epilog="Example: hpctrain submit --profile local --nodes 2 -- printenv SLURMD_NODENAME",
-    )
-    def submit(
-        profile: o.ProfileOpt,
-        partition: o.PartitionOpt = None,
-        nodes: o.NodesOpt = 1,
-        gpus_per_node: o.GpusOpt = None,
-        cpus_per_task: o.CpusOpt = None,
-        mem: o.MemOpt = None,
-        time: o.TimeOpt = None,
-        account: o.AccountOpt = None,
-        qos: o.QosOpt = None,
-        constraint: o.ConstraintOpt = None,
-        job_name: o.JobNameOpt = "hpctrain",
-        launcher: o.LauncherOpt = "lightning",
-        env: o.EnvOpt = None,
-        sbatch_arg: o.SbatchArgOpt = None,
-        config: o.ConfigOpt = None,
-        python_env: o.PythonEnvOpt = None,
-        dry_run: Annotated[
-            bool,
-            typer.Option("--dry-run", help="Print the plan, script and run directory; "
-                         "create and submit nothing."),
-        ] = False,
-        json_out: JsonOpt = False,
-        command: o.CommandArg = None,
-    ) -> None:
-        """Submit a job: render it, create its run directory, sbatch it and record it."""
-        from hpctrain.jobs import submit as sub
-        from hpctrain.plan import build_plan
-        from hpctrain.render import render_script
-
-        opts = o.TopologyOptions(
-            profile=profile, partition=partition, nodes=nodes, gpus_per_node=gpus_per_node,
-            cpus_per_task=cpus_per_task, mem=mem, time=time, account=account, qos=qos,
-            constraint=constraint, job_name=job_name, launcher=launcher, env=env or [],
-            sbatch_args=sbatch_arg or [], config=config, python_env=python_env,
-            command=command or [],
-        )
-        cwd = Path.cwd()
-        req = o.build_request(opts)
-        run_dir = sub.run_dir_for(req.profile.output_dir, job_name, cwd)
-        req = replace(req, log_dir=str(run_dir), run_dir=str(run_dir))
-        plan = build_plan(req)
-        script = render_script(plan, environ=os.environ)
-        prep = sub.Prepared(
-            plan=plan, script=script, run_dir=run_dir, profile=req.profile,
-            config=(cwd / config) if config else None, workdir=cwd,
-        )
-        if dry_run:
-            _show_dry_run(prep, json_out)
-            return
-        client, _cluster = _slurm()
-        done = sub.submit(prep, client, _history())
-        if json_out:
-            print_json(done.as_dict(plan))
-            return
-        console.print(
-            f"Submitted job [bold]{done.job_id}[/] ({plan.nodes} node(s) x "
-            f"{plan.gpus_per_node} GPU(s), profile {plan.profile}, cluster "
-            f"{done.cluster or '?'})",
-            highlight=False,
-        )
-        console.print(f"run directory: {done.run_dir}", highlight=False, soft_wrap=True)
-        console.print(f"follow it:     hpctrain status {done.job_id}", highlight=False)
-        console.print(f"               hpctrain logs -f {done.job_id}", highlight=False)
-        for note in plan.notes:
-            err_console.print(f"[yellow]note:[/] {note}")
+    """Add status, logs and cancel to the root app."""
 
     @app.command(epilog="Example: hpctrain status --watch")
     def status(
@@ -207,8 +119,8 @@ def register(app: typer.Typer) -> None:
 
         if watch and json_out:
             raise HpctrainError("--watch and --json do not mix", "run --json in a loop instead")
-        history = _history()
-        client, cluster = _slurm()
+        history = backends.history()
+        client, cluster = backends.slurm()
 
         def load() -> tuple[list[JobRecord], RefreshReport]:
             records = tracking.select(history, job_ids or [], all_jobs=all_jobs, last=last)
@@ -257,7 +169,7 @@ def register(app: typer.Typer) -> None:
         """Print a job's output file; with -f follow it until the job ends."""
         from hpctrain.jobs import logs as lg
 
-        history = _history()
+        history = backends.history()
         record = lg.pick(history, job_id)
         path = lg.log_path(record, err)
         out = sys.stdout.buffer
@@ -277,7 +189,7 @@ def register(app: typer.Typer) -> None:
             if tail is None:
                 _copy(path, out)
             return
-        client, cluster = _slurm()
+        client, cluster = backends.slurm()
         if record.cluster != cluster:
             err_console.print(
                 f"job {record.job_id} ran on cluster {record.cluster or '?'}, not this one "
@@ -317,8 +229,8 @@ def register(app: typer.Typer) -> None:
                 "name the jobs to cancel, or pass --all (not both)",
                 "e.g. `hpctrain cancel 1234` or `hpctrain cancel --all`",
             )
-        history = _history()
-        client, cluster = _slurm()
+        history = backends.history()
+        client, cluster = backends.slurm()
         if all_jobs:
             records = [r for r in history.unfinished() if r.cluster == cluster]
             if records and not yes:
@@ -341,26 +253,6 @@ def register(app: typer.Typer) -> None:
             console.print(f"Cancelled {', '.join(report.cancelled)}", highlight=False)
         elif not report.skipped:
             err_console.print("No unfinished jobs to cancel.", highlight=False)
-
-
-def _show_dry_run(prep: Any, json_out: bool) -> None:
-    from hpctrain.cli.render import show_summary
-
-    if json_out:
-        print_json({"dry_run": True, "job_id": None, **prep.as_dict(),
-                    "script_text": prep.script})
-        return
-    if is_tty():
-        from rich.syntax import Syntax
-
-        console.print(Syntax(prep.script, "bash", theme="ansi_dark", word_wrap=True))
-    else:
-        typer.echo(prep.script, nl=False)
-    show_summary(prep.plan)
-    err_console.print(
-        f"dry run: nothing created or submitted; the run directory would be {prep.run_dir}",
-        highlight=False,
-    )
 
 
 def _copy(path: Path, out: Any) -> None:

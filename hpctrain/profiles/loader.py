@@ -16,6 +16,7 @@ import yaml
 from hpctrain import __version__, paths
 from hpctrain.errors import ProfileError
 from hpctrain.profiles.model import Profile
+from hpctrain.resources import profiles_dir
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 # libyaml's parser is ten times faster than the pure-Python one, where it is built.
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-SHIPPED_DIR = Path(__file__).parent / "shipped"
 _MAX_EXTENDS = 8
 
 
@@ -37,7 +37,7 @@ class ProfileInfo:
 
 def _candidates() -> dict[str, ProfileInfo]:
     found: dict[str, ProfileInfo] = {}
-    for f in sorted(SHIPPED_DIR.glob("*.yaml")):
+    for f in sorted(profiles_dir().glob("*.yaml")):
         found[f.stem] = ProfileInfo(f.stem, f, "shipped")
     user_dir = paths.user_profiles_dir()
     if user_dir.is_dir():
@@ -94,7 +94,7 @@ def _resolve(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     info = cands.get(parent)
     # A user file named like the shipped profile it extends extends the shipped one.
     if info is not None and info.path == path:
-        info = ProfileInfo(parent, SHIPPED_DIR / f"{parent}.yaml", "shipped")
+        info = ProfileInfo(parent, profiles_dir() / f"{parent}.yaml", "shipped")
     if info is None or not info.path.is_file():
         known = ", ".join(sorted(cands))
         raise ProfileError(f"{path}: extends unknown profile {parent!r}", f"known: {known}")

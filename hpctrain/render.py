@@ -12,6 +12,7 @@ import jinja2
 from hpctrain import __version__
 from hpctrain.errors import SecretError, UnsafeValueError
 from hpctrain.plan import JobPlan, secret_like
+from hpctrain.resources import templates_dir
 
 _SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9_.,:/=+@%-]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -61,7 +62,7 @@ def _sh_path(value: str) -> str:
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("hpctrain", "templates"),
+        loader=jinja2.FileSystemLoader(templates_dir()),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         trim_blocks=True,

@@ -42,9 +42,9 @@ def _root(
 
 def _register() -> None:
     # Each module imports its heavy parts (torch, sqlite3, rich tables) inside its commands.
-    from hpctrain.cli import data, devcluster, jobs, profiles, render, train
+    from hpctrain.cli import data, devcluster, jobs, profiles, render, submit, train
 
-    for module in (render, jobs, train, profiles, devcluster, data):
+    for module in (render, submit, jobs, train, profiles, devcluster, data):
         module.register(app)
 
 

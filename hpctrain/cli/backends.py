@@ -1,0 +1,24 @@
+"""The SLURM client and the job history as the commands get them (imported on first use)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpctrain.history import History
+    from hpctrain.slurm.client import SlurmClient
+
+
+def slurm() -> tuple[SlurmClient, str]:
+    """The one SLURM client and the name of the cluster it talks to ('' if unknown)."""
+    from hpctrain.slurm.client import SlurmClient
+
+    client = SlurmClient.from_environment()
+    return client, client.cluster_name() or ""
+
+
+def history() -> History:
+    """The job history in the user's state directory."""
+    from hpctrain.history import History
+
+    return History()

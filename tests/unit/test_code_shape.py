@@ -1,0 +1,51 @@
+"""The code's shape rules that a reviewer would otherwise check by hand."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "hpctrain"
+MAX_FUNCTION_LINES = 60
+CLI_ONLY = ("typer", "rich", "click")
+
+
+def _modules() -> list[tuple[Path, ast.Module]]:
+    return [(p, ast.parse(p.read_text(encoding="utf-8"), str(p)))
+            for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def test_the_package_has_modules() -> None:
+    assert len(_modules()) > 20
+
+
+def test_no_function_longer_than_60_lines() -> None:
+    long = []
+    for path, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                size = (node.end_lineno or node.lineno) - node.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} "
+                                f"{node.name} ({size} lines)")
+    assert not long, "functions over 60 lines:\n" + "\n".join(long)
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_only_the_cli_imports_typer_and_rich() -> None:
+    outside = [
+        f"{path.relative_to(PACKAGE.parent)} imports {', '.join(sorted(hit))}"
+        for path, tree in _modules()
+        if "cli" not in path.relative_to(PACKAGE).parts
+        and (hit := _imported(tree) & set(CLI_ONLY))
+    ]
+    assert not outside, "\n".join(outside)
