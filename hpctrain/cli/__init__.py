@@ -18,6 +18,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain click help: typer's rich help imports rich and markdown-it (~100 ms), which a
+    # login node pays on every `--help`.
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -14,6 +14,7 @@ data_app = typer.Typer(
     help="Datasets for the packaged trainer (compute nodes have no internet: fetch on a login "
     "node).\n\nExample: hpctrain data fetch fashionmnist --to /ptmp/$USER/data/fashionmnist",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 

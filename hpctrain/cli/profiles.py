@@ -6,15 +6,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 
 from hpctrain.cli.output import console, err_console, is_tty, print_json
-from hpctrain.profiles import list_profiles, load_profile, load_profile_file
 
 profiles_app = typer.Typer(
     name="profiles",
     help="List, show and validate cluster profiles.\n\nExample: hpctrain profiles show raven",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
@@ -23,6 +22,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 @profiles_app.command("list", epilog="Example: hpctrain profiles list --json")
 def list_(json_out: JsonOpt = False) -> None:
     """List the shipped and user profiles."""
+    from hpctrain.profiles import list_profiles, load_profile_file
+
     rows = []
     for info in list_profiles():
         try:
@@ -62,6 +63,10 @@ def show(
     """Show a profile, fully resolved (after `extends:` and defaults)."""
     from dataclasses import asdict
 
+    import yaml
+
+    from hpctrain.profiles import load_profile
+
     prof = load_profile(name)
     data = asdict(prof)
     if json_out:
@@ -82,6 +87,8 @@ def validate(
     json_out: JsonOpt = False,
 ) -> None:
     """Check a profile file; every problem is reported with the field and file."""
+    from hpctrain.profiles import load_profile_file
+
     prof = load_profile_file(file)
     if json_out:
         print_json({"valid": True, "name": prof.name, "path": str(file)})
@@ -90,4 +97,5 @@ def validate(
 
 
 def register(app: typer.Typer) -> None:
+    """Add the `profiles` group to the root app."""
     app.add_typer(profiles_app)

@@ -170,6 +170,83 @@ def _banner(
     )
 
 
+def _resume_text(checkpoint: Path | None, module: L.LightningModule, config: TrainConfig,
+                 topo: Topology) -> str:
+    """Check a checkpoint against the task and say where training continues."""
+    if checkpoint is None:
+        return "fresh start"
+    header = validate_checkpoint(checkpoint, module, config.task)
+    finished = header["epochs_finished"]
+    text = f"from {checkpoint}, continuing at epoch {finished + 1}"
+    if header["mid_epoch"]:
+        text += " (saved mid-epoch: its remaining batches run first)"
+    if finished >= config.trainer.max_epochs and topo.is_rank_zero:
+        print(
+            f"note: {checkpoint} already holds epoch {finished} of "
+            f"{config.trainer.max_epochs}; raise --max-epochs to train further",
+            flush=True,
+        )
+    return text
+
+
+def _recorder(config: TrainConfig, topo: Topology, path: Path, lr: float, resume_text: str,
+              checkpoint: Path | None, print_lines: bool) -> RunRecorder:
+    batch = config.trainer.batch_size
+    return RunRecorder(
+        run_dir=path,
+        task=config.task,
+        checkpoint=config.checkpoint,
+        print_lines=print_lines,
+        banner=lambda t: _banner(t, config, topo, path, lr, resume_text),
+        resumed_from=checkpoint,
+        static={
+            "batch_size_per_device": batch,
+            "effective_batch_size": batch * topo.world_size,
+            "learning_rate": lr,
+            "launch": topo.launch,
+            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            "run_dir": str(path),
+        },
+    )
+
+
+def _trainer(config: TrainConfig, topo: Topology, path: Path, accelerator: str,
+             loggers: list[Any], callbacks: list[L.Callback], bar: bool) -> L.Trainer:
+    return L.Trainer(
+        accelerator=accelerator,
+        devices=topo.devices_per_node,
+        num_nodes=topo.num_nodes,
+        strategy="ddp" if topo.world_size > 1 else "auto",
+        plugins=[_cluster_environment(config, topo), AtomicCheckpointIO()],
+        precision=config.trainer.precision,
+        max_epochs=config.trainer.max_epochs,
+        logger=loggers or False,
+        callbacks=callbacks,
+        enable_progress_bar=bar,
+        enable_checkpointing=True,
+        # The banner gives the parameter count; Lightning's summary table would land in stdout.
+        enable_model_summary=False,
+        # Built-in tasks shard their own data; custom data modules get Lightning's sampler.
+        use_distributed_sampler=config.task == "custom",
+        default_root_dir=path,
+        num_sanity_val_steps=config.trainer.num_sanity_val_steps,
+        check_val_every_n_epoch=config.trainer.check_val_every_n_epoch,
+        # The built-in modules optimize manually and clip themselves.
+        gradient_clip_val=config.trainer.gradient_clip_val if config.task == "custom" else None,
+        log_every_n_steps=config.logging.every_n_steps,
+        benchmark=accelerator == "gpu",
+    )
+
+
+def _print_done(summary: dict[str, Any], path: Path) -> None:
+    acc = summary["final_val_acc"]
+    print(
+        f"done: {summary['epochs_completed']} epoch(s), "
+        f"val_acc={'nan' if acc is None else f'{acc:.4f}'}, metrics in {path / 'metrics.json'}",
+        flush=True,
+    )
+
+
 def run_training(
     config: TrainConfig,
     run_dir: str | Path | None = None,
@@ -192,19 +269,7 @@ def run_training(
     L.seed_everything(config.seed, workers=True, verbose=False)
     module, datamodule = build_task(config, lr)
     checkpoint = choose_checkpoint(resume, path)
-    resume_text = "fresh start"
-    if checkpoint is not None:
-        header = validate_checkpoint(checkpoint, module, config.task)
-        finished = header["epochs_finished"]
-        resume_text = f"from {checkpoint}, continuing at epoch {finished + 1}"
-        if header["mid_epoch"]:
-            resume_text += " (saved mid-epoch: its remaining batches run first)"
-        if finished >= config.trainer.max_epochs and topo.is_rank_zero:
-            print(
-                f"note: {checkpoint} already holds epoch {finished} of "
-                f"{config.trainer.max_epochs}; raise --max-epochs to train further",
-                flush=True,
-            )
+    resume_text = _resume_text(checkpoint, module, config, topo)
 
     path.mkdir(parents=True, exist_ok=True)
     if topo.is_rank_zero:
@@ -215,54 +280,9 @@ def run_training(
 
     progress = config.logging.progress
     bar = progress == "bar" or (progress == "auto" and sys.stdout.isatty())
-    batch = config.trainer.batch_size
-    recorder = RunRecorder(
-        run_dir=path,
-        task=config.task,
-        checkpoint=config.checkpoint,
-        print_lines=not bar,
-        banner=lambda t: _banner(t, config, topo, path, lr, resume_text),
-        resumed_from=checkpoint,
-        static={
-            "batch_size_per_device": batch,
-            "effective_batch_size": batch * topo.world_size,
-            "learning_rate": lr,
-            "launch": topo.launch,
-            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-            "run_dir": str(path),
-        },
-    )
-    trainer = L.Trainer(
-        accelerator=accelerator,
-        devices=topo.devices_per_node,
-        num_nodes=topo.num_nodes,
-        strategy="ddp" if topo.world_size > 1 else "auto",
-        plugins=[_cluster_environment(config, topo), AtomicCheckpointIO()],
-        precision=config.trainer.precision,
-        max_epochs=config.trainer.max_epochs,
-        logger=loggers or False,
-        callbacks=[recorder, *callbacks],
-        enable_progress_bar=bar,
-        enable_checkpointing=True,
-        # The banner gives the parameter count; Lightning's summary table would land in stdout.
-        enable_model_summary=False,
-        # Built-in tasks shard their own data; custom data modules get Lightning's sampler.
-        use_distributed_sampler=config.task == "custom",
-        default_root_dir=path,
-        num_sanity_val_steps=config.trainer.num_sanity_val_steps,
-        check_val_every_n_epoch=config.trainer.check_val_every_n_epoch,
-        # The built-in modules optimize manually and clip themselves.
-        gradient_clip_val=config.trainer.gradient_clip_val if config.task == "custom" else None,
-        log_every_n_steps=config.logging.every_n_steps,
-        benchmark=accelerator == "gpu",
-    )
+    recorder = _recorder(config, topo, path, lr, resume_text, checkpoint, print_lines=not bar)
+    trainer = _trainer(config, topo, path, accelerator, loggers, [recorder, *callbacks], bar)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(checkpoint) if checkpoint else None)
     if trainer.is_global_zero and recorder.summary:
-        summary = recorder.summary
-        acc = summary["final_val_acc"]
-        print(
-            f"done: {summary['epochs_completed']} epoch(s), "
-            f"val_acc={'nan' if acc is None else f'{acc:.4f}'}, metrics in {path / 'metrics.json'}",
-            flush=True,
-        )
+        _print_done(recorder.summary, path)
     return recorder.summary
