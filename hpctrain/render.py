@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 
 import jinja2
@@ -88,10 +89,23 @@ def _launch(plan: JobPlan) -> tuple[str, ...]:
     return ("--no-python", *cmd)
 
 
+@dataclass(frozen=True)
+class LogPatterns:
+    """The job's stdout/stderr file patterns as sbatch gets them (SLURM expands %x, %j)."""
+
+    stdout: str
+    stderr: str
+
+
+def log_patterns(plan: JobPlan) -> LogPatterns:
+    """Where the plan's job writes its output: `<log_dir>/<job name>-<job id>.out|.err`."""
+    return LogPatterns(stdout=f"{plan.log_dir}/%x-%j.out", stderr=f"{plan.log_dir}/%x-%j.err")
+
+
 def render_script(plan: JobPlan, *, environ: Mapping[str, str] | None = None) -> str:
     """Render the sbatch script; refuse it if it would carry a secret from `environ`."""
     text = _environment().get_template("sbatch.sh.j2").render(
-        plan=plan, version=__version__, launch_args=_launch(plan)
+        plan=plan, version=__version__, launch_args=_launch(plan), logs=log_patterns(plan)
     )
     if environ is not None:
         check_no_secrets(text, environ)

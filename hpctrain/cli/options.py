@@ -1,96 +1,132 @@
-"""The topology options shared by `render` and `submit`, and the request they build."""
+"""The topology options of `render` and `submit`, declared once, and the request they build."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import shlex
 import sys
-from dataclasses import dataclass, field
-from typing import Annotated
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, fields
+from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 
 import typer
+from typer.models import ArgumentInfo
 
-from hpctrain.errors import HpctrainError
-from hpctrain.plan import JobRequest, Launcher
-from hpctrain.profiles import Profile, load_profile
+if TYPE_CHECKING:
+    from hpctrain.plan import JobRequest, Launcher
+    from hpctrain.profiles import Profile
 
-ProfileOpt = Annotated[
-    str, typer.Option("--profile", "-P", help="Cluster profile name or YAML file.")
-]
-PartitionOpt = Annotated[
-    str | None, typer.Option(help="Partition (default: the profile's default).")
-]
-NodesOpt = Annotated[int, typer.Option("--nodes", "-N", help="Number of nodes.")]
-GpusOpt = Annotated[
-    int | None,
-    typer.Option(help="GPUs per node (default: 1 on one node, the whole node on several)."),
-]
-CpusOpt = Annotated[
-    int | None, typer.Option(help="CPUs per task (default: the GPUs' share of the node).")
-]
-MemOpt = Annotated[
-    str | None, typer.Option(help="Memory per node, e.g. 125000 (MB) or 120G.")
-]
-TimeOpt = Annotated[
-    str | None, typer.Option("--time", "-t", help="Wall time, e.g. 2:00:00 or 1-00:00:00.")
-]
-AccountOpt = Annotated[str | None, typer.Option("--account", "-A", help="SLURM account.")]
-QosOpt = Annotated[str | None, typer.Option(help="Quality of service.")]
-ConstraintOpt = Annotated[
-    str | None, typer.Option("--constraint", "-C", help="Node feature, e.g. gpu-bw on Raven.")
-]
-JobNameOpt = Annotated[str, typer.Option("--job-name", "-J", help="Job name.")]
-LauncherOpt = Annotated[
-    str, typer.Option(help="lightning (srun, one task per GPU) or torchrun (one per node).")
-]
-EnvOpt = Annotated[
-    list[str] | None,
-    typer.Option("--env", "-e", help="KEY=VALUE exported in the job (repeatable; no secrets)."),
-]
-SbatchArgOpt = Annotated[
-    list[str] | None,
-    typer.Option(help="Extra sbatch option, e.g. --sbatch-arg=--mail-type=END (repeatable)."),
-]
-ConfigOpt = Annotated[
-    str | None, typer.Option("--config", help="Trainer config file for the packaged trainer.")
-]
-PythonEnvOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--python-env",
-        help="venv or conda prefix the job activates (default: the one hpctrain runs from; "
-        "'none' for none).",
-    ),
-]
-CommandArg = Annotated[
-    list[str] | None,
-    typer.Argument(
-        help="Command to run after --, e.g. -- python train.py (default: the packaged trainer)."
-    ),
-]
+TOPOLOGY_PARAM = "topology"
 
 
-@dataclass
+@dataclass(frozen=True)
 class TopologyOptions:
-    profile: str
-    partition: str | None = None
-    nodes: int = 1
-    gpus_per_node: int | None = None
-    cpus_per_task: int | None = None
-    mem: str | None = None
-    time: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    job_name: str = "hpctrain"
-    launcher: str = "lightning"
-    env: list[str] = field(default_factory=list)
-    sbatch_args: list[str] = field(default_factory=list)
-    config: str | None = None
-    python_env: str | None = None
-    command: list[str] = field(default_factory=list)
+    """Every topology option: its type, CLI declaration and default, in help order."""
+
+    profile: Annotated[
+        str, typer.Option("--profile", "-P", help="Cluster profile name or YAML file.")
+    ]
+    partition: Annotated[
+        str | None, typer.Option(help="Partition (default: the profile's default).")
+    ] = None
+    nodes: Annotated[int, typer.Option("--nodes", "-N", help="Number of nodes.")] = 1
+    gpus_per_node: Annotated[
+        int | None,
+        typer.Option(help="GPUs per node (default: 1 on one node, the whole node on several)."),
+    ] = None
+    cpus_per_task: Annotated[
+        int | None, typer.Option(help="CPUs per task (default: the GPUs' share of the node).")
+    ] = None
+    mem: Annotated[
+        str | None, typer.Option(help="Memory per node, e.g. 125000 (MB) or 120G.")
+    ] = None
+    time: Annotated[
+        str | None, typer.Option("--time", "-t", help="Wall time, e.g. 2:00:00 or 1-00:00:00.")
+    ] = None
+    account: Annotated[
+        str | None, typer.Option("--account", "-A", help="SLURM account.")
+    ] = None
+    qos: Annotated[str | None, typer.Option(help="Quality of service.")] = None
+    constraint: Annotated[
+        str | None,
+        typer.Option("--constraint", "-C", help="Node feature, e.g. gpu-bw on Raven."),
+    ] = None
+    job_name: Annotated[str, typer.Option("--job-name", "-J", help="Job name.")] = "hpctrain"
+    launcher: Annotated[
+        str, typer.Option(help="lightning (srun, one task per GPU) or torchrun (one per node).")
+    ] = "lightning"
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", "-e", help="KEY=VALUE exported in the job (repeatable; no secrets)."),
+    ] = None
+    sbatch_arg: Annotated[
+        list[str] | None,
+        typer.Option(help="Extra sbatch option, e.g. --sbatch-arg=--mail-type=END (repeatable)."),
+    ] = None
+    config: Annotated[
+        str | None,
+        typer.Option("--config", help="Trainer config file for the packaged trainer."),
+    ] = None
+    python_env: Annotated[
+        str | None,
+        typer.Option(
+            "--python-env",
+            help="venv or conda prefix the job activates (default: the one hpctrain runs from; "
+            "'none' for none).",
+        ),
+    ] = None
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Command to run after --, e.g. -- python train.py (default: the packaged trainer)."
+        ),
+    ] = None
+
+
+def _topology_parameters() -> list[inspect.Parameter]:
+    """TopologyOptions' fields as keyword-only parameters that typer reads."""
+    hints = get_type_hints(TopologyOptions, include_extras=True)
+    return [
+        inspect.Parameter(
+            f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
+            default=inspect.Parameter.empty if f.default is MISSING else f.default,
+        )
+        for f in fields(TopologyOptions)
+    ]
+
+
+def _is_argument(param: inspect.Parameter) -> bool:
+    return any(isinstance(m, ArgumentInfo) for m in getattr(param.annotation, "__metadata__", ()))
+
+
+def with_topology(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a command every topology option; it receives them packed as `topology`."""
+    own = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in inspect.signature(command, eval_str=True).parameters.values()
+        if p.name != TOPOLOGY_PARAM
+    ]
+    topo = _topology_parameters()
+    names = [p.name for p in topo]
+    # Options keep today's help order (topology first); the trailing argument comes last.
+    params = [p for p in topo if not _is_argument(p)] + own + [p for p in topo if _is_argument(p)]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> None:
+        packed = TopologyOptions(**{name: kwargs.pop(name) for name in names})
+        command(**{TOPOLOGY_PARAM: packed}, **kwargs)
+
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    # typer resolves annotations through get_type_hints too: give it the real objects.
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
 
 
 def parse_env(pairs: list[str]) -> dict[str, str]:
+    """`KEY=VALUE` pairs as a dict; a pair without `=` is an error."""
+    from hpctrain.errors import HpctrainError
+
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -111,40 +147,45 @@ def default_python_env(profile: Profile) -> str | None:
 
 
 def invocation() -> str:
+    """The command line as typed, for the script's header."""
     return "hpctrain " + shlex.join(sys.argv[1:])
 
 
-def build_request(opts: TopologyOptions) -> JobRequest:
-    """Load the profile and turn CLI options into a JobRequest."""
-    if opts.launcher not in ("lightning", "torchrun"):
+def _launcher(name: str) -> Launcher:
+    from hpctrain.errors import HpctrainError
+
+    if name not in ("lightning", "torchrun"):
         raise HpctrainError(
-            f"--launcher {opts.launcher!r} is unknown", "use --launcher lightning or torchrun"
+            f"--launcher {name!r} is unknown", "use --launcher lightning or torchrun"
         )
-    launcher: Launcher = "torchrun" if opts.launcher == "torchrun" else "lightning"
+    return "torchrun" if name == "torchrun" else "lightning"
+
+
+def _python_env(choice: str | None, profile: Profile) -> str | None:
+    if choice == "none":
+        return None
+    return choice or default_python_env(profile)
+
+
+# Options whose value the request holds in another form; the rest pass through by name.
+_CONVERTED = {"profile", "launcher", "env", "sbatch_arg", "command", "python_env"}
+
+
+def build_request(opts: TopologyOptions) -> JobRequest:
+    """Load the profile and turn the topology options into a JobRequest."""
+    from hpctrain.plan import JobRequest
+    from hpctrain.profiles import load_profile
+
+    launcher = _launcher(opts.launcher)
     profile = load_profile(opts.profile)
-    if opts.python_env == "none":
-        python_env = None
-    elif opts.python_env:
-        python_env = opts.python_env
-    else:
-        python_env = default_python_env(profile)
+    same = {f.name: getattr(opts, f.name) for f in fields(opts) if f.name not in _CONVERTED}
     return JobRequest(
         profile=profile,
-        partition=opts.partition,
-        nodes=opts.nodes,
-        gpus_per_node=opts.gpus_per_node,
-        cpus_per_task=opts.cpus_per_task,
-        mem=opts.mem,
-        time=opts.time,
-        account=opts.account,
-        qos=opts.qos,
-        constraint=opts.constraint,
-        job_name=opts.job_name,
         launcher=launcher,
-        env=parse_env(opts.env),
-        sbatch_args=tuple(opts.sbatch_args),
-        command=tuple(opts.command),
-        config=opts.config,
-        python_env=python_env,
+        env=parse_env(opts.env or []),
+        sbatch_args=tuple(opts.sbatch_arg or ()),
+        command=tuple(opts.command or ()),
+        python_env=_python_env(opts.python_env, profile),
         invocation=invocation(),
+        **same,
     )

@@ -1,4 +1,4 @@
-"""Submit a rendered plan: run directory, sbatch --parsable, history row."""
+"""Execute a prepared submission: run directory, sbatch --parsable, history row."""
 
 from __future__ import annotations
 
@@ -6,29 +6,20 @@ import contextlib
 import dataclasses
 import getpass
 import json
-import os
 import re
-import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from hpctrain import __version__
 from hpctrain.errors import HistoryError, HpctrainError
 from hpctrain.history import History, JobRecord, NewJob
+from hpctrain.jobs.prepare import RUN_INFO_NAME, UNCONFIRMED_NAME, Prepared
 from hpctrain.plan import JobPlan
-from hpctrain.profiles import Profile
 from hpctrain.slurm.client import SlurmClient, SlurmTimeoutError
 
-SCRIPT_NAME = "job.sbatch"
-PROFILE_NAME = "profile.yaml"
-RUN_INFO_NAME = "run.json"
-UNCONFIRMED_NAME = "SUBMIT-UNCONFIRMED"
 GIT_TIMEOUT_S = 5.0
-
-_DIR_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 @dataclass(frozen=True)
@@ -57,38 +48,6 @@ def git_state(cwd: Path) -> GitState | None:
     return GitState(commit=head.stdout.strip(), dirty=dirty)
 
 
-def run_dir_for(
-    output_dir: str, job_name: str, cwd: Path, now: datetime | None = None,
-    token: str | None = None,
-) -> Path:
-    """`<output_dir>/<job-name>-<UTC timestamp>-<random>`, absolute (output_dir is cwd-relative)."""
-    base = Path(output_dir).expanduser()
-    if not base.is_absolute():
-        base = cwd / base
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
-    name = _DIR_UNSAFE.sub("_", job_name).strip("._") or "job"
-    return Path(os.path.abspath(base)) / f"{name}-{stamp}-{token or secrets.token_hex(3)}"
-
-
-_SBATCH_PATH_LINE = re.compile(r"^#SBATCH\s+--(output|error)=(.*)$", re.MULTILINE)
-
-
-def _unquote_sbatch(value: str) -> str:
-    """Undo render.sbatch_quote: "..." with backslash escapes, or a bare word."""
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        return re.sub(r"\\(.)", r"\1", value[1:-1])
-    return value
-
-
-def script_log_patterns(script: str) -> tuple[str | None, str | None]:
-    """The --output and --error file patterns a rendered script asks for."""
-    found: dict[str, str] = {}
-    for m in _SBATCH_PATH_LINE.finditer(script):
-        found[m.group(1)] = _unquote_sbatch(m.group(2))
-    return found.get("output"), found.get("error")
-
-
 def expand_log_pattern(pattern: str, job_id: str, job_name: str, user: str) -> str:
     """Expand SLURM's file-name patterns (%j %x %u %A %%) in one pass, as sbatch does."""
     table = {"j": job_id, "A": job_id, "x": job_name, "u": user, "%": "%"}
@@ -100,27 +59,14 @@ def expand_log_pattern(pattern: str, job_id: str, job_name: str, user: str) -> s
 
 
 @dataclass(frozen=True)
-class Prepared:
-    """Everything submit needs, decided before anything is written (this is the dry run)."""
+class Queued:
+    """What SLURM and the repository said once sbatch accepted the job."""
 
-    plan: JobPlan
-    script: str
-    run_dir: Path
-    profile: Profile
-    config: Path | None
-    workdir: Path
-
-    @property
-    def script_path(self) -> Path:
-        return self.run_dir / SCRIPT_NAME
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "run_dir": str(self.run_dir),
-            "script": str(self.script_path),
-            "workdir": str(self.workdir),
-            "plan": self.plan.summary(),
-        }
+    job_id: str
+    cluster: str
+    stdout_path: str
+    stderr_path: str
+    git: GitState | None
 
 
 @dataclass(frozen=True)
@@ -148,27 +94,27 @@ class Submitted:
         }
 
 
-def _write_run_dir(prep: Prepared) -> None:
-    import yaml
+def _check_sources(prep: Prepared) -> None:
+    # The config file is the only one copied in; it is checked here, not in the dry run.
+    for f in prep.files:
+        if f.copy_of is not None and not f.copy_of.is_file():
+            raise HpctrainError(f"--config {f.copy_of} does not exist", "check the path")
 
+
+def _write_files(prep: Prepared) -> None:
     prep.run_dir.mkdir(parents=True, exist_ok=False)
-    prep.script_path.write_text(prep.script, encoding="utf-8")
-    prep.script_path.chmod(0o755)
-    (prep.run_dir / PROFILE_NAME).write_text(
-        yaml.safe_dump(dataclasses.asdict(prep.profile), sort_keys=False), encoding="utf-8"
-    )
-    if prep.config is not None:
-        shutil.copy2(prep.config, prep.run_dir / f"config-snapshot{prep.config.suffix}")
+    for f in prep.files:
+        if f.copy_of is not None:
+            shutil.copy2(f.copy_of, f.path)
+        else:
+            f.path.write_text(f.text or "", encoding="utf-8")
+        if f.mode is not None:
+            f.path.chmod(f.mode)
 
 
-def submit(
-    prep: Prepared, client: SlurmClient, history: History
-) -> Submitted:
-    """Create the run directory, sbatch the script, record the job; on refusal undo it all."""
-    if prep.config is not None and not prep.config.is_file():
-        raise HpctrainError(f"--config {prep.config} does not exist", "check the path")
+def _create_run_dir(prep: Prepared) -> None:
     try:
-        _write_run_dir(prep)
+        _write_files(prep)
     except FileExistsError:
         raise HpctrainError(
             f"run directory {prep.run_dir} exists already", "submit again (a new name is drawn)"
@@ -179,9 +125,11 @@ def submit(
             f"cannot write the run directory {prep.run_dir}: {e.strerror}",
             "choose a writable output_dir in the profile, or submit from another directory",
         ) from None
-    git = git_state(prep.workdir)
+
+
+def _sbatch(prep: Prepared, client: SlurmClient) -> str:
     try:
-        job_id = client.submit(prep.script_path, cwd=prep.workdir)
+        return client.submit(prep.script_path, cwd=prep.workdir)
     except SlurmTimeoutError as e:
         # sbatch may have queued the job before it timed out; its logs need the directory.
         with contextlib.suppress(OSError):
@@ -193,53 +141,70 @@ def submit(
         # Nothing was queued: leave no run directory behind that looks like a run.
         shutil.rmtree(prep.run_dir, ignore_errors=True)
         raise
-    cluster = client.cluster_name() or prep.plan.cluster
-    out_pat, err_pat = script_log_patterns(prep.script)
-    user = getpass.getuser()
-    stdout = expand_log_pattern(out_pat, job_id, prep.plan.job_name, user) if out_pat else None
-    stderr = expand_log_pattern(err_pat, job_id, prep.plan.job_name, user) if err_pat else None
+
+
+def _write_run_info(prep: Prepared, done: Queued) -> None:
     info = {
-        "job_id": job_id,
-        "cluster": cluster,
+        "job_id": done.job_id,
+        "cluster": done.cluster,
         "hpctrain_version": __version__,
         "invocation": prep.plan.invocation,
         "workdir": str(prep.workdir),
-        "git": dataclasses.asdict(git) if git else None,
+        "git": dataclasses.asdict(done.git) if done.git else None,
         "plan": prep.plan.summary(),
-        "stdout": stdout,
-        "stderr": stderr,
+        "stdout": done.stdout_path,
+        "stderr": done.stderr_path,
     }
-    # The history row below holds the same facts; the job is queued either way.
+    # The history row holds the same facts; the job is queued either way.
     with contextlib.suppress(OSError):
         (prep.run_dir / RUN_INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
-    new = NewJob(
-        job_id=job_id,
-        cluster=cluster,
-        profile=prep.plan.profile,
-        job_name=prep.plan.job_name,
-        partition=prep.plan.partition,
-        nodes=prep.plan.nodes,
-        gpus_per_node=prep.plan.gpus_per_node,
-        total_gpus=prep.plan.total_gpus,
-        command=list(prep.plan.command),
-        run_dir=str(prep.run_dir),
-        script_path=str(prep.script_path),
-        stdout_path=stdout,
-        stderr_path=stderr,
-        workdir=str(prep.workdir),
-        git_commit=git.commit if git else None,
-        git_dirty=git.dirty if git else None,
-        time_limit_s=prep.plan.time_seconds,
+
+
+def _new_job(prep: Prepared, done: Queued) -> NewJob:
+    plan = prep.plan
+    return NewJob(
+        job_id=done.job_id, cluster=done.cluster, profile=plan.profile, job_name=plan.job_name,
+        partition=plan.partition, nodes=plan.nodes, gpus_per_node=plan.gpus_per_node,
+        total_gpus=plan.total_gpus, command=list(plan.command), run_dir=str(prep.run_dir),
+        script_path=str(prep.script_path), stdout_path=done.stdout_path,
+        stderr_path=done.stderr_path, workdir=str(prep.workdir),
+        git_commit=done.git.commit if done.git else None,
+        git_dirty=done.git.dirty if done.git else None, time_limit_s=plan.time_seconds,
     )
+
+
+def _record(prep: Prepared, done: Queued, history: History) -> JobRecord:
     try:
-        record = history.add(new)
+        return history.add(_new_job(prep, done))
     except HistoryError as e:
         raise HistoryError(
-            f"job {job_id} was submitted (run directory {prep.run_dir}) but not recorded: "
+            f"job {done.job_id} was submitted (run directory {prep.run_dir}) but not recorded: "
             f"{e.what}",
-            f"follow it with squeue -j {job_id}; {e.fix}" if e.fix else None,
+            f"follow it with squeue -j {done.job_id}; {e.fix}" if e.fix else None,
         ) from None
+
+
+def _queued(prep: Prepared, client: SlurmClient, job_id: str, git: GitState | None) -> Queued:
+    user = getpass.getuser()
+    name = prep.plan.job_name
+    return Queued(
+        job_id=job_id, cluster=client.cluster_name() or prep.plan.cluster,
+        stdout_path=expand_log_pattern(prep.logs.stdout, job_id, name, user),
+        stderr_path=expand_log_pattern(prep.logs.stderr, job_id, name, user),
+        git=git,
+    )
+
+
+def submit(prep: Prepared, client: SlurmClient, history: History) -> Submitted:
+    """Create the run directory, sbatch the script, record the job; on refusal undo it all."""
+    _check_sources(prep)
+    _create_run_dir(prep)
+    git = git_state(prep.workdir)
+    queued = _queued(prep, client, _sbatch(prep, client), git)
+    _write_run_info(prep, queued)
+    record = _record(prep, queued, history)
     return Submitted(
-        job_id=job_id, cluster=cluster, run_dir=prep.run_dir, script_path=prep.script_path,
-        stdout_path=stdout, stderr_path=stderr, git=git, record=record,
+        job_id=queued.job_id, cluster=queued.cluster, run_dir=prep.run_dir,
+        script_path=prep.script_path, stdout_path=queued.stdout_path,
+        stderr_path=queued.stderr_path, git=git, record=record,
     )

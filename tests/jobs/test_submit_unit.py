@@ -3,7 +3,9 @@ on acceptance, refusal and timeout (sbatch's answers as recorded on the dev clus
 
 from __future__ import annotations
 
+import getpass
 import json
+import re
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,33 +15,52 @@ import yaml
 
 from hpctrain.errors import HpctrainError, SlurmError
 from hpctrain.history import History
+from hpctrain.jobs import prepare as pre
 from hpctrain.jobs import submit as sub
-from hpctrain.plan import JobRequest, build_plan
+from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
-from hpctrain.render import render_script
 from hpctrain.slurm.client import Result, SlurmTimeoutError
 
 from .helpers import ReplayClient, recorded_jobs, recording
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
+_SBATCH_PATH_LINE = re.compile(r"^#SBATCH\s+--(output|error)=(.*)$", re.MULTILINE)
+
+
+def _unquote_sbatch(value: str) -> str:
+    """Undo render.sbatch_quote: "..." with backslash escapes, or a bare word."""
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return re.sub(r"\\(.)", r"\1", value[1:-1])
+    return value
+
+
+def script_log_patterns(script: str) -> tuple[str | None, str | None]:
+    """The --output and --error file patterns a rendered script asks for (a test oracle:
+    submit takes them from the plan, never from the script)."""
+    found: dict[str, str] = {}
+    for m in _SBATCH_PATH_LINE.finditer(script):
+        found[m.group(1)] = _unquote_sbatch(m.group(2))
+    return found.get("output"), found.get("error")
+
 
 def test_run_dir_for() -> None:
     cwd = Path("/work/proj")
-    assert sub.run_dir_for("hpctrain-runs", "spiral", cwd, NOW, "abc123") == Path(
+    assert pre.run_dir_for("hpctrain-runs", "spiral", cwd, NOW, "abc123") == Path(
         "/work/proj/hpctrain-runs/spiral-20260102T030405Z-abc123")
     # Odd job names make tame directory names; absolute output dirs stay where they are.
-    assert sub.run_dir_for("/scratch/runs", "my job; rm -rf", cwd, NOW, "x").name == \
+    assert pre.run_dir_for("/scratch/runs", "my job; rm -rf", cwd, NOW, "x").name == \
         "my_job_rm_-rf-20260102T030405Z-x"
-    assert sub.run_dir_for("../runs", "a", cwd, NOW, "x").parent == Path("/work/runs")
-    assert sub.run_dir_for("~/runs", "a", cwd, NOW, "x").parent == Path.home() / "runs"
-    assert sub.run_dir_for("r", "a", cwd, NOW) != sub.run_dir_for("r", "a", cwd, NOW)
+    assert pre.run_dir_for("../runs", "a", cwd, NOW, "x").parent == Path("/work/runs")
+    assert pre.run_dir_for("~/runs", "a", cwd, NOW, "x").parent == Path.home() / "runs"
+    assert pre.run_dir_for("r", "a", cwd, NOW) != pre.run_dir_for("r", "a", cwd, NOW)
 
 
 def test_log_patterns_from_rendered_script() -> None:
     script = ('#SBATCH --output="/runs/a b/%x-%j.out"\n'
               "#SBATCH --error=/runs/x/%x-%j.err\n")
-    assert sub.script_log_patterns(script) == ("/runs/a b/%x-%j.out", "/runs/x/%x-%j.err")
+    assert script_log_patterns(script) == ("/runs/a b/%x-%j.out", "/runs/x/%x-%j.err")
     assert sub.expand_log_pattern("/r/%x-%j.out", "12", "my %j job", "me") == \
         "/r/my %j job-12.out"
     assert sub.expand_log_pattern("/r/%u/%A-%%.log", "7", "n", "me") == "/r/me/7-%.log"
@@ -61,14 +82,12 @@ def test_git_state(tmp_path: Path) -> None:
     assert sub.git_state(tmp_path).dirty is True
 
 
-def _prepared(tmp_path: Path, config: Path | None = None) -> sub.Prepared:
+def _prepared(tmp_path: Path, config: Path | None = None) -> pre.Prepared:
     profile = load_profile("local")
-    run_dir = sub.run_dir_for(profile.output_dir, "unit", tmp_path, NOW, "t0")
-    plan = build_plan(JobRequest(profile=profile, job_name="unit", log_dir=str(run_dir),
-                                 run_dir=str(run_dir), config=str(config) if config else None,
-                                 command=() if config else ("true",)))
-    return sub.Prepared(plan=plan, script=render_script(plan), run_dir=run_dir,
-                        profile=profile, config=config, workdir=tmp_path)
+    return pre.prepare(JobRequest(profile=profile, job_name="unit",
+                                  config=str(config) if config else None,
+                                  command=() if config else ("true",)),
+                       tmp_path, now=NOW, token="t0")
 
 
 def test_accepted_job_gets_run_dir_and_history_row(tmp_path: Path) -> None:
@@ -115,7 +134,7 @@ def test_sbatch_timeout_keeps_the_run_dir_marked(tmp_path: Path) -> None:
     with pytest.raises(SlurmTimeoutError, match="may have been queued") as e:
         sub.submit(prep, ReplayClient({"sbatch": hang}), history)
     assert "squeue --me" in str(e.value.fix)
-    assert (prep.run_dir / sub.UNCONFIRMED_NAME).is_file() and history.all() == []
+    assert (prep.run_dir / pre.UNCONFIRMED_NAME).is_file() and history.all() == []
 
 
 def test_missing_config_is_refused_before_anything(tmp_path: Path) -> None:
@@ -124,3 +143,33 @@ def test_missing_config_is_refused_before_anything(tmp_path: Path) -> None:
     with pytest.raises(HpctrainError, match="does not exist"):
         sub.submit(prep, client, History(tmp_path / "h.sqlite3"))
     assert client.calls == [] and not prep.run_dir.exists()
+
+
+@pytest.mark.parametrize("profile", ["raven", "gilbreth", "marvin", "local"])
+def test_prepare_is_a_value_that_touches_nothing(tmp_path: Path, profile: str) -> None:
+    workdir = tmp_path / "my \"odd\" dir; echo"
+    config = workdir / "cfg.yaml"
+    req = JobRequest(profile=load_profile(profile), job_name="unit", account="acc",
+                     config="cfg.yaml")
+    prep = pre.prepare(req, workdir, now=NOW, token="t0")
+    assert not workdir.exists()  # nothing created, not even the working directory
+    assert prep.run_dir == pre.run_dir_for(req.profile.output_dir, "unit", workdir, NOW, "t0")
+    assert prep.sbatch_argv == ("sbatch", "--parsable", str(prep.run_dir / "job.sbatch"))
+    script, profile_yaml, snapshot = prep.files
+    assert (script.path, script.text, script.mode) == (prep.script_path, prep.script, 0o755)
+    assert yaml.safe_load(profile_yaml.text or "")["name"] == profile
+    assert snapshot.copy_of == config and snapshot.path == prep.run_dir / "config-snapshot.yaml"
+    # The log patterns come from the plan; the script must ask sbatch for the same ones.
+    assert script_log_patterns(prep.script) == (prep.logs.stdout, prep.logs.stderr)
+    assert prep.logs.stdout == f"{prep.run_dir}/%x-%j.out"
+
+
+def test_submit_runs_the_prepared_argv_and_expands_its_log_patterns(tmp_path: Path) -> None:
+    prep = _prepared(tmp_path)
+    client = ReplayClient({"sbatch": recording("sbatch_parsable")})
+    done = sub.submit(prep, client, History(tmp_path / "h.sqlite3"))
+    assert client.calls == [prep.sbatch_argv]
+    user = getpass.getuser()
+    assert done.stdout_path == sub.expand_log_pattern(prep.logs.stdout, done.job_id, "unit", user)
+    assert done.stderr_path == str(prep.run_dir / f"unit-{done.job_id}.err")
+    assert json.loads((prep.run_dir / "run.json").read_text())["stderr"] == done.stderr_path

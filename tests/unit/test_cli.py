@@ -130,3 +130,76 @@ def test_cli_does_not_import_torch() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def _params(command: str) -> dict[str, tuple[object, ...]]:
+    import typer.main
+
+    group = typer.main.get_command(app)
+    cmd = group.commands[command]  # type: ignore[attr-defined]
+    return {p.name: (tuple(p.opts), tuple(p.secondary_opts), p.default, p.required,
+                     p.multiple, getattr(p, "help", None)) for p in cmd.params}
+
+
+def test_render_and_submit_share_every_topology_option() -> None:
+    from dataclasses import fields
+
+    from hpctrain.cli.options import TopologyOptions
+
+    render, submit = _params("render"), _params("submit")
+    names = [f.name for f in fields(TopologyOptions)]
+    assert [n for n in render if n in names] == names == [n for n in submit if n in names]
+    assert {n: render[n] for n in names} == {n: submit[n] for n in names}
+    assert render["profile"][:4] == (("--profile", "-P"), (), None, True)
+    assert render["nodes"][0] == ("--nodes", "-N") and render["nodes"][2] == 1
+    assert render["sbatch_arg"][0] == ("--sbatch-arg",) and render["sbatch_arg"][4]
+
+
+def test_with_topology_packs_the_options() -> None:
+    import typer
+
+    from hpctrain.cli.options import TopologyOptions, with_topology
+
+    seen: list[tuple[TopologyOptions, bool]] = []
+
+    @with_topology
+    def cmd(topology: TopologyOptions, flag: bool = False) -> None:
+        seen.append((topology, flag))
+
+    mini = typer.Typer()
+    mini.command(context_settings={"allow_interspersed_args": False})(cmd)
+    r = CliRunner().invoke(mini, ["-P", "raven", "-N", "2", "-e", "A=1", "-e", "B=2", "--flag",
+                                  "--", "python", "-V"])
+    assert r.exit_code == 0, r.output
+    ((opts, flag),) = seen
+    assert flag and opts.profile == "raven" and opts.nodes == 2 and opts.job_name == "hpctrain"
+    assert opts.env == ["A=1", "B=2"] and opts.command == ["python", "-V"]
+
+
+def test_build_request_passes_every_option_through() -> None:
+    from hpctrain.cli.options import TopologyOptions, build_request
+
+    req = build_request(TopologyOptions(
+        profile="raven", partition="gpu", nodes=2, gpus_per_node=4, cpus_per_task=18,
+        mem="100G", time="1:00:00", account="acc", qos="q", constraint="gpu", job_name="j",
+        launcher="torchrun", env=["A=b=c"], sbatch_arg=["--begin=now"], config="c.yaml",
+        python_env="none", command=["python", "t.py"],
+    ))
+    assert (req.profile.name, req.partition, req.nodes, req.gpus_per_node) == ("raven", "gpu", 2, 4)
+    assert (req.cpus_per_task, req.mem, req.time, req.account, req.qos) == (
+        18, "100G", "1:00:00", "acc", "q")
+    assert (req.constraint, req.job_name, req.launcher, req.config) == (
+        "gpu", "j", "torchrun", "c.yaml")
+    assert req.env == {"A": "b=c"} and req.sbatch_args == ("--begin=now",)
+    assert req.command == ("python", "t.py") and req.python_env is None
+    assert req.invocation.startswith("hpctrain")
+
+
+def test_cli_import_leaves_the_library_unloaded() -> None:
+    """`hpctrain --help` stays fast: the CLI modules load the plan, profiles and templates
+    only inside commands."""
+    heavy = ["hpctrain.plan", "hpctrain.profiles", "hpctrain.render", "hpctrain.jobs", "jinja2",
+             "pydantic", "yaml"]
+    code = f"import sys, hpctrain.cli; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.check_output([sys.executable, "-c", code], text=True, timeout=60)
+    assert out.strip() == "[]"

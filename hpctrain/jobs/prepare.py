@@ -1,0 +1,108 @@
+"""Plan a submission as a value: plan, script, sbatch argv, run directory, files, log patterns."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hpctrain.plan import JobPlan, JobRequest, build_plan
+from hpctrain.render import LogPatterns, log_patterns, render_script
+
+SCRIPT_NAME = "job.sbatch"
+PROFILE_NAME = "profile.yaml"
+RUN_INFO_NAME = "run.json"
+UNCONFIRMED_NAME = "SUBMIT-UNCONFIRMED"
+
+_DIR_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def run_dir_for(
+    output_dir: str, job_name: str, cwd: Path, now: datetime | None = None,
+    token: str | None = None,
+) -> Path:
+    """`<output_dir>/<job-name>-<UTC timestamp>-<random>`, absolute (output_dir is cwd-relative)."""
+    base = Path(output_dir).expanduser()
+    if not base.is_absolute():
+        base = cwd / base
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    name = _DIR_UNSAFE.sub("_", job_name).strip("._") or "job"
+    return Path(os.path.abspath(base)) / f"{name}-{stamp}-{token or secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True)
+class RunFile:
+    """A file submit writes into the run directory: given text, or a copy of a user's file."""
+
+    path: Path
+    text: str | None = None
+    copy_of: Path | None = None
+    mode: int | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything submit will do, decided before anything is written (this is the dry run)."""
+
+    plan: JobPlan
+    script: str
+    run_dir: Path
+    workdir: Path
+    files: tuple[RunFile, ...]
+    sbatch_argv: tuple[str, ...]
+    logs: LogPatterns
+
+    @property
+    def script_path(self) -> Path:
+        return self.run_dir / SCRIPT_NAME
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "run_dir": str(self.run_dir),
+            "script": str(self.script_path),
+            "workdir": str(self.workdir),
+            "plan": self.plan.summary(),
+        }
+
+
+def plan_script(
+    req: JobRequest, *, environ: Mapping[str, str] | None = None
+) -> tuple[JobPlan, str]:
+    """The validated plan and its sbatch script: the one path render and submit share."""
+    plan = build_plan(req)
+    return plan, render_script(plan, environ=environ)
+
+
+def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str) -> tuple[RunFile, ...]:
+    import yaml
+
+    files = [
+        RunFile(run_dir / SCRIPT_NAME, text=script, mode=0o755),
+        RunFile(run_dir / PROFILE_NAME,
+                text=yaml.safe_dump(dataclasses.asdict(req.profile), sort_keys=False)),
+    ]
+    if req.config:
+        config = workdir / req.config
+        files.append(RunFile(run_dir / f"config-snapshot{config.suffix}", copy_of=config))
+    return tuple(files)
+
+
+def prepare(
+    req: JobRequest, workdir: Path, *, environ: Mapping[str, str] | None = None,
+    now: datetime | None = None, token: str | None = None,
+) -> Prepared:
+    """Decide a submission from `workdir` without touching the filesystem or SLURM."""
+    run_dir = run_dir_for(req.profile.output_dir, req.job_name, workdir, now, token)
+    req = dataclasses.replace(req, log_dir=str(run_dir), run_dir=str(run_dir))
+    plan, script = plan_script(req, environ=environ)
+    return Prepared(
+        plan=plan, script=script, run_dir=run_dir, workdir=workdir,
+        files=_run_files(req, run_dir, workdir, script),
+        sbatch_argv=("sbatch", "--parsable", str(run_dir / SCRIPT_NAME)),
+        logs=log_patterns(plan),
+    )
