@@ -237,3 +237,45 @@ def test_default_command_is_trainer() -> None:
 def test_plan_is_pure() -> None:
     req = JobRequest(profile=load_profile("raven"), nodes=2)
     assert build_plan(req) == build_plan(replace(req))
+
+
+# An unknown partition is one problem among the others
+
+
+def test_unknown_partition_and_bad_time_reported_together() -> None:
+    with pytest.raises(PlanError) as e:
+        plan("marvin", account="a", partition="sgpu", time="soon")
+    first, second = e.value.problems
+    assert first == (
+        "marvin: unknown partition 'sgpu'; choose one of: sgpu_devel, sgpu_short, "
+        "sgpu_medium, sgpu_long, mlgpu_devel, mlgpu_short, mlgpu_medium, mlgpu_long"
+    )
+    assert second.startswith("--time: invalid time 'soon'")
+
+
+def test_unknown_partition_keeps_checks_that_need_no_partition() -> None:
+    with pytest.raises(PlanError) as e:
+        plan("gilbreth", partition="nope", nodes=0, job_name="a/b", qos="gold")
+    problems = e.value.problems
+    assert "unknown partition 'nope'" in problems[0]
+    assert any("--nodes 0" in p for p in problems)
+    assert any("unknown QOS 'gold'" in p for p in problems)
+    assert any("account is required" in p for p in problems)
+    assert any("contains '/'" in p for p in problems)
+
+
+def test_unknown_partition_skips_limits_of_the_stand_in() -> None:
+    # The default partition only stands in for the unknown one; its limits would mislead.
+    with pytest.raises(PlanError) as e:
+        plan("raven", partition="nope", gpus_per_node=8, nodes=81, time="48:00:00",
+             cpus_per_task=500, mem="2000G", constraint="fast")
+    assert e.value.problems == ["raven: unknown partition 'nope'; choose one of: gpu, gpudev"]
+
+
+def test_problems_come_in_rule_order() -> None:
+    with pytest.raises(PlanError) as e:
+        plan("gilbreth", gpus_per_node=9, time="99-00:00:00", job_name="")
+    gpus, time, account, name = e.value.problems
+    assert "9 GPUs on one node is impossible" in gpus
+    assert "over the limit of partition" in time
+    assert "account is required" in account and "--job-name is empty" in name

@@ -1,0 +1,97 @@
+"""Rules for the values that reach the script as text: names, paths, environment, command."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hpctrain.plan.model import TRAINER_COMMAND, JobRequest
+from hpctrain.plan.outcome import Outcome
+from hpctrain.plan.text import CONTROL
+
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_KEY = re.compile(r"(KEY|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The log directory and the environment variables, as checked."""
+
+    log_dir: str
+    env: tuple[tuple[str, str], ...]
+
+
+def secret_like(key: str) -> bool:
+    """Names such as COMET_API_KEY, HF_TOKEN or DB_PASSWORD hold secrets."""
+    return bool(_SECRET_KEY.search(key))
+
+
+def check_inputs(req: JobRequest) -> Outcome[Inputs]:
+    """The job name, the paths and the environment, refused where a script cannot hold them."""
+    log_dir = req.log_dir or req.profile.output_dir
+    paths = [
+        (log_dir, "the log directory"),
+        (req.run_dir, "--run-dir"),
+        (req.python_env, "the Python environment path"),
+        (req.config, "--config"),
+    ]
+    problems = [
+        *_job_name_problems(req.job_name),
+        *(p for value, what in paths if value is not None for p in _path_problems(value, what)),
+    ]
+    env: list[tuple[str, str]] = []
+    for key, value in req.env.items():
+        problem = _env_problem(key, value)
+        if problem:
+            problems.append(problem)
+        else:
+            env.append((key, value))
+    return Outcome(Inputs(log_dir, tuple(env)), tuple(problems))
+
+
+def _job_name_problems(name: str) -> tuple[str, ...]:
+    if not name:
+        return ("--job-name is empty; give a name, e.g. --job-name spiral",)
+    if CONTROL.search(name):
+        return ("--job-name contains a newline or control character; remove it",)
+    if "/" in name:
+        return (f"--job-name {name!r} contains '/': it becomes part of log file names",)
+    if len(name) > 200:
+        return ("--job-name is longer than 200 characters; shorten it",)
+    return ()
+
+
+def _path_problems(value: str, what: str) -> tuple[str, ...]:
+    if CONTROL.search(value):
+        return (f"{what} contains a newline or control character; choose another path",)
+    if "%" in value:
+        return (f"{what} {value!r} contains '%', which SLURM reads as a file-name pattern",)
+    return ()
+
+
+def _env_problem(key: str, value: str) -> str | None:
+    if not _ENV_KEY.match(key):
+        return f"--env {key!r}: variable names are letters, digits and _"
+    if secret_like(key):
+        return (
+            f"--env {key}: looks like a secret, and hpctrain never writes secrets into "
+            f"scripts or the history; export {key} in your shell before submitting "
+            "(sbatch passes your environment to the job)"
+        )
+    if "\x00" in value:
+        return f"--env {key}: the value contains a NUL byte"
+    return None
+
+
+def choose_command(req: JobRequest) -> Outcome[tuple[str, ...]]:
+    """The command the job runs: the packaged trainer unless one is given."""
+    command = tuple(req.command)
+    problems: list[str] = []
+    if not command:
+        args = ("--config", req.config) if req.config else ("--task", "spiral")
+        command = (*TRAINER_COMMAND, *args)
+    elif req.config is not None:
+        problems.append("--config applies to the packaged trainer; drop it or the command")
+    if any(CONTROL.search(a.replace("\t", " ")) for a in command):
+        problems.append("the command contains a newline or control character; remove it")
+    return Outcome(command, tuple(problems))

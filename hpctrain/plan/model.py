@@ -1,0 +1,116 @@
+"""The plan's values: what the user asked for, and the validated job built from it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hpctrain.profiles.model import Profile
+from hpctrain.units import format_time
+
+Launcher = Literal["lightning", "torchrun"]
+
+TRAINER_COMMAND = ("python", "-m", "hpctrain.trainer")
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What the user asked for; None means "the profile's default"."""
+
+    profile: Profile
+    partition: str | None = None
+    nodes: int = 1
+    gpus_per_node: int | None = None
+    cpus_per_task: int | None = None
+    mem: str | None = None
+    time: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    job_name: str = "hpctrain"
+    launcher: Launcher = "lightning"
+    env: Mapping[str, str] = field(default_factory=dict)
+    sbatch_args: Sequence[str] = ()
+    command: Sequence[str] = ()
+    config: str | None = None
+    # The Python environment to activate in the job (a venv or conda prefix), or None.
+    python_env: str | None = None
+    log_dir: str | None = None
+    run_dir: str | None = None
+    invocation: str = ""
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """A validated job: everything the template needs, with no decision left to make."""
+
+    profile: str
+    cluster: str
+    partition: str
+    emit_partition: bool
+    nodes: int
+    gpus_per_node: int
+    gpu_type: str | None
+    tasks_per_node: int
+    cpus_per_task: int
+    mem_mb: int
+    time_seconds: int
+    account: str | None
+    qos: str | None
+    constraint: str | None
+    job_name: str
+    launcher: Launcher
+    gpu_option: str | None
+    extra_sbatch: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    nccl: tuple[tuple[str, str], ...]
+    modules: tuple[str, ...]
+    module_use: tuple[str, ...]
+    module_purge: bool
+    setup_lines: tuple[str, ...]
+    python_env: str | None
+    command: tuple[str, ...]
+    log_dir: str
+    run_dir: str | None
+    invocation: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs across all nodes."""
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def time(self) -> str:
+        """The wall time as SLURM writes it."""
+        return format_time(self.time_seconds)
+
+    @property
+    def cpus_per_node(self) -> int:
+        """CPUs the job takes on each node."""
+        return self.tasks_per_node * self.cpus_per_task
+
+    def summary(self) -> dict[str, object]:
+        """The plan's shape, as shown next to the script and in --json output."""
+        return {
+            "profile": self.profile,
+            "cluster": self.cluster,
+            "partition": self.partition,
+            "nodes": self.nodes,
+            "gpus_per_node": self.gpus_per_node,
+            "gpu_type": self.gpu_type,
+            "total_gpus": self.total_gpus,
+            "tasks_per_node": self.tasks_per_node,
+            "cpus_per_task": self.cpus_per_task,
+            "cpus_per_node": self.cpus_per_node,
+            "mem_mb_per_node": self.mem_mb,
+            "time": self.time,
+            "account": self.account,
+            "qos": self.qos,
+            "constraint": self.constraint,
+            "job_name": self.job_name,
+            "launcher": self.launcher,
+            "command": list(self.command),
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,44 @@
+"""What a rule returns, and the collector that gathers every rule's problems in order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from hpctrain.errors import PlanError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[T]):
+    """A rule's decided value, the problems with the request, and its misfits with the partition."""
+
+    value: T
+    problems: tuple[str, ...] = ()
+    # Misfits compare the request with the partition; they would mislead when that partition
+    # is only a stand-in for an unknown one, so the collector may drop them.
+    misfits: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+class Findings:
+    """Collects the rules' problems and notes in the order the rules ran."""
+
+    def __init__(self, check_fit: bool) -> None:
+        self.problems: list[str] = []
+        self.notes: list[str] = []
+        self._check_fit = check_fit
+
+    def take(self, outcome: Outcome[T]) -> T:
+        """Record a rule's problems and notes; hand back its value."""
+        self.problems.extend(outcome.problems)
+        if self._check_fit:
+            self.problems.extend(outcome.misfits)
+        self.notes.extend(outcome.notes)
+        return outcome.value
+
+    def raise_any(self) -> None:
+        """Raise one PlanError with every problem found, if there is any."""
+        if self.problems:
+            raise PlanError(list(self.problems))

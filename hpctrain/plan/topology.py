@@ -1,0 +1,103 @@
+"""Rules for where the job runs: the partition, the nodes, the GPUs and the tasks on each node."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hpctrain.plan.model import JobRequest, Launcher
+from hpctrain.plan.outcome import Outcome
+from hpctrain.profiles.model import Partition
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Nodes and GPUs per node, as decided."""
+
+    nodes: int
+    gpus_per_node: int
+
+
+def choose_partition(req: JobRequest) -> Outcome[Partition]:
+    """The partition asked for; an unknown one is a problem and the default stands in for it."""
+    profile = req.profile
+    if req.partition is None:
+        return Outcome(profile.default_partition)
+    found = profile.partition(req.partition)
+    if found is not None:
+        return Outcome(found)
+    known = ", ".join(p.name for p in profile.partitions)
+    return Outcome(
+        profile.default_partition,
+        problems=(f"{profile.name}: unknown partition {req.partition!r}; choose one of: {known}",),
+    )
+
+
+def topology(req: JobRequest, part: Partition) -> Outcome[Topology]:
+    """Nodes and GPUs per node: at least one node, and GPU counts the partition can give."""
+    problems: list[str] = []
+    nodes = req.nodes
+    if nodes < 1:
+        problems.append(f"--nodes {nodes}: a job needs at least 1 node")
+        nodes = 1
+    gpn = _default_gpus(part, nodes) if req.gpus_per_node is None else req.gpus_per_node
+    if gpn < 0:
+        problems.append(f"--gpus-per-node {gpn}: must be 0 or more")
+        gpn = 0
+    name = req.profile.name
+    misfits = (*_gpu_misfits(name, part, nodes, gpn), *_node_misfits(name, part, nodes, gpn))
+    return Outcome(Topology(nodes, gpn), problems=tuple(problems), misfits=misfits)
+
+
+def _default_gpus(part: Partition, nodes: int) -> int:
+    """GPUs per node when none are asked for: all of them on several nodes, else one."""
+    return part.gpus_per_node if nodes > 1 else min(1, part.gpus_per_node)
+
+
+def _gpu_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str, ...]:
+    node_gpus = part.gpus_per_node
+    if gpn > node_gpus:
+        if not node_gpus:
+            return (f"{name}: partition {part.name} has no GPUs; use --gpus-per-node 0",)
+        need = math.ceil(gpn * nodes / node_gpus)
+        return (
+            f"{name}: {gpn} GPUs on one node is impossible ({node_gpus} per node in "
+            f"partition {part.name}); use --nodes {need} --gpus-per-node {node_gpus}",
+        )
+    allowed = part.allowed_gpus_per_node
+    if gpn and allowed and gpn not in allowed:
+        return (
+            f"{name}: {gpn} GPUs per node is not allowed (only {', '.join(map(str, allowed))}); "
+            f"use --gpus-per-node {_nearest_allowed(gpn, allowed)}",
+        )
+    return ()
+
+
+def _nearest_allowed(wanted: int, allowed: Sequence[int]) -> int:
+    above = [a for a in sorted(allowed) if a >= wanted]
+    return above[0] if above else max(allowed)
+
+
+def _node_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str, ...]:
+    node_gpus = part.gpus_per_node
+    misfits: list[str] = []
+    if nodes > 1 and part.multinode_full_nodes and gpn != node_gpus and gpn <= node_gpus:
+        misfits.append(
+            f"{name}: multi-node jobs must use whole nodes ({node_gpus} GPUs per node); use "
+            f"--nodes {nodes} --gpus-per-node {node_gpus}, or --nodes 1 for {gpn * nodes} GPU(s)"
+        )
+    if part.max_nodes is not None and nodes > part.max_nodes:
+        misfits.append(
+            f"{name}: partition {part.name} allows at most {part.max_nodes} node(s) per job; "
+            f"use --nodes {part.max_nodes}"
+            + ("" if part.max_nodes > 1 else " or another partition")
+        )
+    return tuple(misfits)
+
+
+def tasks_per_node(launcher: Launcher, gpus_per_node: int) -> int:
+    """Tasks on each node, as the launcher expects them."""
+    # Lightning wants one task per GPU (and devices == tasks per node, Lightning #20391);
+    # torchrun wants one task per node and spawns the GPU workers itself.
+    return max(gpus_per_node, 1) if launcher == "lightning" else 1
