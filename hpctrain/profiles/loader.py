@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import pickle
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from hpctrain import __version__, paths
+from hpctrain import paths
 from hpctrain.errors import ProfileError
+from hpctrain.profiles.cache import cache_key, read_cached, write_cached
 from hpctrain.profiles.model import Profile
 from hpctrain.resources import profiles_dir
 
@@ -131,44 +127,15 @@ def _validate(path: Path, data: dict[str, Any]) -> Profile:
         ) from None
 
 
-def _cache_file(data: dict[str, Any]) -> Path:
-    blob = json.dumps([__version__, data], sort_keys=True, default=str).encode()
-    return paths.state_dir() / "cache" / "profiles" / f"{hashlib.sha256(blob).hexdigest()}.pickle"
-
-
-def _cached(cache: Path) -> Profile | None:
-    try:
-        with cache.open("rb") as f:
-            obj = pickle.load(f)  # noqa: S301 - our own file in the user's private state dir
-    except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError):
-        return None
-    return obj if isinstance(obj, Profile) else None
-
-
-def _store(cache: Path, profile: Profile) -> None:
-    # A read-only or full home only costs speed: the profile was validated either way.
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=cache.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(profile, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, cache)
-    except OSError:
-        pass
-
-
 def load_profile_file(path: Path) -> Profile:
-    """Load and validate one profile file, following `extends:`.
-
-    Validation results are cached under the key of the merged content, so a changed file
-    (or a new hpctrain version) is always validated again.
-    """
+    """Load and validate one profile file, following `extends:`."""
     data = _resolve(path, (path.resolve(),))
-    cache = _cache_file(data)
-    profile = _cached(cache)
+    # Keyed by the merged content and hpctrain's version: any change is validated again.
+    key = cache_key(data)
+    profile = read_cached(key)
     if profile is None:
         profile = _validate(path, data)
-        _store(cache, profile)
+        write_cached(key, profile)
     return profile
 
 

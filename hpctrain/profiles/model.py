@@ -1,7 +1,9 @@
 """Cluster profiles as frozen dataclasses, validated by pydantic (`extra="forbid"`) on load.
 
 Plain dataclasses keep `hpctrain render` fast on a login node: pydantic builds its
-validators only when a profile file has changed since it was last validated (see loader).
+validators only when a profile file has changed since it was last validated (see loader),
+and nothing here imports it; the field checks below hook into pydantic only when it builds
+a schema, and the cache's strict constructor (plain.py) runs the same checks without it.
 """
 
 from __future__ import annotations
@@ -10,25 +12,40 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from annotated_types import Ge, Le
-
 from hpctrain.units import parse_time_seconds
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # pydantic reads this on stdlib dataclasses; a plain dict avoids importing pydantic here.
 _FORBID: Any = {"extra": "forbid"}
 
-PosInt = Annotated[int, Ge(1)]
-NonNegInt = Annotated[int, Ge(0)]
+
+class Bounds:
+    """An integer range check, `ge <= value (<= le)`, for pydantic and the cache alike."""
+
+    def __init__(self, ge: int, le: int | None = None) -> None:
+        self.ge = ge
+        self.le = le
+
+    def check(self, value: int) -> None:
+        if value < self.ge or (self.le is not None and value > self.le):
+            top = "" if self.le is None else f" and <= {self.le}"
+            raise ValueError(f"{value} outside the range >= {self.ge}{top}")
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        # pydantic's own int schema carries the bounds, so its messages stay the usual
+        # "Input should be greater than or equal to 1" without importing annotated_types.
+        schema = handler(source)
+        schema["ge"] = self.ge
+        if self.le is not None:
+            schema["le"] = self.le
+        return schema
 
 
-def _valid_time(value: str) -> str:
-    parse_time_seconds(value)
-    return value
+class SlurmTimeCheck:
+    """A SLURM time string ("30", "1:00:00", "2-00:00:00"), for pydantic and the cache alike."""
 
-
-class _SlurmTimeCheck:
-    """Field-level check of a SLURM time string, built only when pydantic builds a schema."""
+    def check(self, value: str) -> None:
+        parse_time_seconds(value)
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
         from pydantic_core import core_schema
@@ -36,7 +53,14 @@ class _SlurmTimeCheck:
         return core_schema.no_info_after_validator_function(_valid_time, handler(source))
 
 
-SlurmTime = Annotated[str, _SlurmTimeCheck()]
+def _valid_time(value: str) -> str:
+    parse_time_seconds(value)
+    return value
+
+
+PosInt = Annotated[int, Bounds(1)]
+NonNegInt = Annotated[int, Bounds(0)]
+SlurmTime = Annotated[str, SlurmTimeCheck()]
 
 
 def _check_name(kind: str, value: str) -> None:
@@ -148,7 +172,7 @@ class Nccl:
     socket_ifname: str | None = None
     ib_hca: str | None = None
     ib_disable: bool | None = None
-    net_gdr_level: Annotated[int, Ge(0), Le(5)] | None = None
+    net_gdr_level: Annotated[int, Bounds(0, 5)] | None = None
     debug: Literal["VERSION", "WARN", "INFO", "TRACE"] | None = None
     extra: dict[str, str] = field(default_factory=dict)
 

@@ -1,9 +1,19 @@
+import dataclasses
+import json
+import os
+import pickle
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hpctrain.errors import ProfileError
-from hpctrain.profiles import list_profiles, load_profile, load_profile_file
+from hpctrain.profiles import Profile, list_profiles, load_profile, load_profile_file
+from hpctrain.profiles.plain import from_plain
 
 SHIPPED = ["gilbreth", "local", "marvin", "raven"]
 
@@ -129,3 +139,121 @@ def test_unknown_profile_lists_known() -> None:
     with pytest.raises(ProfileError) as e:
         load_profile("nosuch")
     assert "raven" in str(e.value)
+
+
+def _cache_files(home: Path) -> list[Path]:
+    return sorted((home / "state" / "cache" / "profiles").glob("*"))
+
+
+def _warm_raven(home: Path) -> tuple[Profile, Path, bytes]:
+    fresh = load_profile("raven")  # a miss: validated by pydantic, then cached
+    (cache,) = _cache_files(home)
+    return fresh, cache, cache.read_bytes()
+
+
+def test_cache_is_private_json(_home: Path) -> None:
+    fresh, cache, raw = _warm_raven(_home)
+    assert cache.suffix == ".json"
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+    assert stat.S_IMODE(cache.parent.stat().st_mode) == 0o700
+    doc = json.loads(raw)
+    assert doc["key"] == cache.stem and doc["profile"]["name"] == "raven"
+    assert load_profile("raven") == fresh
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_cache_hit_equals_validated(name: str) -> None:
+    fresh = load_profile(name)
+    assert load_profile(name) == fresh
+    assert from_plain(Profile, dataclasses.asdict(fresh)) == fresh
+
+
+def _edit(raw: bytes, change: Callable[[dict[str, Any]], object]) -> bytes:
+    doc = json.loads(raw)
+    change(doc)
+    return json.dumps(doc).encode()
+
+
+def _set(path: str, value: object) -> Callable[[dict[str, Any]], object]:
+    def change(doc: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = doc
+        for p in parents:
+            node = node[int(p)] if p.isdigit() else node[p]
+        node[int(last) if last.isdigit() else last] = value
+
+    return change
+
+
+CORRUPT: dict[str, Callable[[bytes], bytes]] = {
+    "garbage bytes": lambda raw: bytes(range(256)) * 4,
+    "not UTF-8": lambda raw: raw.replace(b'"raven"', b'"rav\xffen"'),
+    "truncated": lambda raw: raw[: len(raw) // 2],
+    "empty": lambda raw: b"",
+    "JSON of the wrong shape": lambda raw: b"[1, 2, 3]",
+    "profile of the wrong shape": lambda raw: _edit(raw, _set("profile", ["raven"])),
+    "wrong format": lambda raw: _edit(raw, _set("format", 0)),
+    "wrong version": lambda raw: _edit(raw, _set("hpctrain", "0.0.0-old")),
+    "wrong key": lambda raw: _edit(raw, _set("key", "0" * 64)),
+    "int field as string": lambda raw: _edit(raw, _set("profile.partitions.0.gpus_per_node", "4")),
+    "int field as bool": lambda raw: _edit(raw, _set("profile.partitions.0.gpus_per_node", True)),
+    "list field as string": lambda raw: _edit(raw, _set("profile.sources", "R1")),
+    "literal out of range": lambda raw: _edit(raw, _set("profile.gpu_request", "magic")),
+    "value out of bounds": lambda raw: _edit(raw, _set("profile.shared_node.cpus_per_gpu", 0)),
+    "bad SLURM time": lambda raw: _edit(raw, _set("profile.partitions.0.max_time", "forever")),
+    "inconsistent profile": lambda raw: _edit(raw, _set("profile.partitions.1.name", "gpu")),
+    "unknown field": lambda raw: _edit(raw, _set("profile.nccl.surprise", 1)),
+    "missing field": lambda raw: _edit(raw, lambda d: d["profile"].pop("cluster")),
+    "deep nesting": lambda raw: b"[" * 100_000 + b"]" * 100_000,
+}
+
+
+@pytest.mark.parametrize("how", CORRUPT)
+def test_corrupt_cache_is_ignored_and_rewritten(_home: Path, how: str) -> None:
+    fresh, cache, good = _warm_raven(_home)
+    cache.write_bytes(CORRUPT[how](good))
+    assert load_profile("raven") == fresh
+    assert cache.read_bytes() == good
+
+
+def test_cache_writable_by_others_is_not_trusted(_home: Path) -> None:
+    fresh, cache, good = _warm_raven(_home)
+    cache.write_bytes(_edit(good, _set("profile.description", "planted")))
+    cache.chmod(0o666)
+    assert load_profile("raven") == fresh
+    assert cache.read_bytes() == good and stat.S_IMODE(cache.stat().st_mode) == 0o600
+
+
+def test_old_pickle_cache_is_never_loaded(_home: Path) -> None:
+    fresh, cache, _ = _warm_raven(_home)
+    cache.unlink()
+    marker = _home / "pwned"
+    # A pickle that would create `marker` if anything unpickled it.
+    planted = pickle.dumps(_Planted(str(marker)))
+    cache.with_suffix(".pickle").write_bytes(planted)
+    assert load_profile("raven") == fresh
+    assert not marker.exists()
+
+
+class _Planted:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return (open, (self.path, "w"))
+
+
+def test_cache_hit_does_not_import_pydantic(_home: Path) -> None:
+    code = (
+        "import sys\n"
+        "from hpctrain.profiles import load_profile\n"
+        "load_profile('raven')\n"
+        "print(sorted(m for m in ('pydantic', 'annotated_types', 'pickle') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "HPCTRAIN_HOME": str(_home)}
+    load_profile("raven")  # warms the cache in this HPCTRAIN_HOME
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+    assert len(_cache_files(_home)) == 1

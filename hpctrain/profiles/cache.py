@@ -1,0 +1,105 @@
+"""The validated-profile cache: one JSON file per merged profile content and hpctrain version.
+
+Plain JSON, never pickle: hpctrain runs on shared systems, and a cache file must not be able
+to run code when read. Anything unexpected in a file (unreadable, not UTF-8, not JSON, the
+wrong shape, version or key, not the user's own) counts as a miss, and the caller rebuilds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from hpctrain import __version__, paths
+from hpctrain.profiles.model import Profile
+from hpctrain.profiles.plain import from_plain
+
+# Bumped when the file layout changes, so older files read as misses.
+FORMAT = 1
+# Shipped profiles take a few kilobytes; anything far larger is not ours.
+_MAX_BYTES = 1 << 20
+
+
+def cache_key(data: dict[str, Any]) -> str:
+    """The key of a merged profile's content under this hpctrain version."""
+    blob = json.dumps([__version__, data], sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def cache_file(key: str) -> Path:
+    return paths.state_dir() / "cache" / "profiles" / f"{key}.json"
+
+
+def read_cached(key: str) -> Profile | None:
+    """The cached profile for `key`, or None when there is no usable cache file."""
+    raw = _read_own_file(cache_file(key))
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+        if not _envelope_ok(doc, key):
+            return None
+        return from_plain(Profile, doc["profile"])
+    except (ValueError, RecursionError):  # includes UnicodeDecodeError and JSONDecodeError
+        return None
+
+
+def _envelope_ok(doc: Any, key: str) -> bool:
+    return (
+        type(doc) is dict
+        and set(doc) == {"format", "hpctrain", "key", "profile"}
+        and doc["format"] == FORMAT
+        and doc["hpctrain"] == __version__
+        and doc["key"] == key
+    )
+
+
+def _read_own_file(path: Path) -> bytes | None:
+    # A file another user could have written is not trusted, even when it parses.
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_BYTES:
+            return None
+        if hasattr(os, "geteuid") and (st.st_uid != os.geteuid() or st.st_mode & 0o022):
+            return None
+        try:
+            return f.read(_MAX_BYTES + 1)
+        except OSError:
+            return None
+
+
+def write_cached(key: str, profile: Profile) -> None:
+    """Store `profile` under `key` atomically, readable by the user only."""
+    import tempfile
+
+    doc = {
+        "format": FORMAT,
+        "hpctrain": __version__,
+        "key": key,
+        "profile": dataclasses.asdict(profile),
+    }
+    path = cache_file(key)
+    # A read-only or full home only costs speed: the profile was validated either way.
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))
+            os.replace(tmp, path)
+        finally:
+            # After os.replace the name is gone; before it, a half-written file must not stay.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    except OSError:
+        pass
