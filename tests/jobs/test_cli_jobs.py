@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from hpctrain.cli import app
-from hpctrain.cli.jobs import fmt_duration
+from hpctrain.cli.jobview import fmt_duration
 from hpctrain.history import History, StateUpdate
 
-from .helpers import track
+from .helpers import ReplayClient, recorded_jobs, recording, track
 
 runner = CliRunner()
 
@@ -128,3 +128,53 @@ def test_status_help_imports_no_heavy_modules() -> None:
                          timeout=60, check=True)
     heavy = res.stderr.strip().splitlines()[-1]
     assert "torch" not in heavy and "lightning" not in heavy and "sqlite3" not in heavy
+
+
+def _replay_slurm(monkeypatch: pytest.MonkeyPatch) -> ReplayClient:
+    """The commands' SLURM client answers with recordings from the dev cluster."""
+    client = ReplayClient({"squeue": recording("squeue_mixed"),
+                           "sacct": recording("sacct_mixed"),
+                           "scancel": recording("scancel_done")})
+    monkeypatch.setattr("hpctrain.cli.backends.slurm", lambda: (client, "hpctrain-dev"))
+    return client
+
+
+def test_status_and_cancel_go_through_the_watcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs = recorded_jobs()
+    client = _replay_slurm(monkeypatch)
+    track(History(), *jobs.values())
+    track(History(), "7", cluster="raven")
+    data = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
+    assert data["slurm_calls"] == 2 == len(client.calls)
+    states = {j["job_id"]: j["state"] for j in data["jobs"]}
+    assert states[jobs["failed"]] == "FAILED" and states[jobs["running2"]] == "RUNNING"
+    assert any("raven" in w for w in data["warnings"])
+    res = runner.invoke(app, ["cancel", "--all", "--yes", "--json"])
+    assert res.exit_code == 0, res.output
+    unfinished = {jobs[k] for k in ("running2", "dependency", "begintime", "resources",
+                                    "timeout")}
+    assert set(json.loads(res.stdout)["cancelled"]) == unfinished
+    assert client.calls[-1][0] == "scancel"
+
+
+def test_status_watch_draws_the_table_until_ctrl_c(monkeypatch: pytest.MonkeyPatch) -> None:
+    _replay_slurm(monkeypatch)
+    track(History(), recorded_jobs()["running2"])
+
+    def interrupt(_seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("hpctrain.cli.jobview.time.sleep", interrupt)
+    res = runner.invoke(app, ["status", "--watch"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "RUNNING" in res.stdout and "SLURM call(s)" in res.stdout
+
+
+def test_logs_follow_of_another_clusters_job_without_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _replay_slurm(monkeypatch)
+    track(History(), "9", cluster="raven", stdout_path=str(tmp_path / "none.out"))
+    res = runner.invoke(app, ["logs", "-f", "9"])
+    assert res.exit_code == 0, res.output
+    assert "printing the file without following" in res.stderr

@@ -7,14 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from hpctrain.cli.jobview import final_line
 from hpctrain.errors import HpctrainError
 from hpctrain.history import History
-from hpctrain.jobs import logs
+from hpctrain.jobs import logs, tracking
+from hpctrain.jobs.watcher import POLL_INTERVAL_S, JobWatcher
 from hpctrain.slurm.client import Result
 
 from .helpers import ReplayClient, recorded_jobs, recording, track
 
 J = recorded_jobs()
+CLUSTER = "hpctrain-dev"
 
 
 def test_tail_bytes(tmp_path: Path) -> None:
@@ -45,12 +48,12 @@ def test_file_follower_reads_only_new_bytes(tmp_path: Path) -> None:
 
 def test_pick_defaults_to_last_job(history: History) -> None:
     with pytest.raises(HpctrainError, match="no job has been submitted"):
-        logs.pick(history, None)
+        tracking.pick(history, None)
     track(history, "1", "2")
-    assert logs.pick(history, None).job_id == "2"
-    assert logs.pick(history, "1").job_id == "1"
+    assert tracking.pick(history, None).job_id == "2"
+    assert tracking.pick(history, "1").job_id == "1"
     with pytest.raises(HpctrainError, match="not in the history"):
-        logs.pick(history, "77")
+        tracking.pick(history, "77")
 
 
 class FakeTime:
@@ -100,7 +103,7 @@ def test_follow_prints_growth_and_asks_slurm_at_most_every_5s(
     })
     written: list[bytes] = []
     notes: list[str] = []
-    result = logs.follow(rec, client, history, written.append, notes.append,
+    result = logs.follow(rec, JobWatcher(client, history, CLUSTER), written.append, notes.append,
                          clock=t.clock, sleep=sleep)
     assert b"".join(written) == b"".join(lines)
     assert result.record.state == "COMPLETED" and result.record.terminal
@@ -108,8 +111,8 @@ def test_follow_prints_growth_and_asks_slurm_at_most_every_5s(
     assert kinds == ["squeue", "squeue", "squeue", "sacct"]
     gaps = [b - a for a, b in zip(result.slurm_call_times, result.slurm_call_times[1:],
                                   strict=False)]
-    assert gaps and min(gaps) >= logs.SLURM_INTERVAL_S
-    assert logs.final_line(result.record) == f"job {J['running2']} COMPLETED"
+    assert gaps and min(gaps) >= POLL_INTERVAL_S
+    assert final_line(result.record) == f"job {J['running2']} COMPLETED"
 
 
 def test_follow_reports_pending_reason_then_failure(history: History, tmp_path: Path) -> None:
@@ -127,11 +130,11 @@ def test_follow_reports_pending_reason_then_failure(history: History, tmp_path: 
         "sacct": recording("sacct_mixed"),
     })
     notes: list[str] = []
-    result = logs.follow(rec, client, history, lambda b: None, notes.append, clock=t.clock,
-                         sleep=t.sleep)
+    result = logs.follow(rec, JobWatcher(client, history, CLUSTER), lambda b: None,
+                         notes.append, clock=t.clock, sleep=t.sleep)
     assert notes[0] == f"job {J['failed']} is PENDING (Dependency)"
     assert result.record.state == "FAILED" and result.record.exit_code == 3
-    assert logs.final_line(result.record) == f"job {J['failed']} FAILED (exit code 3)"
+    assert final_line(result.record) == f"job {J['failed']} FAILED (exit code 3)"
     assert not result.saw_file
 
 
@@ -143,8 +146,8 @@ def test_follow_without_accounting_ends_with_scontrol(history: History, tmp_path
         "sacct": recording("sacct_disabled"),
         "scontrol": recording("scontrol_unknown"),
     })
-    result = logs.follow(rec, client, history, lambda b: None, lambda s: None,
+    result = logs.follow(rec, JobWatcher(client, history, CLUSTER), lambda b: None, lambda s: None,
                          clock=t.clock, sleep=t.sleep)
     assert [c[0] for c in client.calls] == ["squeue", "sacct", "scontrol"]
     # Nobody knows the job: it ends with the last state seen, marked as a guess.
-    assert result.record.stale and logs.final_line(result.record).endswith("PENDING?")
+    assert result.record.stale and final_line(result.record).endswith("PENDING?")

@@ -3,8 +3,9 @@ and clean degradation without accounting."""
 
 from __future__ import annotations
 
+from hpctrain.cli.jobview import display_state
 from hpctrain.history import History, StateUpdate
-from hpctrain.jobs import tracking
+from hpctrain.jobs.watcher import JobWatcher
 from hpctrain.slurm.client import Result
 
 from .helpers import ReplayClient, recorded_jobs, recording, track
@@ -25,7 +26,7 @@ def _arg(argv: tuple[str, ...], flag: str) -> str:
 def test_one_refresh_is_two_calls_and_caches_terminal_states(history: History) -> None:
     track(history, *J.values())
     client = _client("squeue_mixed", "sacct_mixed")
-    records, report = tracking.refresh(history.all(), client, history, CLUSTER)
+    records, report = JobWatcher(client, history, CLUSTER).refresh(history.all())
     assert report.calls == len(client.calls) == 2 and report.asked == len(J)
     squeue, sacct = client.calls
     assert squeue[0] == "squeue" and sorted(_arg(squeue, "--jobs").split(",")) == sorted(J.values())
@@ -45,7 +46,7 @@ def test_one_refresh_is_two_calls_and_caches_terminal_states(history: History) -
 
     # The next refresh asks only about the unfinished ones.
     client2 = _client("squeue_after", "sacct_after")
-    records, report = tracking.refresh(history.all(), client2, history, CLUSTER)
+    records, report = JobWatcher(client2, history, CLUSTER).refresh(history.all())
     assert report.calls == 2
     asked = set(_arg(client2.calls[0], "--jobs").split(","))
     assert asked == {J[k] for k in ("running2", "dependency", "begintime", "resources",
@@ -57,37 +58,37 @@ def test_one_refresh_is_two_calls_and_caches_terminal_states(history: History) -
 
     # Everything is final now: no SLURM call at all.
     client3 = _client("squeue_after", "sacct_after")
-    _, report = tracking.refresh(history.all(), client3, history, CLUSTER)
+    _, report = JobWatcher(client3, history, CLUSTER).refresh(history.all())
     assert client3.calls == [] and report.calls == 0
 
 
 def test_a_thousand_jobs_still_take_two_calls(history: History) -> None:
     track(history, *(str(100000 + i) for i in range(1000)), *J.values())
     client = _client("squeue_mixed", "sacct_mixed")
-    records, report = tracking.refresh(history.all(), client, history, CLUSTER)
+    records, report = JobWatcher(client, history, CLUSTER).refresh(history.all())
     assert len(client.calls) == 2 and report.asked == 1008
     # Jobs neither squeue nor sacct know keep their last state, marked stale.
     unknown = [r for r in records if r.job_id.startswith("100")]
     assert all(r.stale and r.state == "PENDING" and not r.terminal for r in unknown)
-    assert tracking.display_state(unknown[0]) == "PENDING?"
+    assert display_state(unknown[0]) == "PENDING?"
 
 
 def test_lagging_accounting_does_not_freeze_a_state_without_exit_code(history: History) -> None:
     # squeue (later) says TIMEOUT while sacct (earlier) still says PENDING: slurmdbd lags.
     track(history, J["timeout"])
-    records, _ = tracking.refresh(history.all(), _client("squeue_after", "sacct_mixed"),
-                                  history, CLUSTER)
+    watcher = JobWatcher(_client("squeue_after", "sacct_mixed"), history, CLUSTER)
+    records, _ = watcher.refresh(history.all())
     (rec,) = records
     assert rec.state == "TIMEOUT" and not rec.terminal
-    records, _ = tracking.refresh(history.all(), _client("squeue_after", "sacct_after"),
-                                  history, CLUSTER)
+    watcher = JobWatcher(_client("squeue_after", "sacct_after"), history, CLUSTER)
+    records, _ = watcher.refresh(history.all())
     assert records[0].state == "TIMEOUT" and records[0].terminal
 
 
 def test_accounting_off_falls_back_to_scontrol_then_last_state(history: History) -> None:
     track(history, *J.values())
     client = _client("squeue_mixed", "sacct_disabled", scontrol="scontrol_unknown")
-    records, report = tracking.refresh(history.all(), client, history, CLUSTER)
+    records, report = JobWatcher(client, history, CLUSTER).refresh(history.all())
     assert any("accounting storage is disabled" in w for w in report.warnings)
     kinds = [c[0] for c in client.calls]
     assert kinds[:2] == ["squeue", "sacct"]
@@ -110,14 +111,14 @@ def test_accounting_off_uses_scontrol_exit_code(history: History) -> None:
     client = ReplayClient({"squeue": recording("squeue_mixed"),
                            "sacct": recording("sacct_disabled"),
                            "scontrol": Result((), 0, text, "")})
-    (rec,), _ = tracking.refresh(history.all(), client, history, CLUSTER)
+    (rec,), _ = JobWatcher(client, history, CLUSTER).refresh(history.all())
     assert rec.state == "FAILED" and rec.exit_code == 3 and rec.terminal
 
 
 def test_jobs_of_other_clusters_are_not_asked(history: History) -> None:
     track(history, "1", cluster="raven")
     client = _client("squeue_mixed", "sacct_mixed")
-    records, report = tracking.refresh(history.all(), client, history, CLUSTER)
+    records, report = JobWatcher(client, history, CLUSTER).refresh(history.all())
     assert client.calls == [] and records[0].state == "PENDING"
     assert "raven" in report.warnings[0]
 
@@ -127,9 +128,65 @@ def test_cancel_sends_one_scancel_for_unfinished_jobs_of_this_cluster(history: H
     track(history, "4", cluster="raven")
     history.update([StateUpdate(id=three.id, state="COMPLETED", terminal=True, stale=False)])
     client = _client("squeue_mixed", "sacct_mixed")
-    report = tracking.cancel(history.all(), client, CLUSTER)
+    report = JobWatcher(client, history, CLUSTER).cancel(history.all())
     assert client.calls == [("scancel", "1", "2")]
     assert report.cancelled == ["1", "2"]
     assert report.skipped == {"3": "already COMPLETED",
                               "4": "runs on cluster raven, this is hpctrain-dev"}
     assert report.as_dict()["skipped"][0] == {"job_id": "3", "reason": "already COMPLETED"}
+
+
+def test_the_watcher_never_asks_again_about_a_job_it_saw_finish(history: History) -> None:
+    track(history, *J.values())
+    before = history.all()  # rows as they were: all unfinished
+    watcher = JobWatcher(_client("squeue_mixed", "sacct_mixed"), history, CLUSTER)
+    watcher.refresh(before)
+    cancelled = watcher.cancel(before)
+    assert cancelled.skipped[J["completed"]] == "already COMPLETED"
+    assert J["running2"] in cancelled.cancelled
+    client = _client("squeue_after", "sacct_after")
+    watcher.client = client
+    records, report = watcher.refresh(before)
+    finished = {J["completed"], J["failed"], J["cancelled"]}
+    assert finished.isdisjoint(_arg(client.calls[0], "--jobs").split(","))
+    assert report.asked == len(J) - len(finished)
+    got = {r.job_id: r for r in records}
+    assert got[J["failed"]].state == "FAILED" and got[J["failed"]].exit_code == 3
+
+
+def _running_then_gone(running_polls: int) -> ReplayClient:
+    """squeue shows the job running `running_polls` times, then no more; sacct: COMPLETED."""
+    answers = iter([recording("squeue_mixed")] * running_polls)
+    return ReplayClient({"squeue": lambda argv: next(answers, recording("squeue_after")),
+                         "sacct": recording("sacct_after")})
+
+
+def test_polling_backs_off_while_nothing_changes_and_resets_on_a_change(
+    history: History,
+) -> None:
+    (rec,) = track(history, J["running2"])
+    client = _running_then_gone(8)
+    watcher = JobWatcher(client, history, CLUSTER)
+    polls = []
+    while not polls or not polls[-1].done:
+        polls.append(watcher.poll(polls[-1].record if polls else rec))
+    waits = [p.wait_s for p in polls]
+    # PENDING -> RUNNING is a change; then nothing changes until squeue forgets the job.
+    assert waits[:8] == [5.0, 7.5, 11.25, 16.875, 25.3125, 30.0, 30.0, 30.0]
+    assert [p.changed for p in polls[8:]] == [True, True] and waits[8] == 5.0
+    assert [c[0] for c in client.calls] == ["squeue"] * 9 + ["sacct"]
+    assert polls[-1].record.state == "COMPLETED" and polls[-1].record.terminal
+    # A finished job costs nothing more.
+    assert watcher.poll(rec).done and len(client.calls) == 10
+
+
+def test_wait_for_change_sleeps_with_back_off(history: History) -> None:
+    (rec,) = track(history, J["running2"])
+    watcher = JobWatcher(_running_then_gone(3), history, CLUSTER)
+    slept: list[float] = []
+    first = watcher.wait_for_change(rec, sleep=slept.append)
+    assert first.record.state == "RUNNING" and slept == []
+    second = watcher.wait_for_change(first.record, sleep=slept.append)
+    assert slept == [7.5, 11.25] and second.changed and not second.done
+    last = watcher.wait_for_change(second.record, sleep=slept.append)
+    assert last.done and last.record.state == "COMPLETED"

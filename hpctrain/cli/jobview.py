@@ -1,0 +1,173 @@
+"""How tracked jobs look: the status table (rich or plain), the --json shape, the end line."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from hpctrain.cli.output import console, err_console, is_tty, print_json
+from hpctrain.errors import HpctrainError
+from hpctrain.slurm.states import JobState, parse_state
+from hpctrain.units import format_time
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from hpctrain.history import JobRecord
+    from hpctrain.jobs.watcher import RefreshReport
+
+    Load = Callable[[], tuple[list[JobRecord], RefreshReport]]
+
+_STATE_STYLE = {
+    "PENDING": "yellow", "RUNNING": "green", "COMPLETING": "green", "COMPLETED": "bold green",
+    "FAILED": "bold red", "CANCELLED": "magenta", "TIMEOUT": "red", "OUT_OF_MEMORY": "red",
+    "NODE_FAIL": "red", "BOOT_FAIL": "red", "DEADLINE": "red", "PREEMPTED": "magenta",
+    "REQUEUED": "yellow", "SUSPENDED": "yellow", "UNKNOWN": "dim",
+}
+# States whose INFO column shows the exit code even before the row is cached as final.
+_ENDED = ("COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "NODE_FAIL")
+# NxGPU: nodes x GPUs per node. INFO: the pending reason, or the exit code once ended.
+_COLUMNS = ("JOBID", "NAME", "PROFILE", "NxGPU", "STATE", "TIME/LIMIT", "NODELIST", "INFO")
+# Ids, states and times must stay whole; free text folds when the terminal is narrow.
+_FREE_TEXT = ("NAME", "PROFILE", "NODELIST", "INFO")
+_STATE_COLUMN = _COLUMNS.index("STATE")
+# Above this many rows rich's table layout costs more than the refresh (0.5 s per 1,000).
+_RICH_MAX_ROWS = 200
+
+
+def fmt_duration(seconds: int | None) -> str:
+    """SLURM's way: 5:02, 1:02:03, 1-02:03:04; '-' when unknown."""
+    return "-" if seconds is None else format_time(seconds, compact=True)
+
+
+def display_state(record: JobRecord) -> str:
+    """The state as shown to people: `RUNNING`, or `RUNNING?` when it is the last one seen."""
+    state = parse_state(record.state).value
+    return f"{state}?" if record.stale else state
+
+
+def final_line(record: JobRecord) -> str:
+    """`job 12 COMPLETED (exit 0)`: how `logs -f` reports the end."""
+    state = parse_state(record.state)
+    text = f"job {record.job_id} {state.value}{'?' if record.stale else ''}"
+    if record.exit_code is not None and state is not JobState.COMPLETED:
+        text += f" (exit code {record.exit_code}"
+        text += f", signal {record.signal})" if record.signal else ")"
+    elif state is JobState.PENDING and record.reason:
+        text += f" ({record.reason})"
+    return text
+
+
+def job_dict(record: JobRecord) -> dict[str, object]:
+    """One job in the documented --json shape (docs/jobs.md)."""
+    return {
+        "job_id": record.job_id, "cluster": record.cluster, "name": record.job_name,
+        "profile": record.profile, "partition": record.partition, "nodes": record.nodes,
+        "gpus_per_node": record.gpus_per_node, "total_gpus": record.total_gpus,
+        "state": record.state, "slurm_state": record.slurm_state,
+        "terminal": record.terminal, "stale": record.stale, "reason": record.reason,
+        "exit_code": record.exit_code, "signal": record.signal,
+        "node_list": record.node_list, "elapsed_s": record.elapsed_s,
+        "time_limit_s": record.time_limit_s, "submitted_at": record.submitted_at,
+        "updated_at": record.updated_at, "run_dir": record.run_dir,
+        "script": record.script_path, "stdout": record.stdout_path,
+        "stderr": record.stderr_path, "workdir": record.workdir, "command": record.command,
+        "git_commit": record.git_commit, "git_dirty": record.git_dirty,
+    }
+
+
+def _info(r: JobRecord) -> str:
+    """The column that says why: the pending reason, or how the job ended."""
+    if r.terminal or r.state in _ENDED:
+        if r.exit_code is None:
+            return ""
+        return f"exit {r.exit_code}" + (f" (signal {r.signal})" if r.signal else "")
+    return r.reason or ""
+
+
+def _rows(records: list[JobRecord]) -> list[tuple[str, ...]]:
+    return [
+        (r.job_id, r.job_name, r.profile, f"{r.nodes}x{r.gpus_per_node}", display_state(r),
+         f"{fmt_duration(r.elapsed_s)}/{fmt_duration(r.time_limit_s)}", r.node_list or "",
+         _info(r))
+        for r in records
+    ]
+
+
+def table(records: list[JobRecord], caption: str | None = None) -> Any:
+    """The jobs as a rich table, states coloured, user and SLURM text never read as markup."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(caption=caption, caption_justify="left", pad_edge=False, box=None,
+              header_style="bold")
+    for col in _COLUMNS:
+        free = col in _FREE_TEXT
+        t.add_column(col, overflow="fold" if free else "ellipsis", no_wrap=not free)
+    for r, row in zip(records, _rows(records), strict=True):
+        style = "dim" if r.stale else _STATE_STYLE.get(r.state, "")
+        cells = [escape(c) for c in row]
+        if style:
+            cells[_STATE_COLUMN] = f"[{style}]{cells[_STATE_COLUMN]}[/]"
+        t.add_row(*cells)
+    return t
+
+
+def plain_table(records: list[JobRecord]) -> str:
+    """The same table as aligned plain text: for pipes and long listings."""
+    rows = [_COLUMNS, *_rows(records)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ) + "\n"
+
+
+def show_status(records: list[JobRecord], report: RefreshReport, cluster: str,
+                json_out: bool, history_path: Path) -> None:
+    """One status listing: JSON for scripts, a table for people, warnings on stderr."""
+    if json_out:
+        print_json({"cluster": cluster or None, "slurm_calls": report.calls,
+                    "warnings": report.warnings, "jobs": [job_dict(r) for r in records]})
+        return
+    for w in report.warnings:
+        err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    if not records:
+        err_console.print(
+            f"No jobs in the history ({history_path}); submit one with "
+            "`hpctrain submit --profile ...`.", highlight=False,
+        )
+    elif is_tty() and len(records) <= _RICH_MAX_ROWS:
+        console.print(table(records))
+    else:
+        sys.stdout.write(plain_table(records))
+
+
+def _frame(load: Load, interval: float) -> Any:
+    stamp = time.strftime("%H:%M:%S")
+    try:
+        records, report = load()
+    except HpctrainError as e:
+        from rich.text import Text
+
+        return Text(f"{stamp}  SLURM did not answer: {e}", style="red")
+    caption = (f"{stamp}  every {interval:g} s, {report.calls} SLURM call(s); Ctrl-C quits"
+               + "".join(f"\nwarning: {w}" for w in report.warnings))
+    return table(records, caption=caption)
+
+
+def watch(load: Load, interval: float) -> None:
+    """Refresh the table in place until Ctrl-C; SLURM hiccups show up and do not end it."""
+    from rich.console import Console
+    from rich.live import Live
+
+    try:
+        with Live(_frame(load, interval), console=Console(), auto_refresh=False,
+                  transient=False) as live:
+            while True:
+                time.sleep(interval)
+                live.update(_frame(load, interval), refresh=True)
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,336 @@
+"""The one job watcher: what SLURM says about tracked jobs, stored in the history.
+
+`status` refreshes many jobs at once, `logs -f` polls one job with back-off, `cancel` skips
+the jobs known to have ended; every one of them asks through JobWatcher.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from hpctrain.history import History, JobRecord, StateUpdate
+from hpctrain.slurm.client import AccountingUnavailableError, SlurmClient
+from hpctrain.slurm.parsers import JobInfo
+from hpctrain.slurm.states import JobState, parse_state
+
+# Without accounting, exit codes of finished jobs come from `scontrol show job`, one call per
+# job; each job is asked once (it is terminal afterwards), and at most this many per refresh.
+MAX_SCONTROL_PER_REFRESH = 3
+# Polling one job: SLURM is asked at most once per interval. The interval grows while nothing
+# changes (a long job need not cost a call every few seconds) and starts again at a change.
+POLL_INTERVAL_S = 5.0
+POLL_BACKOFF_FACTOR = 1.5
+MAX_POLL_INTERVAL_S = 30.0
+# slurmdbd hears of a job's end a little after the controller: polls of sacct that lag behind
+# before the watcher stops asking, and fewer for a job sacct has never heard of.
+MAX_LAGGING_POLLS = 6
+MAX_UNHEARD_POLLS = 2
+
+
+class Source(Enum):
+    """The SLURM command the watcher asks next about a job."""
+
+    SQUEUE = "squeue"
+    SACCT = "sacct"
+    SCONTROL = "scontrol"
+
+
+@dataclass
+class RefreshReport:
+    """What one refresh did: how many jobs it asked about and in how many SLURM calls."""
+
+    asked: int = 0
+    calls: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CancelReport:
+    """The jobs one cancel sent to scancel, and those it skipped with the reason."""
+
+    cancelled: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "cancelled": self.cancelled,
+            "skipped": [{"job_id": j, "reason": r} for j, r in self.skipped.items()],
+        }
+
+
+@dataclass(frozen=True)
+class Poll:
+    """One poll of one job: the job as stored now, and when to ask again."""
+
+    record: JobRecord
+    changed: bool
+    # Nothing more to learn: the job has ended, or nobody knows it any more.
+    done: bool
+    wait_s: float
+
+
+@dataclass
+class _Track:
+    """What the watcher remembers about one job between two questions."""
+
+    source: Source | None = Source.SQUEUE
+    live: JobInfo | None = None
+    lagging: int = 0
+    interval_s: float = POLL_INTERVAL_S
+
+
+def _kept(record: JobRecord, *, terminal: bool, stale: bool) -> StateUpdate:
+    """The last state seen, stored again with new flags."""
+    return StateUpdate(
+        id=record.id, state=record.state, terminal=terminal, stale=stale,
+        slurm_state=record.slurm_state, exit_code=record.exit_code, signal=record.signal,
+        reason=record.reason, node_list=record.node_list, elapsed_s=record.elapsed_s,
+        time_limit_s=record.time_limit_s,
+    )
+
+
+def _chosen(live: JobInfo | None, acct: JobInfo | None) -> JobInfo | None:
+    """Which answer to believe: squeue while the controller runs the job, else sacct's end."""
+    if live is not None and not live.state.is_terminal:
+        return live
+    if acct is not None and acct.state.is_terminal:
+        return acct
+    # Finished in squeue but not yet in slurmdbd (it lags a little), or no accounting.
+    return live if live is not None else acct
+
+
+def merge(
+    record: JobRecord, live: JobInfo | None, acct: JobInfo | None, *, accounting_ok: bool
+) -> StateUpdate:
+    """Combine squeue's and sacct's answers for one job into what the history stores.
+
+    squeue is the fresher source while the controller knows the job; sacct supplies exit
+    codes and remembers jobs the controller has purged (MinJobAge).
+    """
+    info = _chosen(live, acct)
+    if info is None:
+        # Nobody knows the job any more: keep the last state seen, marked stale.
+        return _kept(record, terminal=False, stale=True)
+    terminal = info.state.is_terminal
+    if terminal and info.source == "squeue" and info.state is not JobState.COMPLETED \
+            and accounting_ok:
+        # Ask sacct again next time for the exit code, rather than caching a state without it.
+        terminal = False
+    return StateUpdate(
+        id=record.id, state=info.state.value, terminal=terminal, stale=False,
+        slurm_state=info.slurm_state, exit_code=info.exit_code, signal=info.signal,
+        reason=info.reason, node_list=info.node_list or (record.node_list if terminal else None),
+        elapsed_s=info.elapsed_s, time_limit_s=info.time_limit_s,
+    )
+
+
+def _needs_acct(live: JobInfo | None) -> bool:
+    # COMPLETED means exit code 0 on every task, so squeue's answer is complete.
+    return live is None or (live.state.is_terminal and live.state is not JobState.COMPLETED)
+
+
+def _after_sacct(record: JobRecord, acct: JobInfo | None, track: _Track) -> Source | None:
+    """Where to ask next once sacct has answered (None: nothing more to learn)."""
+    if acct is not None and acct.state.is_terminal:
+        return None
+    seen = parse_state(record.state)
+    if acct is not None and acct.state is not seen and not seen.is_terminal:
+        # Requeued, or slurmdbd saw it before the controller's purge: back to squeue.
+        return Source.SQUEUE
+    track.lagging += 1
+    patience = MAX_LAGGING_POLLS if acct is not None else MAX_UNHEARD_POLLS
+    return None if track.lagging >= patience else Source.SACCT
+
+
+def _shown(record: JobRecord) -> tuple[object, ...]:
+    """What a person sees of a job's state: a change here resets the back-off."""
+    return (record.state, record.reason, record.exit_code, record.stale, record.terminal)
+
+
+class JobWatcher:
+    """Asks SLURM about the tracked jobs of one cluster and stores the answers.
+
+    One squeue for all ids, then at most one sacct for the jobs squeue no longer shows (or
+    shows ended without an exit code), then, without accounting, a bounded few scontrol.
+    Finished jobs are never asked about again.
+    """
+
+    def __init__(self, client: SlurmClient, history: History, cluster: str) -> None:
+        self.client = client
+        self.history = history
+        self.cluster = cluster
+        self._final: dict[int, JobRecord] = {}
+        self._tracks: dict[int, _Track] = {}
+
+    def is_final(self, record: JobRecord) -> bool:
+        """True when the job has ended as far as the history or this watcher knows."""
+        return record.terminal or record.id in self._final
+
+    def latest(self, record: JobRecord) -> JobRecord:
+        """The freshest row this watcher holds for the job (the cached final one if ended)."""
+        return self._final.get(record.id, record)
+
+    # --- many jobs at once (status) ----------------------------------------------------------
+
+    def refresh(self, records: Sequence[JobRecord]) -> tuple[list[JobRecord], RefreshReport]:
+        """Ask SLURM about the unfinished jobs of this cluster among `records`; store them.
+
+        At most two calls whatever the count while accounting works.
+        """
+        report = RefreshReport()
+        ask = self._to_ask(records, report)
+        if not ask:
+            return [self.latest(r) for r in records], report
+        report.asked = len(ask)
+        before = len(self.client.calls)
+        fresh = self._store(self._ask_all(ask, report))
+        report.calls = len(self.client.calls) - before
+        return [fresh.get(r.id) or self.latest(r) for r in records], report
+
+    def _to_ask(self, records: Sequence[JobRecord], report: RefreshReport) -> list[JobRecord]:
+        unfinished = [r for r in records if not self.is_final(r)]
+        for other in sorted({r.cluster for r in unfinished if r.cluster != self.cluster}):
+            report.warnings.append(
+                f"jobs of cluster {other or '?'} show their last known state "
+                f"(this is {self.cluster})"
+            )
+        return [r for r in unfinished if r.cluster == self.cluster]
+
+    def _ask_all(self, ask: Sequence[JobRecord], report: RefreshReport) -> dict[int, StateUpdate]:
+        """The whole squeue -> sacct -> scontrol chain now, each command once for all jobs."""
+        tracks = {r.id: _Track() for r in ask}
+        updates = self._ask_squeue(ask, tracks)
+        need = [r for r in ask if tracks[r.id].source is Source.SACCT]
+        if need:
+            updates.update(self._ask_sacct(need, tracks, report))
+        fallback = [r for r in need if tracks[r.id].source is Source.SCONTROL]
+        if fallback:
+            updates.update(self._ask_scontrol(fallback, tracks, shown_now=True))
+        return updates
+
+    # --- the chain's steps: each asks one command about all of its jobs ---------------------
+
+    def _ask_squeue(
+        self, jobs: Sequence[JobRecord], tracks: Mapping[int, _Track]
+    ) -> dict[int, StateUpdate]:
+        live = self.client.squeue([r.job_id for r in jobs])
+        updates: dict[int, StateUpdate] = {}
+        for r in jobs:
+            track = tracks[r.id]
+            track.live = live.get(r.job_id)
+            if track.live is not None:
+                # An end without exit code stays unfinished (merge), so sacct is asked next.
+                updates[r.id] = merge(r, track.live, None, accounting_ok=True)
+            if _needs_acct(track.live):
+                track.source = Source.SACCT
+            elif track.live is not None and track.live.state.is_terminal:
+                track.source = None
+        return updates
+
+    def _ask_sacct(
+        self, jobs: Sequence[JobRecord], tracks: Mapping[int, _Track], report: RefreshReport
+    ) -> dict[int, StateUpdate]:
+        try:
+            acct = self.client.sacct([r.job_id for r in jobs])
+        except AccountingUnavailableError as e:
+            report.warnings.append(f"{e.what}; showing what the controller still knows")
+            for r in jobs:
+                tracks[r.id].source = Source.SCONTROL
+            return {}
+        updates: dict[int, StateUpdate] = {}
+        for r in jobs:
+            track, info = tracks[r.id], acct.get(r.job_id)
+            updates[r.id] = merge(r, track.live, info, accounting_ok=True)
+            track.source = _after_sacct(r, info, track)
+        return updates
+
+    def _ask_scontrol(
+        self, jobs: Sequence[JobRecord], tracks: Mapping[int, _Track], *, shown_now: bool
+    ) -> dict[int, StateUpdate]:
+        """Without accounting: exit codes from the controller's memory, for a bounded few."""
+        # A job squeue did not show a moment ago is gone from the controller: scontrol would
+        # not know it either.
+        asked = [r.id for r in jobs if not shown_now or tracks[r.id].live is not None]
+        asked = asked[:MAX_SCONTROL_PER_REFRESH]
+        updates: dict[int, StateUpdate] = {}
+        for r in jobs:
+            track = tracks[r.id]
+            info = self.client.scontrol_job(r.job_id) if r.id in asked else None
+            if info is not None and not info.state.is_terminal:
+                # The controller runs it (again): it is the live answer, squeue is asked next.
+                updates[r.id] = merge(r, info, None, accounting_ok=False)
+                track.source = Source.SQUEUE
+            else:
+                # Without accounting, squeue's or scontrol's end is all there will ever be.
+                updates[r.id] = merge(r, track.live, info, accounting_ok=False)
+                track.source = None
+        return updates
+
+    def _store(self, updates: Mapping[int, StateUpdate]) -> dict[int, JobRecord]:
+        """Write the answers to the history; return the rows as stored now."""
+        self.history.update(updates.values())
+        fresh = {r.id: r for r in self.history.by_row_ids(list(updates))}
+        self._final.update({i: r for i, r in fresh.items() if r.terminal})
+        return fresh
+
+    # --- one job, one call at a time (logs -f) -------------------------------------------------
+
+    def poll(self, record: JobRecord) -> Poll:
+        """Ask the next command in the chain about one job: one SLURM call at most."""
+        track = self._tracks.setdefault(record.id, _Track())
+        if self.is_final(record) or track.source is None:
+            return Poll(self.latest(record), changed=False, done=True, wait_s=track.interval_s)
+        before = (track.source, _shown(record))
+        updates = self._step(track.source, record, track)
+        fresh = self._store(updates).get(record.id, record)
+        if track.source is None and not fresh.terminal:
+            # Nobody can say more: end with the last state seen (final if it was a final one).
+            state = parse_state(fresh.state)
+            kept = _kept(fresh, terminal=state.is_terminal, stale=not state.is_terminal)
+            fresh = self._store({fresh.id: kept}).get(fresh.id, fresh)
+        changed = (track.source, _shown(fresh)) != before
+        track.interval_s = POLL_INTERVAL_S if changed else min(
+            track.interval_s * POLL_BACKOFF_FACTOR, MAX_POLL_INTERVAL_S)
+        done = track.source is None or fresh.terminal
+        return Poll(fresh, changed=changed, done=done, wait_s=track.interval_s)
+
+    def _step(self, source: Source, record: JobRecord, track: _Track) -> dict[int, StateUpdate]:
+        tracks = {record.id: track}
+        if source is Source.SQUEUE:
+            return self._ask_squeue([record], tracks)
+        if source is Source.SACCT:
+            # The warning shows in the end state (stale, no exit code), not as a message.
+            return self._ask_sacct([record], tracks, RefreshReport())
+        return self._ask_scontrol([record], tracks, shown_now=False)
+
+    def wait_for_change(
+        self, record: JobRecord, *, sleep: Callable[[float], None] = time.sleep
+    ) -> Poll:
+        """Poll one job, backing off, until what is shown of it changes or it ends."""
+        while True:
+            poll = self.poll(record)
+            if poll.changed or poll.done:
+                return poll
+            record = poll.record
+            sleep(poll.wait_s)
+
+    # --- cancel ------------------------------------------------------------------------------
+
+    def cancel(self, records: Sequence[JobRecord]) -> CancelReport:
+        """One scancel for every unfinished job of this cluster among `records`."""
+        report = CancelReport()
+        targets: list[str] = []
+        for r in records:
+            if self.is_final(r):
+                report.skipped[r.job_id] = f"already {self.latest(r).state}"
+            elif r.cluster != self.cluster:
+                report.skipped[r.job_id] = f"runs on cluster {r.cluster}, this is {self.cluster}"
+            else:
+                targets.append(r.job_id)
+        if targets:
+            self.client.scancel(targets)
+            report.cancelled.extend(targets)
+        return report
