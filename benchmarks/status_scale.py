@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 
 from hpctrain.history import History, NewJob, StateUpdate
-from hpctrain.jobs import logs, tracking
+from hpctrain.jobs import logs
+from hpctrain.jobs.watcher import JobWatcher
 from hpctrain.slurm.client import SlurmClient, resolve_slurm_conf
 
 MAX_CALLS = 2
@@ -118,12 +119,12 @@ def main() -> int:
     # In-process, worst case: one refresh of every unfinished job, then the next one.
     c1 = SlurmClient(slurm_conf=conf, timeout_s=60)
     t0 = time.perf_counter()
-    records, first = tracking.refresh(worst.all(), c1, worst, cluster)
+    records, first = JobWatcher(c1, worst, cluster).refresh(worst.all())
     first_s = time.perf_counter() - t0
     final_after = sum(r.terminal for r in records)
     c2 = SlurmClient(slurm_conf=conf, timeout_s=60)
     t0 = time.perf_counter()
-    _, second = tracking.refresh(worst.all(), c2, worst, cluster)
+    _, second = JobWatcher(c2, worst, cluster).refresh(worst.all())
     second_s = time.perf_counter() - t0
 
     # The command as users run it.
@@ -139,7 +140,7 @@ def main() -> int:
     c3 = SlurmClient(slurm_conf=conf, timeout_s=30)
     received = bytearray()
     t0 = time.monotonic()
-    res = logs.follow(rec, c3, typical, received.extend, lambda _s: None)
+    res = logs.follow(rec, JobWatcher(c3, typical, cluster), received.extend, lambda _s: None)
     follow_s = time.monotonic() - t0
     gaps = [b - a for a, b in zip(c3.call_times, c3.call_times[1:], strict=False)]
 

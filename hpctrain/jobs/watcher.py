@@ -20,10 +20,11 @@ from hpctrain.slurm.states import JobState, parse_state
 # job; each job is asked once (it is terminal afterwards), and at most this many per refresh.
 MAX_SCONTROL_PER_REFRESH = 3
 # Polling one job: SLURM is asked at most once per interval. The interval grows while nothing
-# changes (a long job need not cost a call every few seconds) and starts again at a change.
+# changes (a long job need not cost a call every few seconds) and starts again at a change;
+# the cap keeps `logs -f` from lingering long after the job has ended.
 POLL_INTERVAL_S = 5.0
 POLL_BACKOFF_FACTOR = 1.5
-MAX_POLL_INTERVAL_S = 30.0
+MAX_POLL_INTERVAL_S = 15.0
 # slurmdbd hears of a job's end a little after the controller: polls of sacct that lag behind
 # before the watcher stops asking, and fewer for a job sacct has never heard of.
 MAX_LAGGING_POLLS = 6
