@@ -54,12 +54,21 @@ def status(
 
     if watch and json_out:
         raise HpctrainError("--watch and --json do not mix", "run --json in a loop instead")
-    watcher = _watcher()
-    history = watcher.history
+    history = backends.history()
+
+    def select() -> list[JobRecord]:
+        return tracking.select(history, job_ids or [], all_jobs=all_jobs, last=last)
+
+    if not watch and not (records := select()):
+        # Nothing to refresh: SLURM is not asked (a login node answers `status` at once).
+        from hpctrain.jobs.watcher import RefreshReport
+
+        jobview.show_status(records, RefreshReport(), "", json_out, history.path)
+        return
+    watcher = _watcher(history)
 
     def load() -> tuple[list[JobRecord], RefreshReport]:
-        return watcher.refresh(
-            tracking.select(history, job_ids or [], all_jobs=all_jobs, last=last))
+        return watcher.refresh(select())
 
     if watch:
         jobview.watch(load, interval)
