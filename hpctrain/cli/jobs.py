@@ -61,9 +61,7 @@ def status(
 
     if not watch and not (records := select()):
         # Nothing to refresh: SLURM is not asked (a login node answers `status` at once).
-        from hpctrain.jobs.watcher import RefreshReport
-
-        jobview.show_status(records, RefreshReport(), "", json_out, history.path)
+        jobview.show_status(records, None, "", json_out, history.path)
         return
     watcher = _watcher(history)
 
