@@ -41,3 +41,17 @@ def devcluster_dir() -> Path:
 
 def runs_dir() -> Path:
     return state_dir() / "runs"
+
+
+def slurm_conf_pointer() -> Path:
+    """A one-line file naming the slurm.conf of the local SLURM that hpctrain started."""
+    return state_dir() / "slurm-conf"
+
+
+def published_slurm_conf() -> Path | None:
+    """The slurm.conf the pointer file names, if there is a pointer and that file exists."""
+    try:
+        named = slurm_conf_pointer().read_text().strip()
+    except OSError:
+        return None
+    return Path(named) if named and Path(named).is_file() else None

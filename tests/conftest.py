@@ -47,19 +47,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def devcluster_dir(home: Path) -> Path:
-    """paths.devcluster_dir() as it resolves under `home`."""
-    from hpctrain import paths
-
+def _under_home(home: Path, where: Callable[[], Path]) -> Path:
+    """A hpctrain.paths location as it resolves under `home`."""
     saved = os.environ.get("HPCTRAIN_HOME")
     os.environ["HPCTRAIN_HOME"] = str(home)
     try:
-        return paths.devcluster_dir()
+        return where()
     finally:
         if saved is None:
             del os.environ["HPCTRAIN_HOME"]
         else:
             os.environ["HPCTRAIN_HOME"] = saved
+
+
+def devcluster_dir(home: Path) -> Path:
+    """paths.devcluster_dir() as it resolves under `home`."""
+    from hpctrain import paths
+
+    return _under_home(home, paths.devcluster_dir)
+
+
+def slurm_conf_pointer(home: Path) -> Path:
+    """paths.slurm_conf_pointer() as it resolves under `home`: where `up` publishes."""
+    from hpctrain import paths
+
+    return _under_home(home, paths.slurm_conf_pointer)
 
 
 @dataclass
@@ -126,11 +138,12 @@ class _ClusterSession:
     def __init__(self) -> None:
         self.home = CLUSTER_HOME
         self.directory = devcluster_dir(self.home)
+        self.pointer = slurm_conf_pointer(self.home)
         self.switched = False
 
     def ensure(self, profile: str, nodes: int = 2) -> DevClusterHandle:
         # replace=True: the session owns the cluster's profile; a no-op if already right.
-        res = DevCluster(self.directory).up(profile, nodes, replace=True)
+        res = DevCluster(self.directory, pointer=self.pointer).up(profile, nodes, replace=True)
         os.environ["SLURM_CONF"] = str(res.slurm_conf)
         self.switched = profile != "local" or nodes != 2
         return DevClusterHandle(self.home, self.directory, res.slurm_conf, res.profile,

@@ -41,17 +41,7 @@ def up(
 
     res = DevCluster().up(profile, nodes, replace=replace, progress=_progress)
     if json_out:
-        print_json(
-            {
-                "already_running": res.already_running,
-                "profile": res.profile,
-                "nodes_per_partition": res.nodes_per_partition,
-                "node_names": res.node_names,
-                "slurm_conf": str(res.slurm_conf),
-                "seconds": round(res.seconds, 1),
-                "pids": res.pids,
-            }
-        )
+        print_json(res.as_dict())
         return
     verb = "already running" if res.already_running else f"up in {res.seconds:.1f} s"
     console.print(

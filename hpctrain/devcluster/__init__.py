@@ -1,7 +1,16 @@
-"""The local dev cluster: a real SLURM (with accounting) on this machine that emulates a profile."""
+"""The local dev cluster: a real SLURM (with accounting) on this machine that emulates a profile.
 
-from hpctrain.devcluster.cluster import DevCluster, Status, UpResult, find_programs
-from hpctrain.devcluster.config import CLUSTER_NAME, DEFAULT_NODES, Layout, Ports, plan_cluster
+layout: its files and ports; topology: profile -> nodes, partitions, QOS, accounts;
+conffiles: slurm.conf and friends from templates/devcluster; hosts: the /etc/hosts line;
+accounting: sacctmgr state and sync; daemons/processes: running the daemons; nodes: waiting
+for idle nodes; state: state.json and reports; cluster: DevCluster, which puts them together.
+"""
+
+from hpctrain.devcluster.cluster import DevCluster
+from hpctrain.devcluster.daemons import find_programs
+from hpctrain.devcluster.layout import Layout, Ports
+from hpctrain.devcluster.state import Status, UpResult
+from hpctrain.devcluster.topology import CLUSTER_NAME, DEFAULT_NODES, plan_cluster
 
 __all__ = [
     "CLUSTER_NAME",

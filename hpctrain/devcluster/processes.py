@@ -1,4 +1,4 @@
-"""Start, identify and stop the dev cluster's daemons by their pid files (no SLURM commands)."""
+"""Run the dev cluster's programs: start, identify and stop daemons by their pid files."""
 
 from __future__ import annotations
 
@@ -256,3 +256,26 @@ def kill_by_environ(program: str, marker: str) -> list[int]:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
     return killed
+
+
+def run_logged(argv: Sequence[str], log: Path, timeout_s: float) -> int:
+    """Run a one-off program with its output in `log`; its exit status (-1 on timeout)."""
+    with open(log, "wb") as out:
+        try:
+            return subprocess.run(
+                list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                timeout=timeout_s, check=False, cwd="/",
+            ).returncode
+        except subprocess.TimeoutExpired:
+            return -1
+
+
+def run_captured(argv: Sequence[str], input: bytes | None = None, timeout_s: float = 5.0
+                 ) -> tuple[int, bytes]:
+    """Run a short program; its exit status (-1 on timeout) and stdout."""
+    try:
+        proc = subprocess.run(list(argv), input=input, capture_output=True, timeout=timeout_s,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return -1, b""
+    return proc.returncode, proc.stdout

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hpctrain import paths
 from hpctrain.errors import SlurmError, SlurmUnavailableError
 from hpctrain.slurm import parsers
 from hpctrain.slurm.parsers import JobInfo
@@ -33,26 +34,13 @@ class AccountingUnavailableError(SlurmError):
     """sacct cannot answer: accounting is off here, or slurmdbd is down."""
 
 
-def devcluster_conf() -> Path | None:
-    """The running dev cluster's slurm.conf, if hpctrain's dev cluster is up."""
-    from hpctrain import paths
-
-    conf = paths.devcluster_dir() / "etc" / "slurm.conf"
-    pidfile = paths.devcluster_dir() / "run" / "slurmctld.pid"
-    if not (conf.is_file() and pidfile.is_file()):
-        return None
-    try:
-        os.kill(int(pidfile.read_text().strip()), 0)
-    except (ValueError, OSError):
-        return None
-    return conf
-
-
 def resolve_slurm_conf() -> str | None:
-    """SLURM_CONF from the environment wins; else the running dev cluster's; else the system's."""
+    """SLURM_CONF from the environment; else the one a local cluster published; else None."""
     if os.environ.get("SLURM_CONF"):
         return os.environ["SLURM_CONF"]
-    conf = devcluster_conf()
+    # `hpctrain devcluster up` publishes its slurm.conf and `down` withdraws it; with None
+    # the SLURM commands read the system's configuration.
+    conf = paths.published_slurm_conf()
     return str(conf) if conf else None
 
 
@@ -201,13 +189,44 @@ class SlurmClient:
         return parsers.parse_scontrol_job(result.stdout)
 
     def scancel(self, job_ids: Sequence[str]) -> None:
-        """One `scancel` for all ids.
-
-        SLURM 22.05's scancel says nothing (exit 0) for jobs that already ended or that it
-        does not know, so callers decide from the history which ids to send.
-        """
+        """One `scancel` for all ids."""
+        # SLURM 22.05's scancel says nothing (exit 0) for jobs that already ended or that it
+        # does not know, so callers decide from the history which ids to send.
         if job_ids:
             self.run(["scancel", *dict.fromkeys(job_ids)])
+
+    def queued_job_ids(self) -> list[str]:
+        """Ids of every job the controller still holds (`squeue --noheader --format=%i`)."""
+        return self.run(["squeue", "--noheader", "--format=%i"]).stdout.split()
+
+    def sinfo(self) -> str:
+        """`sinfo`'s own table, for people."""
+        return self.run(["sinfo"]).stdout.rstrip()
+
+    def node_states(self) -> dict[str, str]:
+        """Each node's short state (idle, alloc, drain, down*, ...), from one `sinfo`."""
+        result = self.run(["sinfo", "--noheader", "--Node", "--format=%N %t"])
+        return parsers.parse_sinfo_node_states(result.stdout)
+
+    def node_reasons(self) -> str:
+        """Why nodes are down or drained (`sinfo --list-reasons`), for error messages."""
+        return self.run(["sinfo", "--list-reasons"]).stdout.strip()
+
+    def resume_nodes(self, nodes: Sequence[str]) -> None:
+        """Return drained or down nodes to service (`scontrol update ... State=RESUME`)."""
+        if nodes:
+            self.run(["scontrol", "update", f"NodeName={','.join(nodes)}", "State=RESUME"])
+
+    def sacctmgr(self, args: Sequence[str]) -> str:
+        """`sacctmgr ARGS`; return its output, or raise SlurmError with the whole command."""
+        argv = ["sacctmgr", *args]
+        result = self.run(argv, check=False)
+        # sacctmgr -i add exits 1 with "Nothing new added" when everything exists already.
+        if result.returncode != 0 and "nothing new added" not in (
+                result.stdout + result.stderr).lower():
+            raise SlurmError(
+                f"{' '.join(argv)} failed: {(result.stderr or result.stdout).strip()}")
+        return result.stdout
 
     def conf_path(self) -> str | None:
         """The slurm.conf the SLURM commands read, if there is a readable one."""

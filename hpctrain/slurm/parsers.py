@@ -1,4 +1,4 @@
-"""Pure parsers for the machine-readable output of sbatch, squeue, sacct, scontrol and scancel.
+"""Pure parsers for the machine-readable output of sbatch, squeue, sacct, scontrol and sinfo.
 
 Each is tested on output recorded from the dev cluster (tests/jobs/recorded/).
 """
@@ -201,6 +201,17 @@ def parse_cluster_name(conf_text: str) -> str | None:
             name = value.strip().split()[0] if value.strip() else None
     # slurmctld lower-cases the name it registers with accounting.
     return name.lower() if name else None
+
+
+def parse_sinfo_node_states(stdout: str) -> dict[str, str]:
+    """`sinfo --noheader --Node --format='%N %t'` -> {node: short state, e.g. 'idle', 'down*'}."""
+    states: dict[str, str] = {}
+    for line in stdout.splitlines():
+        name, _, state = line.strip().partition(" ")
+        if name:
+            # A node in several partitions has one line per partition, all with one state.
+            states[name] = state.strip()
+    return states
 
 
 def job_id_list(ids: Iterable[str]) -> str:

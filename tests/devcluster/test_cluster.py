@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -189,3 +191,23 @@ def test_down_stops_only_ours_and_up_survives_stale_pid_files(
     assert st["healthy"], st
     assert os.getpid() not in [d["pid"] for d in st["daemons"]]
     assert took < 30, f"up took {took:.1f} s"
+
+
+def test_hpctrain_finds_the_running_cluster_without_slurm_conf(
+    devcluster: DevClusterHandle,
+) -> None:
+    env = {k: v for k, v in devcluster.env().items() if k != "SLURM_CONF"}
+    code = "from hpctrain.slurm.client import resolve_slurm_conf; print(resolve_slurm_conf())"
+
+    def resolved() -> str:
+        res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=60, check=False)
+        assert res.returncode == 0, res.stderr
+        return res.stdout.strip()
+
+    assert resolved() == str(devcluster.slurm_conf)
+    assert devcluster.cli("devcluster", "down").returncode == 0
+    assert resolved() == "None"
+    res = devcluster.cli("devcluster", "up", timeout_s=90)
+    assert res.returncode == 0, res.stderr
+    assert resolved() == str(devcluster.slurm_conf)

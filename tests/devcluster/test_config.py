@@ -7,20 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain.devcluster import config
-from hpctrain.devcluster.config import (
-    AccountingState,
-    Layout,
-    Ports,
-    accounting_commands,
-    parse_accounting,
-    plan_cluster,
+from hpctrain.devcluster.accounting import AccountingState, accounting_commands, parse_accounting
+from hpctrain.devcluster.conffiles import (
+    gres_device_files,
     render_gres_conf,
     render_mysql_init,
     render_slurm_conf,
     render_slurmdbd_conf,
-    update_hosts,
 )
+from hpctrain.devcluster.hosts import hosts_has_line, update_hosts
+from hpctrain.devcluster.layout import Layout, Ports
+from hpctrain.devcluster.topology import DEFAULT_NODES, plan_cluster
 from hpctrain.profiles import load_profile
 from hpctrain.profiles.model import Constraint, Partition, Profile, Qos
 from hpctrain.units import format_time
@@ -65,7 +62,7 @@ def _setting(text: str, key: str) -> str:
 def test_groups_follow_node_shapes(name: str) -> None:
     plan = plan_cluster(load_profile(name))
     assert [(g.prefix, g.partitions) for g in plan.groups] == GROUPS[name]
-    assert all(len(g.nodes) == config.DEFAULT_NODES for g in plan.groups)
+    assert all(len(g.nodes) == DEFAULT_NODES for g in plan.groups)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -80,7 +77,7 @@ def test_slurm_conf_carries_the_profile(name: str) -> None:
     assert _setting(text, "SlurmctldPort") == "16817"
     assert _setting(text, "AccountingStoragePort") == "16819"
     assert _setting(text, "AuthInfo") == f"socket={LAYOUT.munge_socket}"
-    # client.py's devcluster_conf() depends on these two paths.
+    # state.json and the published pointer name this slurm.conf; status checks this pid file.
     assert LAYOUT.slurm_conf == LAYOUT.root / "etc" / "slurm.conf"
     assert _setting(text, "SlurmctldPidFile") == str(LAYOUT.root / "run" / "slurmctld.pid")
 
@@ -142,7 +139,7 @@ def test_gres_conf_backs_each_gpu_by_a_file() -> None:
     assert (f"NodeName=training1,training2 Name=gpu Type=a100-80gb File={LAYOUT.dev}/gpu[0-3]"
             in text)
     assert f"NodeName=a30n1,a30n2 Name=gpu Type=a30 File={LAYOUT.dev}/gpu[0-2]" in text
-    files = config.gres_device_files(plan, LAYOUT)
+    files = gres_device_files(plan, LAYOUT)
     assert files == [LAYOUT.dev / f"gpu{i}" for i in range(4)]
 
 
@@ -244,8 +241,8 @@ def test_hosts_line_is_idempotent_and_replaces_its_own_line() -> None:
     assert update_hosts(once, ["node1", "node2"]) == once
     swapped = update_hosts(once, ["sgpu1", "mlgpu1"])
     assert swapped == base + "127.0.0.1 sgpu1 mlgpu1 # hpctrain-devcluster\n"
-    assert config.hosts_has_line(swapped, ["sgpu1", "mlgpu1"])
-    assert not config.hosts_has_line(swapped, ["node1", "node2"])
+    assert hosts_has_line(swapped, ["sgpu1", "mlgpu1"])
+    assert not hosts_has_line(swapped, ["node1", "node2"])
 
 
 # Recorded from the dev cluster emulating gilbreth (sacctmgr -n -P show ...).
