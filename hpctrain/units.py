@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 _MEM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
-_MB_PER = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
+_MB_PER = {
+    "K": Fraction(1, 1024), "": Fraction(1), "M": Fraction(1), "G": Fraction(1024),
+    "T": Fraction(1024 * 1024),
+}
+# SLURM keeps sizes in MB in 64 bits; anything longer than this is a typo, not a size.
+_MAX_MB = 1 << 40
+# Ten digits of days or minutes is already centuries; longer numbers are typos too.
+_MAX_TIME_DIGITS = 10
 
 
 def parse_time_seconds(text: str) -> int:
@@ -37,9 +45,17 @@ def parse_time_seconds(text: str) -> int:
 
 
 def _int(part: str, text: str) -> int:
-    if not part.isdigit():
-        raise ValueError(f"invalid time {text!r}: use minutes, HH:MM:SS or D-HH:MM:SS")
+    # isascii: isdigit alone accepts digits such as "²" that int() refuses.
+    if not (part.isascii() and part.isdigit()):
+        raise ValueError(f"invalid time {_shown(text)}: use minutes, HH:MM:SS or D-HH:MM:SS")
+    if len(part.lstrip("0")) > _MAX_TIME_DIGITS:
+        raise ValueError(f"invalid time {_shown(text)}: the number is far too large")
     return int(part)
+
+
+def _shown(text: str) -> str:
+    """The user's text for a message, shortened when it is very long."""
+    return repr(text) if len(text) <= 40 else repr(text[:20]) + f"... ({len(text)} characters)"
 
 
 def format_time(seconds: int, compact: bool = False) -> str:
@@ -59,6 +75,12 @@ def parse_mem_mb(text: str) -> int:
     m = _MEM.match(text)
     if not m:
         raise ValueError(
-            f"invalid memory {text!r}: use MB or a K/M/G/T suffix, e.g. 125000 or 120G"
+            f"invalid memory {_shown(text)}: use MB or a K/M/G/T suffix, e.g. 125000 or 120G"
         )
-    return int(float(m.group(1)) * _MB_PER[m.group(2).upper()])
+    # Exact arithmetic: float() turns a long number into infinity, then int() fails.
+    mb = Fraction(m.group(1)) * _MB_PER[m.group(2).upper()] if len(text) < 40 else _MAX_MB + 1
+    if mb > _MAX_MB:
+        raise ValueError(f"memory {_shown(text)} is larger than any node has")
+    if 0 < mb < 1:
+        raise ValueError(f"memory {_shown(text)} is less than 1 MB; SLURM counts whole MB")
+    return int(mb)

@@ -64,9 +64,7 @@ def main() -> None:
     except HpctrainError as e:
         if _state["debug"]:
             raise
-        err_console.print(f"[bold red]Error:[/] {e.what}", highlight=False, markup=True)
-        if e.fix:
-            err_console.print(f"  [bold]Fix:[/] {e.fix}", highlight=False)
+        _print_error(e.what, e.fix)
         sys.exit(1)
     except typer.Exit as e:
         sys.exit(e.exit_code)
@@ -75,12 +73,44 @@ def main() -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(1)
     except Exception as e:  # click usage errors and the like
-        import click
+        _other_error(e)
 
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Exit):
-            sys.exit(e.exit_code)
-        raise
+
+def _print_error(what: str, fix: str | None) -> None:
+    # Escaped: a path such as "runs[/x]" is text, not rich markup (which could even raise).
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]Error:[/] {escape(what)}", highlight=False, markup=True)
+    if fix:
+        err_console.print(f"  [bold]Fix:[/] {escape(fix)}", highlight=False)
+
+
+def _other_error(e: Exception) -> None:
+    import click
+
+    if isinstance(e, click.exceptions.ClickException):
+        e.show()
+        sys.exit(e.exit_code)
+    if isinstance(e, click.exceptions.Exit):
+        sys.exit(e.exit_code)
+    if _state["debug"]:
+        raise e
+    # Whatever the input, no traceback without --debug: a bug still gets an Error: line.
+    detail = str(e).splitlines()[0][:200] if str(e) else ""
+    _print_error(
+        f"unexpected {type(e).__name__}" + (f": {detail}" if detail else ""),
+        "this is a bug in hpctrain; run the command again with --debug and report the traceback",
+    )
+    sys.exit(1)
+
+
+def _quiet_stdout() -> None:
+    # The reader of a pipe (`| head`) has gone; Python's final flush must not complain.
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

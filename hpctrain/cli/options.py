@@ -148,7 +148,9 @@ def default_python_env(profile: Profile) -> str | None:
 
 def invocation() -> str:
     """The command line as typed, for the script's header."""
-    return "hpctrain " + shlex.join(sys.argv[1:])
+    text = "hpctrain " + shlex.join(sys.argv[1:])
+    # Arguments that are not UTF-8 (a file name's raw bytes) are written as escapes.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _launcher(name: str) -> Launcher:

@@ -87,6 +87,36 @@ def _show_verdict(verdict: TestOnlyVerdict) -> None:
         raise typer.Exit(1)
 
 
+def write_script(output: Path, script: str) -> None:
+    """Write the script to `output` whole, or leave what was there untouched and say why."""
+    from hpctrain.errors import HpctrainError
+    from hpctrain.files import write_atomic
+
+    # Through a symlink to its file, as a plain write would, not over the link itself.
+    target = Path(os.path.realpath(output))
+    if target.is_dir():
+        raise HpctrainError(
+            f"cannot write {output}: it is a directory",
+            f"give a file name, e.g. -o {output}/job.sh",
+        )
+    try:
+        write_atomic(target, script, mode=0o755)
+    except FileNotFoundError:
+        raise HpctrainError(
+            f"cannot write {output}: directory {target.parent} does not exist",
+            f"create it first (mkdir -p {target.parent}) or choose another -o path",
+        ) from None
+    except NotADirectoryError:
+        raise HpctrainError(
+            f"cannot write {output}: part of its directory path is a file",
+            "choose another -o path",
+        ) from None
+    except OSError as e:
+        raise HpctrainError(
+            f"cannot write {output}: {e.strerror or e}", "choose a writable path for -o"
+        ) from None
+
+
 @with_topology
 def render(
     topology: TopologyOptions,
@@ -101,8 +131,7 @@ def render(
     plan, script = plan_script(build_request(topology), environ=os.environ)
     verdict = _ask_slurm(script) if check else None
     if output is not None:
-        output.write_text(script, encoding="utf-8")
-        output.chmod(0o755)
+        write_script(output, script)
     if json_out:
         _print_json(plan, script, output, verdict)
     elif output is not None:

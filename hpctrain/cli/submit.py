@@ -64,10 +64,13 @@ def submit(
 ) -> None:
     """Submit a job: render it, create its run directory, sbatch it and record it."""
     from hpctrain.jobs.prepare import prepare
+    from hpctrain.jobs.submit import check_submission
     from hpctrain.jobs.submit import submit as execute
 
     prep = prepare(build_request(topology), Path.cwd(), environ=os.environ)
     if dry_run:
+        # The dry run must fail wherever the real submit would, before SLURM is asked.
+        check_submission(prep)
         show_dry_run(prep, json_out)
         return
     client, _cluster = backends.slurm()

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import getpass
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -94,11 +95,34 @@ class Submitted:
         }
 
 
-def _check_sources(prep: Prepared) -> None:
-    # The config file is the only one copied in; it is checked here, not in the dry run.
+def check_submission(prep: Prepared) -> None:
+    """Every check submit makes before it writes or queues anything; the dry run makes them too."""
     for f in prep.files:
-        if f.copy_of is not None and not f.copy_of.is_file():
-            raise HpctrainError(f"--config {f.copy_of} does not exist", "check the path")
+        if f.copy_of is not None:
+            _check_config(f.copy_of)
+    _check_run_dir(prep.run_dir)
+
+
+def _check_config(path: Path) -> None:
+    from hpctrain.trainer.config import load_config
+
+    if not path.exists():
+        raise HpctrainError(f"--config {path} does not exist", "check the path")
+    # The job would read it only after waiting in the queue: refuse a bad one now.
+    load_config(path)
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    try:
+        base = next(p for p in run_dir.parents if p.exists())
+        usable = base.is_dir() and os.access(base, os.W_OK | os.X_OK)
+    except OSError:
+        base, usable = run_dir.parent, False
+    if not usable:
+        raise HpctrainError(
+            f"cannot create the run directory {run_dir}: {base} is not a writable directory",
+            "choose a writable output_dir in the profile, or submit from another directory",
+        )
 
 
 def _write_files(prep: Prepared) -> None:
@@ -197,7 +221,7 @@ def _queued(prep: Prepared, client: SlurmClient, job_id: str, git: GitState | No
 
 def submit(prep: Prepared, client: SlurmClient, history: History) -> Submitted:
     """Create the run directory, sbatch the script, record the job; on refusal undo it all."""
-    _check_sources(prep)
+    check_submission(prep)
     _create_run_dir(prep)
     git = git_state(prep.workdir)
     queued = _queued(prep, client, _sbatch(prep, client), git)

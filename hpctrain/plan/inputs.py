@@ -38,6 +38,7 @@ def check_inputs(req: JobRequest) -> Outcome[Inputs]:
     problems = [
         *_job_name_problems(req.job_name),
         *(p for value, what in paths if value is not None for p in _path_problems(value, what)),
+        *_encoding_problems(req),
     ]
     env: list[tuple[str, str]] = []
     for key, value in req.env.items():
@@ -47,6 +48,32 @@ def check_inputs(req: JobRequest) -> Outcome[Inputs]:
         else:
             env.append((key, value))
     return Outcome(Inputs(log_dir, tuple(env)), tuple(problems))
+
+
+def _encoding_problems(req: JobRequest) -> tuple[str, ...]:
+    # Bytes that are not UTF-8 reach Python as lone surrogates; a script file cannot hold them.
+    fields = {
+        "--job-name": [req.job_name],
+        "--env": [*req.env, *req.env.values()],
+        "the command": list(req.command),
+        "--sbatch-arg": list(req.sbatch_args),
+        "a path (--config, --run-dir, --python-env or the log directory)": [
+            v for v in (req.config, req.run_dir, req.python_env, req.log_dir) if v is not None
+        ],
+    }
+    return tuple(
+        f"{what} contains bytes that are not UTF-8 text; use UTF-8 (or plain ASCII)"
+        for what, values in fields.items()
+        if any(not _is_utf8(v) for v in values)
+    )
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _job_name_problems(name: str) -> tuple[str, ...]:
@@ -88,10 +115,15 @@ def choose_command(req: JobRequest) -> Outcome[tuple[str, ...]]:
     command = tuple(req.command)
     problems: list[str] = []
     if not command:
-        args = ("--config", req.config) if req.config else ("--task", "spiral")
+        args = ("--config", _not_an_option(req.config)) if req.config else ("--task", "spiral")
         command = (*TRAINER_COMMAND, *args)
     elif req.config is not None:
         problems.append("--config applies to the packaged trainer; drop it or the command")
     if any(CONTROL.search(a.replace("\t", " ")) for a in command):
         problems.append("the command contains a newline or control character; remove it")
     return Outcome(command, tuple(problems))
+
+
+def _not_an_option(path: str) -> str:
+    """A relative path that starts with '-' gets './', or the trainer reads it as an option."""
+    return f"./{path}" if path.startswith("-") else path

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from hpctrain.plan.model import JobRequest
 from hpctrain.plan.outcome import Outcome
+from hpctrain.plan.text import number
 from hpctrain.profiles.model import Partition, Profile
 from hpctrain.units import parse_mem_mb
 
@@ -31,7 +32,9 @@ def node_share(profile: Profile, part: Partition, gpus_per_node: int) -> NodeSha
     """The CPUs and memory that go with `gpus_per_node` GPUs on one node of `part`."""
     node_gpus = part.gpus_per_node
     gpus = min(gpus_per_node, node_gpus) if node_gpus else 0
-    cpus, mem_mb = _share(profile, part, gpus)
+    # A CPU-only job on a GPU node gets one GPU's share: CPUs and memory are dealt out per
+    # GPU there, and the share of zero GPUs would be --mem=0 or --mem=1.
+    cpus, mem_mb = _share(profile, part, max(gpus, 1) if node_gpus else 0)
     strict = profile.shared_node.strict and 0 < gpus < node_gpus
     return NodeShare(gpus, cpus, mem_mb, strict, node_gpus)
 
@@ -59,7 +62,7 @@ def cpus_per_task(
     cpt = max(1, share.cpus // tasks) if req.cpus_per_task is None else req.cpus_per_task
     problems: tuple[str, ...] = ()
     if cpt < 1:
-        problems = (f"--cpus-per-task {cpt}: must be at least 1",)
+        problems = (f"--cpus-per-task {number(cpt)}: must be at least 1",)
         cpt = 1
     return Outcome(cpt, problems, _cpu_misfits(req.profile.name, part, tasks, cpt, share))
 
@@ -70,7 +73,7 @@ def _cpu_misfits(
     used = tasks * cpt
     if used > part.cpus_per_node:
         return (
-            f"{name}: {tasks} task(s) x {cpt} CPUs = {used} CPUs per node, but "
+            f"{name}: {tasks} task(s) x {number(cpt)} CPUs = {number(used)} CPUs per node, but "
             f"{part.name} nodes have {part.cpus_per_node}; use --cpus-per-task "
             f"{max(1, part.cpus_per_node // tasks)}",
         )
@@ -87,16 +90,13 @@ def memory(req: JobRequest, part: Partition, share: NodeShare) -> Outcome[int]:
     """Memory per node in MB: the node's share unless given; a given size must fit."""
     if req.mem is None:
         return Outcome(share.mem_mb)
-    problems: list[str] = []
     try:
         mem_mb = parse_mem_mb(req.mem)
     except ValueError as e:
-        problems.append(f"--mem: {e}")
-        mem_mb = share.mem_mb
+        return Outcome(share.mem_mb, problems=(f"--mem: {e}",))
     if mem_mb == 0:
-        problems.append(_MEM_ZERO)
-        return Outcome(share.mem_mb, tuple(problems))
-    return Outcome(mem_mb, tuple(problems), _mem_misfits(req.profile.name, part, mem_mb, share))
+        return Outcome(share.mem_mb, problems=(_MEM_ZERO,))
+    return Outcome(mem_mb, misfits=_mem_misfits(req.profile.name, part, mem_mb, share))
 
 
 def _mem_misfits(name: str, part: Partition, mem_mb: int, share: NodeShare) -> tuple[str, ...]:

@@ -17,3 +17,12 @@ def unsafe_name(value: str, pattern: re.Pattern[str], what: str) -> tuple[str, .
         f"{what} {value!r} has characters SLURM names never contain; "
         "use letters, digits and . _ - only",
     )
+
+
+def number(n: int) -> str:
+    """A user's count for a message; a number hundreds of digits long is shortened."""
+    # Python refuses str() of ints over 4300 digits; 14000 bits is about 4200 digits.
+    if n.bit_length() > 14000:
+        return "a number thousands of digits long"
+    text = str(n)
+    return text if len(text) <= 15 else f"{text[:6]}...({len(text)} digits)"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hpctrain.plan.model import JobRequest, Launcher
 from hpctrain.plan.outcome import Outcome
+from hpctrain.plan.text import number
 from hpctrain.profiles.model import Partition
 
 
@@ -39,15 +39,21 @@ def topology(req: JobRequest, part: Partition) -> Outcome[Topology]:
     problems: list[str] = []
     nodes = req.nodes
     if nodes < 1:
-        problems.append(f"--nodes {nodes}: a job needs at least 1 node")
+        problems.append(f"--nodes {number(nodes)}: a job needs at least 1 node")
         nodes = 1
     gpn = _default_gpus(part, nodes) if req.gpus_per_node is None else req.gpus_per_node
     if gpn < 0:
-        problems.append(f"--gpus-per-node {gpn}: must be 0 or more")
+        problems.append(f"--gpus-per-node {number(gpn)}: must be 0 or more")
         gpn = 0
     name = req.profile.name
     misfits = (*_gpu_misfits(name, part, nodes, gpn), *_node_misfits(name, part, nodes, gpn))
-    return Outcome(Topology(nodes, gpn), problems=tuple(problems), misfits=misfits)
+    # Past this point the request is refused; the CPU and memory rules see the node's own.
+    gpn = min(gpn, part.gpus_per_node)
+    notes: tuple[str, ...] = ()
+    if gpn == 0 and part.gpus_per_node:
+        notes = (f"CPU-only job on GPU partition {part.name}: it gets one GPU's share of the "
+                 "node's CPUs and memory",)
+    return Outcome(Topology(nodes, gpn), tuple(problems), misfits, notes)
 
 
 def _default_gpus(part: Partition, nodes: int) -> int:
@@ -60,22 +66,33 @@ def _gpu_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str,
     if gpn > node_gpus:
         if not node_gpus:
             return (f"{name}: partition {part.name} has no GPUs; use --gpus-per-node 0",)
-        need = math.ceil(gpn * nodes / node_gpus)
+        need = -(-gpn * nodes // node_gpus)
+        if part.max_nodes is not None:
+            need = min(need, part.max_nodes)
         return (
-            f"{name}: {gpn} GPUs on one node is impossible ({node_gpus} per node in "
+            f"{name}: {number(gpn)} GPUs on one node is impossible ({node_gpus} per node in "
             f"partition {part.name}); use --nodes {need} --gpus-per-node {node_gpus}",
         )
     allowed = part.allowed_gpus_per_node
-    if gpn and allowed and gpn not in allowed:
+    if allowed and gpn not in allowed:
         return (
-            f"{name}: {gpn} GPUs per node is not allowed (only {', '.join(map(str, allowed))}); "
+            f"{name}: {number(gpn)} GPUs per node is not allowed "
+            f"(only {', '.join(map(str, allowed))}); "
             f"use --gpus-per-node {_nearest_allowed(gpn, allowed)}",
+        )
+    if not allowed and gpn == 0 and node_gpus:
+        # "None means 1..gpus_per_node": GPU partitions are for GPU jobs (Gilbreth requires
+        # a GPU request, docs/cluster-facts.md, "Purdue RCAC Gilbreth"); a profile opts in
+        # to CPU-only jobs with 0 in allowed_gpus_per_node.
+        return (
+            f"{name}: partition {part.name} is for GPU jobs and --gpus-per-node 0 asks for "
+            f"none; use --gpus-per-node 1 (or up to {node_gpus})",
         )
     return ()
 
 
 def _nearest_allowed(wanted: int, allowed: Sequence[int]) -> int:
-    above = [a for a in sorted(allowed) if a >= wanted]
+    above = [a for a in sorted(allowed) if a >= max(wanted, 1)]
     return above[0] if above else max(allowed)
 
 
@@ -85,7 +102,8 @@ def _node_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str
     if nodes > 1 and part.multinode_full_nodes and gpn != node_gpus and gpn <= node_gpus:
         misfits.append(
             f"{name}: multi-node jobs must use whole nodes ({node_gpus} GPUs per node); use "
-            f"--nodes {nodes} --gpus-per-node {node_gpus}, or --nodes 1 for {gpn * nodes} GPU(s)"
+            f"--nodes {number(nodes)} --gpus-per-node {node_gpus}, or --nodes 1 for "
+            f"{number(gpn * nodes)} GPU(s)"
         )
     if part.max_nodes is not None and nodes > part.max_nodes:
         misfits.append(

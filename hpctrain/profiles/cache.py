@@ -7,7 +7,6 @@ wrong shape, version or key, not the user's own) counts as a miss, and the calle
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hpctrain import __version__, paths
+from hpctrain.files import write_atomic
 from hpctrain.profiles.model import Profile
 from hpctrain.profiles.plain import from_plain
 
@@ -63,25 +63,27 @@ def _envelope_ok(doc: Any, key: str) -> bool:
 def _read_own_file(path: Path) -> bytes | None:
     # A file another user could have written is not trusted, even when it parses.
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # O_NONBLOCK: a FIFO in the cache's place must not hang hpctrain; fstat refuses it.
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
+    try:
+        st = os.fstat(fd)
+        # A directory or FIFO in the file's place, or one larger than any profile, is no cache.
         if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_BYTES:
             return None
         if hasattr(os, "geteuid") and (st.st_uid != os.geteuid() or st.st_mode & 0o022):
             return None
-        try:
-            return f.read(_MAX_BYTES + 1)
-        except OSError:
-            return None
+        return os.read(fd, _MAX_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def write_cached(key: str, profile: Profile) -> None:
     """Store `profile` under `key` atomically, readable by the user only."""
-    import tempfile
-
     doc = {
         "format": FORMAT,
         "hpctrain": __version__,
@@ -92,14 +94,6 @@ def write_cached(key: str, profile: Profile) -> None:
     # A read-only or full home only costs speed: the profile was validated either way.
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))
-            os.replace(tmp, path)
-        finally:
-            # After os.replace the name is gone; before it, a half-written file must not stay.
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-    except OSError:
+        write_atomic(path, json.dumps(doc, ensure_ascii=False, separators=(",", ":")), 0o600)
+    except (OSError, UnicodeError):
         pass

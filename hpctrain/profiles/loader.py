@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from hpctrain import paths
+from hpctrain import paths, yamlfile
 from hpctrain.errors import ProfileError
 from hpctrain.profiles.cache import cache_key, read_cached, write_cached
 from hpctrain.profiles.model import Profile
@@ -16,9 +16,6 @@ from hpctrain.resources import profiles_dir
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
-
-# libyaml's parser is ten times faster than the pure-Python one, where it is built.
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _MAX_EXTENDS = 8
 
@@ -49,11 +46,9 @@ def list_profiles() -> list[ProfileInfo]:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ProfileError(f"{path}: cannot read ({e.strerror})", "check the path") from e
-    try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+        data = yamlfile.load(yamlfile.read_text(path))
+    except yamlfile.YamlInputError as e:
+        raise ProfileError(f"{path}: {e.what}", e.fix) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -86,19 +81,32 @@ def _resolve(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
         return data
     if not isinstance(parent, str):
         raise ProfileError(f"{path}: extends must be a profile name", "e.g. `extends: raven`")
-    cands = _candidates()
-    info = cands.get(parent)
-    # A user file named like the shipped profile it extends extends the shipped one.
-    if info is not None and info.path == path:
-        info = ProfileInfo(parent, profiles_dir() / f"{parent}.yaml", "shipped")
-    if info is None or not info.path.is_file():
-        known = ", ".join(sorted(cands))
-        raise ProfileError(f"{path}: extends unknown profile {parent!r}", f"known: {known}")
+    info = _parent(path, parent)
     if info.path.resolve() in chain or len(chain) >= _MAX_EXTENDS:
         names = " -> ".join([*(p.stem for p in chain), parent])
         raise ProfileError(f"{path}: extends loop: {names}", "break the cycle")
     base = _resolve(info.path, (*chain, info.path.resolve()))
     return _deep_merge(base, data)
+
+
+def _parent(path: Path, parent: str) -> ProfileInfo:
+    """The profile file that `path` extends under the name `parent`."""
+    cands = _candidates()
+    info = cands.get(parent)
+    # A user file named like the shipped profile it extends extends the shipped one.
+    if info is not None and info.path.resolve() == path.resolve():
+        shipped = profiles_dir() / f"{parent}.yaml"
+        if not shipped.is_file():
+            raise ProfileError(
+                f"{path}: extends itself ({parent!r} is this file, and no shipped profile "
+                "has that name)",
+                "extend another profile, e.g. `extends: raven`, or drop `extends:`",
+            )
+        info = ProfileInfo(parent, shipped, "shipped")
+    if info is None:
+        known = ", ".join(sorted(cands))
+        raise ProfileError(f"{path}: extends unknown profile {parent!r}", f"known: {known}")
+    return info
 
 
 def format_validation_error(path: Path, err: ValidationError) -> str:
@@ -136,14 +144,31 @@ def load_profile_file(path: Path) -> Profile:
     if profile is None:
         profile = _validate(path, data)
         write_cached(key, profile)
+    _check_node_bounds(path, profile)
     return profile
+
+
+def _check_node_bounds(path: Path, profile: Profile) -> None:
+    # Without a bound any --nodes passes the plan, 10**20 included; the model leaves it
+    # optional only for profiles built in code (the dev cluster's tests).
+    lines = [
+        f"{path}: partitions.{i}.max_nodes: required field missing (partition {p.name})"
+        for i, p in enumerate(profile.partitions)
+        if p.max_nodes is None
+    ]
+    if lines:
+        raise ProfileError(
+            "\n".join(lines),
+            "give every partition the most nodes one job may use, e.g. `max_nodes: 4` "
+            "(the partition's node count when the site publishes no limit)",
+        )
 
 
 def load_profile(name_or_path: str) -> Profile:
     """Load a profile by name (user first, then shipped) or by file path."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or "/" in name_or_path:
-        if not p.is_file():
+        if not p.exists():
             raise ProfileError(f"profile file {name_or_path} not found", "check the path")
         return load_profile_file(p)
     info = _candidates().get(name_or_path)

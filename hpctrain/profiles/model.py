@@ -58,8 +58,11 @@ def _valid_time(value: str) -> str:
     return value
 
 
-PosInt = Annotated[int, Bounds(1)]
-NonNegInt = Annotated[int, Bounds(0)]
+# Far above any real node or cluster, low enough that no arithmetic on them overflows.
+GpuCount = Annotated[int, Bounds(0, 1024)]
+CpuCount = Annotated[int, Bounds(1, 1_000_000)]
+MemMb = Annotated[int, Bounds(1, 1 << 40)]
+NodeCount = Annotated[int, Bounds(1, 1_000_000)]
 SlurmTime = Annotated[str, SlurmTimeCheck()]
 
 
@@ -76,22 +79,24 @@ class Constraint:
     name: str
     description: str = ""
     # Raven's gpu-bw nodes: only 32 exist, so jobs on them are capped lower than the partition.
-    max_nodes: PosInt | None = None
+    max_nodes: NodeCount | None = None
 
 
 @dataclass(frozen=True)
 class Partition:
     __pydantic_config__ = _FORBID
     name: str
-    gpus_per_node: NonNegInt
-    cpus_per_node: PosInt
-    mem_per_node_mb: PosInt
+    gpus_per_node: GpuCount
+    cpus_per_node: CpuCount
+    mem_per_node_mb: MemMb
     max_time: SlurmTime
     description: str = ""
     gpu_type: str | None = None
     default_time: SlurmTime | None = None
-    max_nodes: PosInt | None = None
-    # GPU counts a job may take on one node (Raven: 1, 2 or 4); None means 1..gpus_per_node.
+    # Required in profile files (the loader checks it); optional for profiles built in code.
+    max_nodes: NodeCount | None = None
+    # GPU counts a job may take on one node (Raven: 1, 2 or 4); None means 1..gpus_per_node
+    # (0 too on a partition without GPUs).
     allowed_gpus_per_node: list[int] | None = None
     # Multi-node jobs must take whole nodes (Raven's rule: 4 GPUs per node).
     multinode_full_nodes: bool = False
@@ -106,10 +111,11 @@ class Partition:
     def __post_init__(self) -> None:
         _check_name("partition", self.name)
         if self.allowed_gpus_per_node is not None:
-            bad = [g for g in self.allowed_gpus_per_node if not 1 <= g <= self.gpus_per_node]
+            # 0 allows CPU-only jobs on a GPU partition (they get one GPU's share).
+            bad = [g for g in self.allowed_gpus_per_node if not 0 <= g <= self.gpus_per_node]
             if bad:
                 raise ValueError(
-                    f"allowed_gpus_per_node {bad} outside 1..{self.gpus_per_node} (gpus_per_node)"
+                    f"allowed_gpus_per_node {bad} outside 0..{self.gpus_per_node} (gpus_per_node)"
                 )
         if self.default_time is not None and parse_time_seconds(
             self.default_time
@@ -140,8 +146,8 @@ class SharedNode:
     # per_gpu: fixed CPUs and memory per GPU (Raven: 18 and 125000 MB).
     # proportional: the node's CPUs and memory split by the share of GPUs (Marvin, Gilbreth).
     mode: Literal["per_gpu", "proportional"] = "proportional"
-    cpus_per_gpu: PosInt | None = None
-    mem_per_gpu_mb: PosInt | None = None
+    cpus_per_gpu: CpuCount | None = None
+    mem_per_gpu_mb: MemMb | None = None
     # Refuse requests above the share instead of only defaulting to it (Raven enforces its split).
     strict: bool = False
 

@@ -54,6 +54,9 @@ def _build(tp: Any, value: Any, where: str) -> Any:
         # type(), not isinstance(): a bool is an int to isinstance, and JSON keeps them apart.
         if type(value) is not tp:
             raise PlainDataError(f"{where}: expected {tp.__name__}, got {type(value).__name__}")
+        if tp is str and not value.isascii():
+            # JSON's \ud800 escapes give lone surrogates, which no script or terminal can hold.
+            value.encode("utf-8")
         return value
     raise PlainDataError(f"{where}: unsupported field type {tp!r}")
 

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from hpctrain import yamlfile
 from hpctrain.errors import ConfigError
 
 Task = Literal["spiral", "mnist", "fashionmnist", "custom"]
@@ -159,13 +160,11 @@ def shipped_config_path(task: str) -> Path:
 
 def _read_yaml(path: Path, label: str) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as e:
-        raise ConfigError(f"config file {label} does not exist", "check the path") from e
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {label}: {e.strerror}") from e
-    try:
-        data = yaml.safe_load(text)
+        data = yamlfile.load(yamlfile.read_text(path))
+    except yamlfile.YamlInputError as e:
+        if e.what == "does not exist":
+            raise ConfigError(f"config file {label} does not exist", "check the path") from None
+        raise ConfigError(f"config file {label} {e.what}", e.fix) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -191,7 +190,9 @@ def parse_override(item: str) -> tuple[str, Any]:
             "e.g. --set trainer.max_epochs=5 or --set model.hidden=[128,64]",
         )
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = yamlfile.load(raw) if raw.strip() else None
+    except yamlfile.YamlInputError as e:
+        raise ConfigError(f"override {key}: the value {e.what}", e.fix) from None
     except yaml.YAMLError as e:
         raise ConfigError(f"override {item!r}: the value is not valid YAML") from e
     return key, value
