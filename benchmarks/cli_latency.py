@@ -57,8 +57,19 @@ def _time(cmd: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
+def _compile_bytecode() -> None:
+    # pip compiles an installed package's .pyc files (torchx's included); a checkout run with
+    # PYTHONDONTWRITEBYTECODE=1 would otherwise compile hpctrain from source on every call.
+    import compileall
+
+    import hpctrain
+
+    compileall.compile_dir(str(Path(hpctrain.__file__).parent), quiet=1)
+
+
 def measure(runs: int) -> dict[str, float]:
     """Median seconds per command, taken round-robin."""
+    _compile_bytecode()
     commands = _commands()
     with tempfile.TemporaryDirectory() as home:
         # An empty history and a cold-then-warm profile cache of the benchmark's own.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Sequence
 
 import typer
 
@@ -10,19 +12,15 @@ from hpctrain import __version__
 from hpctrain.cli.output import err_console
 from hpctrain.errors import HpctrainError
 
-app = typer.Typer(
-    name="hpctrain",
-    help="Train on SLURM clusters: validated sbatch scripts from cluster profiles, "
-    "job lifecycle, a packaged Lightning trainer and a local dev cluster.\n\n"
-    "Example: hpctrain render --profile raven --nodes 2 --dry-run",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # Plain click help: typer's rich help imports rich and markdown-it (~100 ms), which a
-    # login node pays on every `--help`.
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+# The command modules in help order, and which module holds each command. Only the module
+# of the command being run is imported and turned into click commands (typer inspects every
+# registered signature at start-up: ~20 ms for all of them); `--help` and unknown commands
+# get them all. tests/unit/test_cli.py checks that this table matches the modules.
+MODULES = ("render", "submit", "jobs", "train", "profiles", "devcluster", "data")
+MODULE_OF = {
+    "render": "render", "submit": "submit", "status": "jobs", "logs": "jobs", "cancel": "jobs",
+    "train": "train", "profiles": "profiles", "devcluster": "devcluster", "data": "data",
+}
 
 _state = {"debug": False}
 
@@ -33,7 +31,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
@@ -43,22 +40,45 @@ def _root(
     _state["debug"] = debug
 
 
-def _register() -> None:
-    # Each module imports its heavy parts (torch, sqlite3, rich tables) inside its commands.
-    from hpctrain.cli import data, devcluster, jobs, profiles, render, submit, train
+def build_app(args: Sequence[str] | None = None) -> typer.Typer:
+    """The root app with the command modules `args` needs (all of them when args is None)."""
+    app = typer.Typer(
+        name="hpctrain",
+        help="Train on SLURM clusters: validated sbatch scripts from cluster profiles, "
+        "job lifecycle, a packaged Lightning trainer and a local dev cluster.\n\n"
+        "Example: hpctrain render --profile raven --nodes 2 --dry-run",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        # Plain click help: typer's rich help imports rich and markdown-it (~100 ms), which a
+        # login node pays on every `--help`.
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(_root)
+    # Root options are flags only, so the first word that is not an option names the command.
+    command = next((a for a in args or () if not a.startswith("-")), None)
+    wanted = (MODULE_OF[command],) if command in MODULE_OF else MODULES
+    for name in wanted:
+        # Each module imports its heavy parts (torch, sqlite3, rich tables) inside its commands.
+        importlib.import_module(f"hpctrain.cli.{name}").register(app)
+    return app
 
-    for module in (render, submit, jobs, train, profiles, devcluster, data):
-        module.register(app)
 
-
-_register()
+def __getattr__(name: str) -> typer.Typer:
+    # `hpctrain.cli.app`: the whole app, built on first use (tests drive it with CliRunner).
+    if name == "app":
+        app = build_app()
+        globals()["app"] = app
+        return app
+    raise AttributeError(name)
 
 
 def main() -> None:
     """Entry point: run the app behind the one error boundary."""
     try:
         # Without standalone mode click returns the exit code of typer.Exit instead of raising.
-        code = app(standalone_mode=False)
+        code = build_app(sys.argv[1:])(standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
     except HpctrainError as e:

@@ -203,3 +203,28 @@ def test_cli_import_leaves_the_library_unloaded() -> None:
     code = f"import sys, hpctrain.cli; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.check_output([sys.executable, "-c", code], text=True, timeout=60)
     assert out.strip() == "[]"
+
+
+def test_command_table_matches_the_modules() -> None:
+    """MODULE_OF names every command, each in the module that registers it."""
+    import typer.main
+
+    from hpctrain import cli
+
+    whole = typer.main.get_command(cli.build_app())
+    assert set(whole.commands) == set(cli.MODULE_OF)  # type: ignore[attr-defined]
+    for command, module in cli.MODULE_OF.items():
+        alone = typer.main.get_command(cli.build_app([command, "--help"]))
+        assert command in alone.commands, f"{command} is not in cli/{module}.py"  # type: ignore[attr-defined]
+
+
+def test_only_the_invoked_command_module_is_imported() -> None:
+    code = ("import sys; sys.argv = ['hpctrain', 'status', '--help']\n"
+            "from hpctrain.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('hpctrain.cli.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip().splitlines()[-1]
+    assert "hpctrain.cli.jobs" in out
+    for other in ("render", "submit", "train", "profiles", "devcluster", "data"):
+        assert f"hpctrain.cli.{other}'" not in out
