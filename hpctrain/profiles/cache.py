@@ -1,5 +1,9 @@
 """The validated-profile cache: one JSON file per merged profile content and hpctrain version.
 
+A second, smaller index maps a profile file (with the profile names it could extend) to the
+content key, together with the size, times and inode of every file its `extends:` chain
+read: when none of them changed, the profile loads without reading YAML at all.
+
 Plain JSON, never pickle: hpctrain runs on shared systems, and a cache file must not be able
 to run code when read. Anything unexpected in a file (unreadable, not UTF-8, not JSON, the
 wrong shape, version or key, not the user's own) counts as a miss, and the caller rebuilds it.
@@ -12,6 +16,8 @@ import hashlib
 import json
 import os
 import stat
+import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +30,8 @@ from hpctrain.profiles.plain import from_plain
 FORMAT = 1
 # Shipped profiles take a few kilobytes; anything far larger is not ours.
 _MAX_BYTES = 1 << 20
+# Two seconds: coarser than any file system's timestamps hpctrain meets.
+_RACY_NS = 2_000_000_000
 
 
 def cache_key(data: dict[str, Any]) -> str:
@@ -34,6 +42,65 @@ def cache_key(data: dict[str, Any]) -> str:
 
 def cache_file(key: str) -> Path:
     return paths.state_dir() / "cache" / "profiles" / f"{key}.json"
+
+
+def source_key(path: Path, candidates: Mapping[str, Path]) -> str:
+    """The key of a profile file as found now: its path and every profile name it may extend."""
+    names = sorted((name, str(p)) for name, p in candidates.items())
+    blob = json.dumps([__version__, str(path.resolve()), names]).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _sources_file(key: str) -> Path:
+    return paths.state_dir() / "cache" / "profile-sources" / f"{key}.json"
+
+
+def _stamp(path: Path) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def read_by_sources(key: str) -> Profile | None:
+    """The cached profile for a source key, if no file of its `extends:` chain has changed."""
+    raw = _read_own_file(_sources_file(key))
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+        if not _sources_ok(doc, key):
+            return None
+    except (ValueError, RecursionError):
+        return None
+    if any(_stamp(Path(name)) != stamp for name, stamp in doc["files"]):
+        return None
+    return read_cached(doc["content"])
+
+
+def _sources_ok(doc: Any, key: str) -> bool:
+    return (
+        type(doc) is dict
+        and set(doc) == {"format", "hpctrain", "key", "files", "content"}
+        and (doc["format"], doc["hpctrain"], doc["key"]) == (FORMAT, __version__, key)
+        and type(doc["content"]) is str
+        and type(doc["files"]) is list
+        and all(type(f) is list and len(f) == 2 and type(f[0]) is str for f in doc["files"])
+    )
+
+
+def write_sources(key: str, files: list[Path], content_key: str) -> None:
+    """Record which files (as they are now) make up the profile with `content_key`."""
+    stamps = [(str(f.resolve()), _stamp(f)) for f in files]
+    # Like git's "racy" check: a file changed within the clock's resolution of now could
+    # change again without a new stamp, so it is not recorded (the next load re-reads it).
+    recent = time.time_ns() - _RACY_NS
+    if any(s is None or s[1] >= recent or s[2] >= recent for _, s in stamps):
+        return
+    doc = {"format": FORMAT, "hpctrain": __version__, "key": key,
+           "files": [[name, s] for name, s in stamps], "content": content_key}
+    _write_json(_sources_file(key), doc)
 
 
 def read_cached(key: str) -> Profile | None:
@@ -90,7 +157,10 @@ def write_cached(key: str, profile: Profile) -> None:
         "key": key,
         "profile": dataclasses.asdict(profile),
     }
-    path = cache_file(key)
+    _write_json(cache_file(key), doc)
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
     # A read-only or full home only costs speed: the profile was validated either way.
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -6,11 +6,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from hpctrain import paths, yamlfile
+from hpctrain import paths
 from hpctrain.errors import ProfileError
-from hpctrain.profiles.cache import cache_key, read_cached, write_cached
+from hpctrain.profiles.cache import (
+    cache_key,
+    read_by_sources,
+    read_cached,
+    source_key,
+    write_cached,
+    write_sources,
+)
 from hpctrain.profiles.model import Profile
 from hpctrain.resources import profiles_dir
 
@@ -45,6 +50,11 @@ def list_profiles() -> list[ProfileInfo]:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    # Imported here: a profile whose files have not changed loads from the cache without YAML.
+    import yaml
+
+    from hpctrain import yamlfile
+
     try:
         data = yamlfile.load(yamlfile.read_text(path))
     except yamlfile.YamlInputError as e:
@@ -72,7 +82,8 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _resolve(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+def _resolve(path: Path, chain: tuple[Path, ...], read: list[Path]) -> dict[str, Any]:
+    read.append(path)
     data = _read_yaml(path)
     # A profile is named after its file unless it says otherwise, also when it extends one.
     data.setdefault("name", path.stem)
@@ -85,7 +96,7 @@ def _resolve(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     if info.path.resolve() in chain or len(chain) >= _MAX_EXTENDS:
         names = " -> ".join([*(p.stem for p in chain), parent])
         raise ProfileError(f"{path}: extends loop: {names}", "break the cycle")
-    base = _resolve(info.path, (*chain, info.path.resolve()))
+    base = _resolve(info.path, (*chain, info.path.resolve()), read)
     return _deep_merge(base, data)
 
 
@@ -137,13 +148,18 @@ def _validate(path: Path, data: dict[str, Any]) -> Profile:
 
 def load_profile_file(path: Path) -> Profile:
     """Load and validate one profile file, following `extends:`."""
-    data = _resolve(path, (path.resolve(),))
-    # Keyed by the merged content and hpctrain's version: any change is validated again.
-    key = cache_key(data)
-    profile = read_cached(key)
+    sources = source_key(path, {name: info.path for name, info in _candidates().items()})
+    profile = read_by_sources(sources)
     if profile is None:
-        profile = _validate(path, data)
-        write_cached(key, profile)
+        read: list[Path] = []
+        data = _resolve(path, (path.resolve(),), read)
+        # Keyed by the merged content and hpctrain's version: any change is validated again.
+        key = cache_key(data)
+        profile = read_cached(key)
+        if profile is None:
+            profile = _validate(path, data)
+            write_cached(key, profile)
+        write_sources(sources, read, key)
     _check_node_bounds(path, profile)
     return profile
 

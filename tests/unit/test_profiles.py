@@ -257,3 +257,43 @@ def test_cache_hit_does_not_import_pydantic(_home: Path) -> None:
     )
     assert out.stdout.strip() == "[]"
     assert len(_cache_files(_home)) == 1
+
+
+def test_unchanged_profile_loads_without_yaml(_home: Path) -> None:
+    code = (
+        "import sys\n"
+        "from hpctrain.profiles import load_profile\n"
+        "load_profile('raven')\n"
+        "print(sorted(m for m in ('yaml', 'pydantic') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "HPCTRAIN_HOME": str(_home)}
+    load_profile("raven")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_an_edited_profile_is_read_again(_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpctrain.profiles import cache
+
+    # Files written a moment ago are normally not indexed (their stamps may not change yet).
+    monkeypatch.setattr(cache, "_RACY_NS", 0)
+    path = user_profile(_home, "mine", "extends: raven\ndefault_account: proj1\n")
+    assert load_profile("mine").default_account == "proj1"
+    assert load_profile("mine").default_account == "proj1"  # from the index
+    path.write_text("extends: raven\ndefault_account: proj2\n")
+    assert load_profile("mine").default_account == "proj2"
+
+
+def test_a_new_user_profile_changes_what_extends_finds(
+    _home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hpctrain.profiles import cache
+
+    monkeypatch.setattr(cache, "_RACY_NS", 0)
+    user_profile(_home, "mine", "extends: raven\n")
+    assert load_profile("mine").default_account is None
+    # A user raven.yaml now shadows the shipped one that `mine` extends.
+    user_profile(_home, "raven", "extends: raven\ndefault_account: shadow\n")
+    assert load_profile("mine").default_account == "shadow"
