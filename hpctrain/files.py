@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -12,6 +11,9 @@ def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
     """Replace `path` with `text` in one step: a temporary file, then a rename."""
     # A full disk, a missing directory or text that is not valid UTF-8 raises (OSError,
     # UnicodeError) and leaves no temporary file; the old file, if any, stays as it was.
+    # tempfile is imported here: it costs ~5 ms, and most commands never write a file.
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:16]}.", suffix=".tmp")
     replaced = False
     try:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import re
-from fractions import Fraction
 
 _MEM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
-_MB_PER = {
-    "K": Fraction(1, 1024), "": Fraction(1), "M": Fraction(1), "G": Fraction(1024),
-    "T": Fraction(1024 * 1024),
-}
+# MB per unit as a fraction (numerator, denominator).
+_MB_PER = {"K": (1, 1024), "": (1, 1), "M": (1, 1), "G": (1024, 1), "T": (1024 * 1024, 1)}
 # SLURM keeps sizes in MB in 64 bits; anything longer than this is a typo, not a size.
 _MAX_MB = 1 << 40
 # Ten digits of days or minutes is already centuries; longer numbers are typos too.
@@ -78,7 +75,11 @@ def parse_mem_mb(text: str) -> int:
             f"invalid memory {_shown(text)}: use MB or a K/M/G/T suffix, e.g. 125000 or 120G"
         )
     # Exact arithmetic: float() turns a long number into infinity, then int() fails.
-    mb = Fraction(m.group(1)) * _MB_PER[m.group(2).upper()] if len(text) < 40 else _MAX_MB + 1
+    # (fractions is imported here: it costs a login node's `render` 3 ms otherwise.)
+    from fractions import Fraction
+
+    num, den = _MB_PER[m.group(2).upper()]
+    mb = Fraction(m.group(1)) * Fraction(num, den) if len(text) < 40 else _MAX_MB + 1
     if mb > _MAX_MB:
         raise ValueError(f"memory {_shown(text)} is larger than any node has")
     if 0 < mb < 1:

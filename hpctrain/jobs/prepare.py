@@ -5,14 +5,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hpctrain.plan import JobPlan, JobRequest, build_plan
 from hpctrain.render import LogPatterns, log_patterns, render_script
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 SCRIPT_NAME = "job.sbatch"
 PROFILE_NAME = "profile.yaml"
@@ -30,9 +32,12 @@ def run_dir_for(
     base = Path(output_dir).expanduser()
     if not base.is_absolute():
         base = cwd / base
+    # datetime is imported here, not by `render`, which never makes a run directory.
+    from datetime import datetime, timezone
+
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     name = _DIR_UNSAFE.sub("_", job_name).strip("._") or "job"
-    return Path(os.path.abspath(base)) / f"{name}-{stamp}-{token or secrets.token_hex(3)}"
+    return Path(os.path.abspath(base)) / f"{name}-{stamp}-{token or os.urandom(3).hex()}"
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ wrong shape, version or key, not the user's own) counts as a miss, and the calle
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import stat
 import time
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,8 @@ _RACY_NS = 2_000_000_000
 
 def cache_key(data: dict[str, Any]) -> str:
     """The key of a merged profile's content under this hpctrain version."""
+    import hashlib
+
     blob = json.dumps([__version__, data], sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()
 
@@ -44,15 +46,17 @@ def cache_file(key: str) -> Path:
     return paths.state_dir() / "cache" / "profiles" / f"{key}.json"
 
 
-def source_key(path: Path, candidates: Mapping[str, Path]) -> str:
-    """The key of a profile file as found now: its path and every profile name it may extend."""
-    names = sorted((name, str(p)) for name, p in candidates.items())
-    blob = json.dumps([__version__, str(path.resolve()), names]).encode()
-    return hashlib.sha256(blob).hexdigest()
+def source_key(path: Path, candidates: Mapping[str, Path]) -> list[Any]:
+    """A profile file as found now: its path and every profile name it may extend."""
+    names = sorted([name, str(p)] for name, p in candidates.items())
+    return [__version__, str(path.resolve()), names]
 
 
-def _sources_file(key: str) -> Path:
-    return paths.state_dir() / "cache" / "profile-sources" / f"{key}.json"
+def _sources_file(key: list[Any]) -> Path:
+    # crc32 only names the file (zlib loads in a fraction of hashlib's time); the whole key is
+    # stored in it and compared, so two keys that share a name only cost a miss.
+    name = zlib.crc32(json.dumps(key).encode("utf-8", "surrogateescape"))
+    return paths.state_dir() / "cache" / "profile-sources" / f"{name:08x}.json"
 
 
 def _stamp(path: Path) -> list[int] | None:
@@ -63,7 +67,7 @@ def _stamp(path: Path) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
-def read_by_sources(key: str) -> Profile | None:
+def read_by_sources(key: list[Any]) -> Profile | None:
     """The cached profile for a source key, if no file of its `extends:` chain has changed."""
     raw = _read_own_file(_sources_file(key))
     if raw is None:
@@ -79,7 +83,7 @@ def read_by_sources(key: str) -> Profile | None:
     return read_cached(doc["content"])
 
 
-def _sources_ok(doc: Any, key: str) -> bool:
+def _sources_ok(doc: Any, key: list[Any]) -> bool:
     return (
         type(doc) is dict
         and set(doc) == {"format", "hpctrain", "key", "files", "content"}
@@ -90,7 +94,7 @@ def _sources_ok(doc: Any, key: str) -> bool:
     )
 
 
-def write_sources(key: str, files: list[Path], content_key: str) -> None:
+def write_sources(key: list[Any], files: list[Path], content_key: str) -> None:
     """Record which files (as they are now) make up the profile with `content_key`."""
     stamps = [(str(f.resolve()), _stamp(f)) for f in files]
     # Like git's "racy" check: a file changed within the clock's resolution of now could
