@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import jinja2
 
-from hpctrain import __version__
+from hpctrain import __version__, templating
 from hpctrain.errors import SecretError, UnsafeValueError
 from hpctrain.plan import JobPlan, secret_like
 from hpctrain.resources import templates_dir
@@ -62,21 +62,14 @@ def _sh_path(value: str) -> str:
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates_dir()),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["sh"] = sh_quote
-    env.filters["sh_path"] = _sh_path
-    env.filters["sbatch"] = sbatch_quote
-    env.filters["sbatch_option"] = sbatch_option
-    env.filters["comment"] = comment
-    env.filters["shjoin"] = lambda args: " ".join(sh_quote(a) for a in args)
-    return env
+    return templating.environment(templates_dir(), {
+        "sh": sh_quote,
+        "sh_path": _sh_path,
+        "sbatch": sbatch_quote,
+        "sbatch_option": sbatch_option,
+        "comment": comment,
+        "shjoin": lambda args: " ".join(sh_quote(a) for a in args),
+    })
 
 
 def _launch(plan: JobPlan) -> tuple[str, ...]:
