@@ -43,7 +43,9 @@ def up(
     if json_out:
         print_json(res.as_dict())
         return
-    verb = "already running" if res.already_running else f"up in {res.seconds:.1f} s"
+    verb = ("already running" if res.already_running
+            else f"repaired in {res.seconds:.1f} s (started {', '.join(res.started)})"
+            if res.repaired else f"up in {res.seconds:.1f} s")
     console.print(
         f"Dev cluster {verb}: profile [bold]{res.profile}[/], "
         f"{len(res.node_names)} node(s): {', '.join(res.node_names)}",
@@ -79,7 +81,9 @@ def status(json_out: JsonOpt = False) -> None:
         if st.sinfo:
             typer.echo(st.sinfo)
         if st.running:
-            typer.echo(f"export SLURM_CONF={st.slurm_conf}")
+            from hpctrain.devcluster.state import export_line
+
+            typer.echo(export_line(st.slurm_conf))
     if not st.healthy:
         raise typer.Exit(1)
 

@@ -73,6 +73,9 @@ def status(
         return
     records, report = load()
     jobview.show_status(records, report, watcher.cluster, json_out, history.path)
+    if report.error:
+        # After the listing: the last known states are shown, then why they are not fresh.
+        raise jobview.unanswered(report.error)
 
 
 def _copy(path: Path, out: BinaryIO) -> None:
@@ -120,12 +123,14 @@ def _follow(watcher: JobWatcher, record: JobRecord, path: Path, offset: int, err
     from hpctrain.jobs import logs as lg
 
     out = sys.stdout.buffer
-    if record.cluster != watcher.cluster:
-        err_console.print(
-            f"job {record.job_id} ran on cluster {record.cluster or '?'}, not this one "
-            f"({watcher.cluster or '?'}): printing the file without following", highlight=False)
+    if record.cluster != watcher.cluster or not watcher.cluster:
+        if watcher.cluster:
+            err_console.print(
+                f"job {record.job_id} ran on cluster {record.cluster or '?'}, not this one "
+                f"({watcher.cluster}): printing the file without following", highlight=False)
         if tail is None and path.is_file():
             _copy(path, out)
+        watcher.require_cluster()
         return
     result = lg.follow(record, watcher, lambda data: _write(out, data), _note, err=err,
                        start_offset=offset)

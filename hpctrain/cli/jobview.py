@@ -133,8 +133,12 @@ def show_status(records: list[JobRecord], report: RefreshReport | None, cluster:
     """
     warnings = report.warnings if report else []
     if json_out:
-        print_json({"cluster": cluster or None, "slurm_calls": report.calls if report else 0,
-                    "warnings": warnings, "jobs": [job_dict(r) for r in records]})
+        data: dict[str, object] = {
+            "cluster": cluster or None, "slurm_calls": report.calls if report else 0,
+            "warnings": warnings, "jobs": [job_dict(r) for r in records]}
+        if report and report.error:
+            data["error"] = {"what": report.error.what, "fix": report.error.fix}
+        print_json(data)
         return
     for w in warnings:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
@@ -156,9 +160,20 @@ def _frame(load: Load, interval: float) -> Any:
         from rich.text import Text
 
         return Text(f"{stamp}  SLURM did not answer: {e}", style="red")
+    from rich.markup import escape
+
     caption = (f"{stamp}  every {interval:g} s, {report.calls} SLURM call(s); Ctrl-C quits"
-               + "".join(f"\nwarning: {w}" for w in report.warnings))
+               + "".join(f"\nwarning: {escape(w)}" for w in report.warnings))
+    if report.error:
+        caption += f"\n[red]{escape(unanswered(report.error).what)}[/]"
     return table(records, caption=caption)
+
+
+def unanswered(error: HpctrainError) -> HpctrainError:
+    """SLURM's silence as the status listing reports it: the states shown are the last seen."""
+    return HpctrainError(
+        f"{error.what}; the states shown are the last ones seen (marked ?), nothing was updated",
+        error.fix)
 
 
 def watch(load: Load, interval: float) -> None:

@@ -37,3 +37,13 @@ def is_tty() -> bool:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def print_code(text: str, language: str) -> None:
+    """Code on stdout: highlighted for a person, plain text for a pipe or a file."""
+    if is_tty():
+        from rich.syntax import Syntax
+
+        console.print(Syntax(text, language, theme="ansi_dark", word_wrap=True))
+    else:
+        sys.stdout.write(text)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from hpctrain.cli.output import console, err_console, is_tty, print_json
+from hpctrain.cli.output import console, err_console, print_code, print_json
 
 profiles_app = typer.Typer(
     name="profiles",
@@ -67,18 +67,11 @@ def show(
 
     from hpctrain.profiles import load_profile
 
-    prof = load_profile(name)
-    data = asdict(prof)
+    data = asdict(load_profile(name))
     if json_out:
         print_json(data)
-        return
-    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-    if is_tty():
-        from rich.syntax import Syntax
-
-        console.print(Syntax(text, "yaml", theme="ansi_dark"))
     else:
-        typer.echo(text, nl=False)
+        print_code(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), "yaml")
 
 
 @profiles_app.command(epilog="Example: hpctrain profiles validate ~/my-raven.yaml")

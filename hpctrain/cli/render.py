@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hpctrain.cli.options import TopologyOptions, build_request, with_topology
-from hpctrain.cli.output import console, err_console, is_tty, print_json
+from hpctrain.cli.output import err_console, is_tty, print_code, print_json
 
 if TYPE_CHECKING:
     from hpctrain.plan import JobPlan
@@ -54,12 +54,7 @@ def show_summary(plan: JobPlan) -> None:
 
 def show_script(script: str) -> None:
     """The script on stdout: highlighted for a person, plain text for a pipe."""
-    if is_tty():
-        from rich.syntax import Syntax
-
-        console.print(Syntax(script, "bash", theme="ansi_dark", word_wrap=True))
-    else:
-        typer.echo(script, nl=False)
+    print_code(script, "bash")
 
 
 def _ask_slurm(script: str) -> TestOnlyVerdict:
