@@ -19,6 +19,7 @@ from lightning.pytorch.callbacks import Checkpoint
 
 from hpctrain import __version__
 from hpctrain.trainer.config import CheckpointSection
+from hpctrain.trainer.signals import TrainingStopped
 
 LAST = "last.ckpt"
 BEST = "best.ckpt"
@@ -47,8 +48,23 @@ def atomic_write_bytes(path: Path, write: Callable[[Any], None]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp_name, path)
+        _fsync_directory(path.parent)
     finally:
         Path(tmp_name).unlink(missing_ok=True)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # The rename is durable only once its directory is: a stop reports the checkpoint as on disk.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some network filesystems refuse fsync on a directory
+    finally:
+        os.close(fd)
 
 
 def atomic_copy(source: Path, target: Path) -> None:
@@ -114,6 +130,8 @@ class RunRecorder(Checkpoint):
         banner: Callable[[L.Trainer], str],
         resumed_from: Path | None = None,
         static: dict[str, Any] | None = None,
+        epochs: list[dict[str, Any]] | None = None,
+        restarts: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__()
         self.run_dir, self.task, self.ckpt = run_dir, task, checkpoint
@@ -123,7 +141,9 @@ class RunRecorder(Checkpoint):
         self.static = static or {}
         self.best_score: float | None = None
         self.best_epoch: int | None = None
-        self.epochs: list[dict[str, Any]] = []
+        # Earlier segments' epochs the checkpoint covers, and every start of the run, this last.
+        self.epochs: list[dict[str, Any]] = list(epochs or [])
+        self.restarts: list[dict[str, Any]] = list(restarts or [])
         self.summary: dict[str, Any] = {}
         self._fit_start = 0.0
         self._epoch_start = 0.0
@@ -131,17 +151,32 @@ class RunRecorder(Checkpoint):
         self._samples = 0
         self._first_epoch: int | None = None
         self._warned_monitor = False
+        self._epoch_open: int | None = None
+        self._partial: dict[str, Any] | None = None
+        self._saved_step: int | None = None
 
     @property
     def state_key(self) -> str:
         return "hpctrain.RunRecorder"
 
     def state_dict(self) -> dict[str, Any]:
-        return {"task": self.task, "best_score": self.best_score, "best_epoch": self.best_epoch}
+        # A mid-epoch save keeps the epoch's progress so far, so that its record after a restart
+        # counts the whole epoch (this rank's samples: every rank trains on an equal share).
+        partial = None
+        if self._epoch_open is not None:
+            elapsed = time.perf_counter() - self._epoch_start
+            partial = {"epoch": self._epoch_open, "samples": self._samples, "train_time_s": elapsed}
+        return {
+            "task": self.task,
+            "best_score": self.best_score,
+            "best_epoch": self.best_epoch,
+            "partial_epoch": partial,
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.best_score = state_dict.get("best_score")
         self.best_epoch = state_dict.get("best_epoch")
+        self._partial = state_dict.get("partial_epoch")
 
     def _sync(self, trainer: L.Trainer) -> None:
         if trainer.strategy.root_device.type == "cuda":
@@ -151,11 +186,16 @@ class RunRecorder(Checkpoint):
         self._fit_start = time.perf_counter()
         if trainer.is_global_zero:
             print(self.banner(trainer), flush=True)
+            self._write_metrics(trainer, "running")
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Lightning skips on_train_epoch_start when it resumes in the middle of an epoch.
         self._first_epoch = trainer.current_epoch + 1
         self._start_epoch(trainer)
+        partial = self._partial
+        if partial is not None and partial.get("epoch") == self._epoch_open:
+            self._samples = int(partial["samples"])
+            self._epoch_start -= float(partial["train_time_s"])
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._start_epoch(trainer)
@@ -165,6 +205,13 @@ class RunRecorder(Checkpoint):
         self._epoch_start = time.perf_counter()
         self._train_end = None
         self._samples = 0
+        self._epoch_open = trainer.current_epoch + 1
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        # Counted before the step, so that a save from any callback's batch-end hook includes it.
+        self._samples += batch_size_of(batch)
 
     def on_train_batch_end(
         self,
@@ -174,7 +221,6 @@ class RunRecorder(Checkpoint):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        self._samples += batch_size_of(batch)
         if batch_idx + 1 >= trainer.num_training_batches:
             # The train phase ends here, before Lightning sets up validation.
             self._sync(trainer)
@@ -204,6 +250,7 @@ class RunRecorder(Checkpoint):
             "train_time_s": train_time,
             "samples_per_s": samples / train_time if train_time > 0 else None,
         }
+        self._epoch_open = None
         self._save_checkpoints(trainer, epoch)
         record["time_s"] = time.perf_counter() - self._epoch_start
         self.epochs.append(record)
@@ -212,15 +259,31 @@ class RunRecorder(Checkpoint):
                 print(self._line(record, trainer.max_epochs), flush=True)
             self._write_metrics(trainer, "running")
 
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.is_global_zero:
-            self._write_metrics(trainer, "completed")
+    def saved_at(self, global_step: int, mid_epoch: bool) -> bool:
+        """Whether last.ckpt already holds this point: saved at this epoch's end, at this step."""
+        return not mid_epoch and self._saved_step == global_step
+
+    def _end(self, trainer: L.Trainer, end: dict[str, Any], status: str) -> None:
+        if self.restarts:
+            self.restarts[-1]["end"] = end
+        self._write_metrics(trainer, status)
+
+    def record_stop(self, trainer: L.Trainer, end: dict[str, Any]) -> None:
+        """Record a safe stop as the end of this segment (rank 0)."""
+        self._end(trainer, end, "stopped")
+
+    def finish(self, trainer: L.Trainer) -> None:
+        """Record that training is complete, also when the checkpoint already was (rank 0)."""
+        epochs = self.epochs[-1]["epoch"] if self.epochs else trainer.current_epoch
+        self._end(trainer, {"how": "completed", "epochs": epochs}, "completed")
 
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
     ) -> None:
-        if trainer.is_global_zero and self.epochs:
-            self._write_metrics(trainer, "failed")
+        # A safe stop has recorded itself; anything else ends the segment as a failure.
+        if trainer.is_global_zero and not isinstance(exception, TrainingStopped):
+            error = f"{type(exception).__name__}: {exception}".strip()
+            self._end(trainer, {"how": "failed", "error": error}, "failed")
 
     def _line(self, record: dict[str, Any], max_epochs: int | None) -> str:
         sps = record["samples_per_s"]
@@ -256,6 +319,7 @@ class RunRecorder(Checkpoint):
         if better:
             self.best_score, self.best_epoch = score, epoch
         trainer.save_checkpoint(self.run_dir / LAST, weights_only=False)
+        self._saved_step = trainer.global_step
         if better:
             if trainer.is_global_zero:
                 # A copy of the checkpoint just written: same state, no second serialization.
@@ -290,5 +354,6 @@ class RunRecorder(Checkpoint):
             "best_val_score": self.best_score,
             "best_epoch": self.best_epoch,
             "epochs": self.epochs,
+            "restarts": self.restarts,
         }
         atomic_write_text(self.run_dir / METRICS, json.dumps(self.summary, indent=2) + "\n")

@@ -88,9 +88,14 @@ class TrainerSection(_Section):
     gradient_clip_val: float | None = Field(default=None, gt=0)
     check_val_every_n_epoch: PositiveInt = 1
     num_sanity_val_steps: int = Field(default=0, ge=0)
+    stop_check_every_n_steps: PositiveInt = Field(
+        default=10,
+        description="how often all ranks agree whether a stop was asked for (also at epoch ends)",
+    )
     slurm_auto_requeue: bool = Field(
         default=True,
-        description="on SLURM's requeue signal, save hpc_ckpt_N.ckpt and requeue the job",
+        description="unused: hpctrain's safe stop always replaces Lightning's requeue handler; "
+        "kept so that older configs still load",
     )
 
 

@@ -7,12 +7,15 @@ import sys
 
 from hpctrain.errors import HpctrainError
 from hpctrain.trainer.config import TASKS, dump_config, load_config, shortcut_overrides
+from hpctrain.trainer.signals import TrainingStopped
 
 EPILOG = """\
 config layers (later wins): the task's shipped default < --config FILE < --set KEY=VALUE <
 shortcut flags. KEY is the dotted path of any field, VALUE is YAML:
   --set trainer.max_epochs=5  --set model.hidden=[128,64]  --set data.dir=/ptmp/me/mnist
 The run directory is --run-dir, else $HPCTRAIN_RUN_DIR, else ./hpctrain-runs/<task>-<id>.
+SIGUSR1, SIGTERM or a stop-requested file in the run directory stop training safely: the
+checkpoint is saved and the exit status is 75, for the job to requeue itself.
 
 examples:
   python -m hpctrain.trainer --task spiral --max-epochs 5
@@ -72,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         from hpctrain.trainer.runner import run_training
 
         run_training(config, args.run_dir, args.resume)
+    except TrainingStopped as e:
+        return e.exit_code
     except HpctrainError as e:
         print(f"Error: {e.what}", file=sys.stderr)
         if e.fix:

@@ -21,21 +21,36 @@ from lightning.fabric.plugins.environments import (
 
 from hpctrain import __version__
 from hpctrain.errors import ConfigError
-from hpctrain.trainer.callbacks import AtomicCheckpointIO, RunRecorder, atomic_write_text
+from hpctrain.trainer.callbacks import (
+    METRICS,
+    AtomicCheckpointIO,
+    RunRecorder,
+    atomic_write_text,
+)
 from hpctrain.trainer.cluster import Topology, default_data_dir, detect_topology, resolve_run_dir
 from hpctrain.trainer.config import FILE_TASKS, TrainConfig, dump_config
 from hpctrain.trainer.custom import import_class, instantiate
 from hpctrain.trainer.datasets.fetch import locate_idx_files
 from hpctrain.trainer.loggers import build_loggers
+from hpctrain.trainer.midepoch import ExactResume
+from hpctrain.trainer.restarts import run_history
 from hpctrain.trainer.resume import choose_checkpoint, validate_checkpoint
+from hpctrain.trainer.signals import (
+    TRAINING_COMPLETE,
+    StopSignals,
+    clear_stale_markers,
+    segment_start,
+)
+from hpctrain.trainer.stopping import SafeStop, hand_signals_to_hpctrain
 
 
 class CheckedSLURMEnvironment(SLURMEnvironment):
     """Lightning's SLURM environment, trusting the layout hpctrain already checked."""
 
-    def __init__(self, topology: Topology, auto_requeue: bool = True) -> None:
+    def __init__(self, topology: Topology) -> None:
         self.topology = topology
-        super().__init__(auto_requeue=auto_requeue)
+        # hpctrain's safe stop (stopping.py) replaces Lightning's requeue-from-a-signal-handler.
+        super().__init__(auto_requeue=False)
 
     @staticmethod
     def _validate_srun_variables() -> None:
@@ -72,6 +87,9 @@ def _quiet_lightning(task: str) -> None:
         warnings.filterwarnings(
             "ignore", message=r".*sync_dist=True.*when logging on epoch level.*"
         )
+    # ExactResume (midepoch.py) continues a mid-epoch checkpoint with the epoch's own remaining
+    # batches, which is what this warning asks for.
+    warnings.filterwarnings("ignore", message=r".*checkpoint that ended before the epoch ended.*")
     if "SLURM_JOB_ID" not in os.environ:
         # srun on a login node's PATH says nothing about this (local) run.
         warnings.filterwarnings("ignore", message=r".*`srun` command is available.*")
@@ -79,7 +97,7 @@ def _quiet_lightning(task: str) -> None:
 
 def _cluster_environment(config: TrainConfig, topo: Topology) -> ClusterEnvironment:
     if topo.launch == "slurm":
-        return CheckedSLURMEnvironment(topo, auto_requeue=config.trainer.slurm_auto_requeue)
+        return CheckedSLURMEnvironment(topo)
     if topo.launch == "torchrun":
         return TorchElasticEnvironment()
     # Explicit, so that Lightning does not pick SLURM inside an interactive allocation.
@@ -170,12 +188,11 @@ def _banner(
     )
 
 
-def _resume_text(checkpoint: Path | None, module: L.LightningModule, config: TrainConfig,
+def _resume_text(checkpoint: Path | None, header: dict[str, Any] | None, config: TrainConfig,
                  topo: Topology) -> str:
-    """Check a checkpoint against the task and say where training continues."""
-    if checkpoint is None:
+    """Say where training continues."""
+    if checkpoint is None or header is None:
         return "fresh start"
-    header = validate_checkpoint(checkpoint, module, config.task)
     finished = header["epochs_finished"]
     text = f"from {checkpoint}, continuing at epoch {finished + 1}"
     if header["mid_epoch"]:
@@ -190,7 +207,8 @@ def _resume_text(checkpoint: Path | None, module: L.LightningModule, config: Tra
 
 
 def _recorder(config: TrainConfig, topo: Topology, path: Path, lr: float, resume_text: str,
-              checkpoint: Path | None, print_lines: bool) -> RunRecorder:
+              checkpoint: Path | None, print_lines: bool,
+              history: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> RunRecorder:
     batch = config.trainer.batch_size
     return RunRecorder(
         run_dir=path,
@@ -207,6 +225,8 @@ def _recorder(config: TrainConfig, topo: Topology, path: Path, lr: float, resume
             "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
             "run_dir": str(path),
         },
+        epochs=history[0],
+        restarts=history[1],
     )
 
 
@@ -247,6 +267,18 @@ def _print_done(summary: dict[str, Any], path: Path) -> None:
     )
 
 
+def _finish(trainer: L.Trainer, recorder: RunRecorder, path: Path) -> None:
+    """Record a complete run on rank 0: metrics.json, the training-complete marker, a line."""
+    if not trainer.is_global_zero:
+        return
+    recorder.finish(trainer)
+    summary = recorder.summary
+    atomic_write_text(
+        path / TRAINING_COMPLETE, f"{summary['epochs_completed']} of {summary['max_epochs']}\n"
+    )
+    _print_done(summary, path)
+
+
 def run_training(
     config: TrainConfig,
     run_dir: str | Path | None = None,
@@ -254,6 +286,18 @@ def run_training(
     callbacks: Sequence[L.Callback] = (),
 ) -> dict[str, Any]:
     """Train as configured (plus extra callbacks); returns the metrics.json content on rank 0."""
+    # The flag handlers come first, so that a stop asked for while the task loads is kept.
+    with StopSignals() as signals:
+        return _run(config, run_dir, resume, callbacks, signals)
+
+
+def _run(
+    config: TrainConfig,
+    run_dir: str | Path | None,
+    resume: str,
+    callbacks: Sequence[L.Callback],
+    signals: StopSignals,
+) -> dict[str, Any]:
     topo = detect_topology(os.environ, config.trainer.devices, config.trainer.num_nodes)
     path = resolve_run_dir(run_dir, config.task, topo)
     if topo.launch == "local" and topo.world_size > 1:
@@ -269,20 +313,28 @@ def run_training(
     L.seed_everything(config.seed, workers=True, verbose=False)
     module, datamodule = build_task(config, lr)
     checkpoint = choose_checkpoint(resume, path)
-    resume_text = _resume_text(checkpoint, module, config, topo)
+    header = validate_checkpoint(checkpoint, module, config.task) if checkpoint else None
+    resume_text = _resume_text(checkpoint, header, config, topo)
 
+    since = segment_start(os.environ, signals.started)
     path.mkdir(parents=True, exist_ok=True)
     if topo.is_rank_zero:
         atomic_write_text(path / "config.yaml", dump_config(config))
+        clear_stale_markers(path, since)
     loggers = build_loggers(config.logging, path, config.task, resuming=checkpoint is not None)
     for logger in loggers:
         logger.log_hyperparams(config.model_dump(mode="json"))
 
     progress = config.logging.progress
     bar = progress == "bar" or (progress == "auto" and sys.stdout.isatty())
-    recorder = _recorder(config, topo, path, lr, resume_text, checkpoint, print_lines=not bar)
-    trainer = _trainer(config, topo, path, accelerator, loggers, [recorder, *callbacks], bar)
+    history = run_history(path / METRICS, resume, checkpoint, header, os.environ)
+    recorder = _recorder(config, topo, path, lr, resume_text, checkpoint, not bar, history)
+    stop = SafeStop(signals, recorder, config.trainer.stop_check_every_n_steps, since,
+                    check_file=topo.local_rank == 0, launch=topo.launch)
+    exact = ExactResume(config.seed, mid_epoch=bool(header and header["mid_epoch"]))
+    trainer = _trainer(config, topo, path, accelerator, loggers,
+                       [exact, recorder, *callbacks, stop], bar)
+    hand_signals_to_hpctrain(trainer)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(checkpoint) if checkpoint else None)
-    if trainer.is_global_zero and recorder.summary:
-        _print_done(recorder.summary, path)
+    _finish(trainer, recorder, path)
     return recorder.summary

@@ -295,6 +295,7 @@ def test_requeue_checkpoint_saved_mid_epoch_resumes_in_that_epoch(
     out = capsys.readouterr().out
     assert "hpc_ckpt_1.ckpt, continuing at epoch 2 (saved mid-epoch" in out
     assert epochs_in(out) == [2, 3]
-    # Lightning runs the interrupted epoch's remaining 7 of 13 batches (256 samples each).
-    assert [e["samples"] for e in summary["epochs"]] == [1792, 3277]
+    # Issue 11: the interrupted epoch continues with its own remaining 7 of 13 batches (the
+    # last one short), and metrics.json keeps every epoch once, the split one counted whole.
+    assert [e["samples"] for e in summary["epochs"]] == [3277, 3277, 3277]
     assert summary["first_epoch"] == 2
