@@ -131,10 +131,15 @@ class DevCluster:
             same = _same_plan(state, plan) and configs.written_in(self.layout)
             if ctld_alive and same and self._complete(plan):
                 return self._reuse(plan, state, say, t0)
-            # Without a state file the running daemons are still ours (pid files and /proc
-            # say so) but describe nothing we can report: restart them.
             if ctld_alive and not same and not replace and state.get("profile"):
                 raise _running_another(state, plan)
+            if same:
+                # What runs was started for this very configuration: a repair starts only what
+                # is dead, so slurmctld's state and the jobs on healthy nodes live on.
+                return self._start(plan, configs, say, t0, state.get("started_at"))
+            # Without a state file the running daemons are still ours (pid files and /proc
+            # say so) but describe nothing we can report: restart them.
+            self._stop_slurm(say)
             return self._start(plan, configs, say, t0)
 
     def _plan(self, profile: str, nodes: int) -> ClusterPlan:
@@ -161,20 +166,22 @@ class DevCluster:
         self._publish()
         return result
 
-    def _start(self, plan: ClusterPlan, configs: SlurmConfigs, say: Progress,
-               t0: float) -> UpResult:
-        # Anything of ours that runs for another plan, or half-started, goes first.
-        self._stop_slurm(say)
+    def _start(self, plan: ClusterPlan, configs: SlurmConfigs, say: Progress, t0: float,
+               started_at: str | None = None) -> UpResult:
+        """Start every daemon of the plan that does not run; those that do are left alone."""
+        before = self._result(plan, False, t0).pids
         self._check_ports(plan)
         write_files(plan, self.layout, configs)
         ensure_hosts(plan.node_names)
-        write_state(self.layout, state_dict(plan, self.layout, "starting"))
+        write_state(self.layout, state_dict(plan, self.layout, "starting", started_at=started_at))
         self._ensure_base(say)
         self._sync_accounting(plan, say)
         self._start_slurm(plan, say)
         self._wait_idle(plan, say)
         result = self._result(plan, False, t0)
-        write_state(self.layout, state_dict(plan, self.layout, "running", pids=result.pids))
+        result.started = [n for n, pid in result.pids.items() if before.get(n) != pid]
+        write_state(self.layout, state_dict(plan, self.layout, "running", pids=result.pids,
+                                            started_at=started_at))
         self._publish()
         return result
 
@@ -200,16 +207,14 @@ class DevCluster:
 
     def _check_ports(self, plan: ClusterPlan) -> None:
         """Before starting anything: the ports of the daemons still to start must be free."""
-        needed = [(self.ports.slurmctld, "slurmctld"),
-                  *((p, f"slurmd {n}") for n, p in plan.node_ports().items())]
-        if running_pid(self.daemons.mysqld()) is None:
-            needed.append((self.ports.mysqld, "mysqld"))
-        if running_pid(self.daemons.slurmdbd()) is None:
-            needed.append((self.ports.slurmdbd, "slurmdbd"))
+        d = self.daemons
+        needed = [(self.ports.mysqld, d.mysqld()), (self.ports.slurmdbd, d.slurmdbd()),
+                  (self.ports.slurmctld, d.slurmctld()),
+                  *((p, d.slurmd(n)) for n, p in plan.node_ports().items())]
         for port, daemon in needed:
-            if port_open(port):
+            if running_pid(daemon) is None and port_open(port):
                 raise DevClusterError(
-                    f"port {port} for {daemon} is taken by {port_owner(port)}",
+                    f"port {port} for {daemon.name} is taken by {port_owner(port)}",
                     "stop that process; if it is a dev cluster under another HPCTRAIN_HOME, "
                     "run `HPCTRAIN_HOME=<that dir> hpctrain devcluster down`",
                 )
@@ -241,14 +246,20 @@ class DevCluster:
             raise DevClusterError(e.what, f"see {self.layout.slurmdbd_log}") from None
 
     def _start_slurm(self, plan: ClusterPlan, say: Progress) -> None:
-        ports = plan.node_ports()
-        say("starting slurmctld")
-        _start_and_wait(self.daemons.slurmctld(), lambda: port_open(self.ports.slurmctld))
-        say(f"starting {len(ports)} slurmd ({', '.join(ports)})")
-        slurmds = [self.daemons.slurmd(n) for n in ports]
+        ctld = self.daemons.slurmctld()
+        if running_pid(ctld) is None:
+            # Never with -c: slurmctld recovers its jobs from StateSaveLocation.
+            say("starting slurmctld")
+            _start_and_wait(ctld, lambda: port_open(self.ports.slurmctld))
+        dead = {n: p for n, p in plan.node_ports().items()
+                if running_pid(self.daemons.slurmd(n)) is None}
+        if not dead:
+            return
+        say(f"starting {len(dead)} slurmd ({', '.join(dead)})")
+        slurmds = [self.daemons.slurmd(n) for n in dead]
         for d in slurmds:
             start(d)
-        for d, port in zip(slurmds, ports.values(), strict=True):
+        for d, port in zip(slurmds, dead.values(), strict=True):
             wait_started(d, START_TIMEOUT_S, lambda p=port: port_open(p))  # type: ignore[misc]
 
     def _wait_idle(self, plan: ClusterPlan, say: Progress) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shlex
+import stat
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -13,6 +15,7 @@ import jinja2
 
 from hpctrain.devcluster.layout import Layout, Ports
 from hpctrain.devcluster.topology import CLUSTER_NAME, ClusterPlan
+from hpctrain.errors import DevClusterError
 from hpctrain.resources import templates_dir
 from hpctrain.units import format_time
 
@@ -44,18 +47,18 @@ def _render(name: str, **values: object) -> str:
 
 def render_slurm_conf(plan: ClusterPlan, layout: Layout, hostname: str) -> str:
     """slurm.conf for the emulated cluster; every path lives under the layout."""
-    return _render("slurm.conf.j2", plan=plan, layout=layout, hostname=hostname,
+    return _render("slurm.conf.j2", plan=plan, layout=layout.as_named(), hostname=hostname,
                    cluster_name=CLUSTER_NAME)
 
 
 def render_gres_conf(plan: ClusterPlan, layout: Layout) -> str:
     """gres.conf: each emulated GPU backed by an empty file."""
-    return _render("gres.conf.j2", plan=plan, layout=layout)
+    return _render("gres.conf.j2", plan=plan, layout=layout.as_named())
 
 
 def render_slurmdbd_conf(layout: Layout, ports: Ports, db_password: str) -> str:
     """slurmdbd.conf (must be mode 600: it holds the database password)."""
-    return _render("slurmdbd.conf.j2", layout=layout, ports=ports, db_user=DB_USER,
+    return _render("slurmdbd.conf.j2", layout=layout.as_named(), ports=ports, db_user=DB_USER,
                    db_name=DB_NAME, db_password=_checked_password(db_password))
 
 
@@ -97,12 +100,15 @@ class SlurmConfigs:
 
 def write_files(plan: ClusterPlan, layout: Layout, configs: SlurmConfigs) -> None:
     """Create the directory tree, the secrets (once) and every config file `up` needs."""
+    layout.socket_dir.mkdir(parents=True, exist_ok=True)
+    _check_socket_dir(layout)
     for d in layout.directories():
         d.mkdir(parents=True, exist_ok=True)
     # Other users' sbatch must reach the munge socket; nothing here is secret but the
     # key and the database password, which get 0600/0400 below.
     for d in (layout.root, layout.run, layout.socket_dir, layout.munge_run):
         d.chmod(0o755)
+    _link_alias(layout)
     layout.munge_etc.mkdir(mode=0o700, exist_ok=True)
     if not layout.munge_key.is_file():
         _write_secret(layout.munge_key, os.urandom(1024), 0o400)
@@ -116,6 +122,32 @@ def write_files(plan: ClusterPlan, layout: Layout, configs: SlurmConfigs) -> Non
     _write_secret(layout.mysql_init, render_mysql_init(password).encode(), 0o600)
     for f in gres_device_files(plan, layout):
         f.touch(exist_ok=True)
+
+
+def _check_socket_dir(layout: Layout) -> None:
+    """A socket dir outside root (in /tmp) must be ours: root follows the links in it."""
+    if layout.socket_dir.is_relative_to(layout.root):
+        return
+    st = layout.socket_dir.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise DevClusterError(
+            f"{layout.socket_dir} (the dev cluster's socket directory) belongs to another "
+            "user or is not a directory",
+            f"remove it (sudo rm -rf {shlex.quote(str(layout.socket_dir))}), then run `up` again",
+        )
+
+
+def _link_alias(layout: Layout) -> None:
+    """Point the plain alias at root, so config files never hold root's own characters."""
+    named = layout.as_named()
+    if named.root == layout.root:
+        return
+    alias = named.root
+    if alias.is_symlink() and alias.readlink() == layout.root:
+        return
+    if alias.is_symlink() or alias.exists():
+        alias.unlink()
+    alias.symlink_to(layout.root, target_is_directory=True)
 
 
 def _read(path: Path) -> str | None:

@@ -154,7 +154,9 @@ def init_database(layout: Layout) -> None:
     layout.db.mkdir(parents=True)
     installer = find_programs()["mysql_install_db"]
     log = layout.mysql_install_log
-    rc = run_logged([installer, "--no-defaults", "--user=root", f"--datadir={layout.db}",
+    # A shell script that hands the data directory to chown unquoted: give it the plain name.
+    rc = run_logged([installer, "--no-defaults", "--user=root",
+                     f"--datadir={layout.as_named().db}",
                      "--auth-root-authentication-method=socket", "--skip-test-db"],
                     log, timeout_s=120)
     if rc != 0 or not (layout.db / "mysql").is_dir():

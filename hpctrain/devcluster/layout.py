@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,15 @@ MAX_PREFIX = 10
 # prefix + "n" (after a digit) + "g<i>" (a clash) + a two-digit index
 MAX_NODE_NAME = MAX_PREFIX + 6
 _STEPD_SOCKET = len("/slurmd/") + 2 * MAX_NODE_NAME + len("/_4294967295.4294967295")
+# What every config file and shell script takes as written: slurm.conf splits values at spaces
+# and cuts comments at '#', gres.conf splits File= at commas, SLURM expands '%', and
+# mysql_install_db passes its data directory to chown unquoted.
+_PLAIN = re.compile(r"[A-Za-z0-9_./+-]+")
+
+
+def is_plain(path: Path) -> bool:
+    """The path needs no quoting in any config file or shell script."""
+    return bool(_PLAIN.fullmatch(str(path)))
 
 
 @dataclass(frozen=True)
@@ -43,13 +53,22 @@ class Layout:
 
     @classmethod
     def for_dir(cls, root: Path) -> Layout:
-        """Sockets go under root/run unless that path is too long for unix sockets."""
+        """Sockets go under root/run unless that path is too long for unix sockets, or not plain."""
         root = Path(root)
         sockets = root / "run"
-        if len(str(sockets)) + _STEPD_SOCKET > _SOCKET_LIMIT:
+        if len(str(sockets)) + _STEPD_SOCKET > _SOCKET_LIMIT or not is_plain(root):
             digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]
             sockets = Path("/tmp") / f"hpctrain-{digest}"
         return cls(root=root, socket_dir=sockets)
+
+    @property
+    def alias(self) -> Path:
+        """A plain symbolic link to root (in the plain socket dir) for a root that is not plain."""
+        return self.socket_dir / "home"
+
+    def as_named(self) -> Layout:
+        """The layout as config files and programs' argv name it: through the alias if needed."""
+        return self if is_plain(self.root) else Layout(self.alias, self.socket_dir)
 
     @property
     def etc(self) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,6 +53,13 @@ class UpResult:
     slurm_conf: Path
     seconds: float
     pids: dict[str, int]
+    # The daemons this `up` started; a repair starts only the dead ones.
+    started: list[str] = field(default_factory=list)
+
+    @property
+    def repaired(self) -> bool:
+        """Some daemons were started and others kept running."""
+        return bool(self.started) and set(self.started) != set(self.pids)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for --json (seconds rounded to a tenth)."""
@@ -61,7 +69,12 @@ class UpResult:
     @property
     def export_line(self) -> str:
         """The line that points raw SLURM commands at this cluster."""
-        return f"export SLURM_CONF={self.slurm_conf}"
+        return export_line(self.slurm_conf)
+
+
+def export_line(slurm_conf: Path | str) -> str:
+    """The shell line that sets SLURM_CONF, quoted for any path."""
+    return f"export SLURM_CONF={shlex.quote(str(slurm_conf))}"
 
 
 def read_state(layout: Layout) -> dict[str, Any]:

@@ -154,11 +154,12 @@ def test_up_recovers_a_dead_daemon(devcluster: DevClusterHandle) -> None:
     assert res.returncode == 0, res.stderr
     after = _status(devcluster)
     assert after["healthy"]
-    # The profile-independent daemons are reused; slurmctld and the slurmds restart.
+    # Only the dead slurmd restarts; everything else, slurmctld included, is reused.
     pids = {d["name"]: d["pid"] for d in after["daemons"]}
     old = {d["name"]: d["pid"] for d in st["daemons"]}
     assert all(pids[n] == old[n] for n in ("munged", "mysqld", "slurmdbd"))
     assert pids["slurmd:node2"] != victim["pid"]
+    assert all(pids[n] == old[n] for n in ("slurmctld", "slurmd:node1"))
 
 
 def test_down_stops_only_ours_and_up_survives_stale_pid_files(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -9,15 +10,19 @@ import pytest
 
 from hpctrain.devcluster.accounting import AccountingState, accounting_commands, parse_accounting
 from hpctrain.devcluster.conffiles import (
+    SlurmConfigs,
     gres_device_files,
     render_gres_conf,
     render_mysql_init,
     render_slurm_conf,
     render_slurmdbd_conf,
+    write_files,
 )
 from hpctrain.devcluster.hosts import hosts_has_line, update_hosts
-from hpctrain.devcluster.layout import Layout, Ports
+from hpctrain.devcluster.layout import Layout, Ports, is_plain
+from hpctrain.devcluster.state import export_line
 from hpctrain.devcluster.topology import DEFAULT_NODES, plan_cluster
+from hpctrain.errors import DevClusterError
 from hpctrain.profiles import load_profile
 from hpctrain.profiles.model import Constraint, Partition, Profile, Qos
 from hpctrain.units import format_time
@@ -209,6 +214,28 @@ def test_layout_keeps_socket_paths_short() -> None:
         assert len(stepd) < 108, layout
 
 
+@pytest.mark.parametrize("name", ["a b", "it's", 'say "hi"', "#1", "a,b", "100%", "back\\slash"])
+def test_config_files_name_an_odd_root_through_a_plain_alias(name: str) -> None:
+    root = Path("/srv") / name / "devcluster"
+    layout = Layout.for_dir(root)
+    named = layout.as_named()
+    assert layout.socket_dir.parent == Path("/tmp") and is_plain(layout.socket_dir)
+    assert named.root == layout.alias == layout.socket_dir / "home"
+    plan = plan_cluster(load_profile("raven"))
+    texts = [render_slurm_conf(plan, layout, "host"), render_gres_conf(plan, layout),
+             render_slurmdbd_conf(layout, Ports(), "pw")]
+    for text in texts:
+        assert name not in text
+        assert str(named.root) in text
+    assert _setting(texts[0], "StateSaveLocation") == str(named.state_save)
+    assert LAYOUT.as_named() is LAYOUT, "a plain root is named as it is"
+
+
+def test_export_line_is_quoted_for_the_shell() -> None:
+    assert export_line(Path("/srv/dc/etc/slurm.conf")) == "export SLURM_CONF=/srv/dc/etc/slurm.conf"
+    assert export_line("/a b/it's/slurm.conf") == "export SLURM_CONF='/a b/it'\"'\"'s/slurm.conf'"
+
+
 def test_node_names_stay_short_and_valid() -> None:
     prof = _profile([
         Partition(name="Very_Long.Partition-Name_2024", gpus_per_node=1, cpus_per_node=8,
@@ -293,3 +320,17 @@ def test_accounting_follows_a_profile_switch() -> None:
                for f in flat)
     assert any(f.startswith("sacctmgr -i add user alice ") for f in flat)
     assert not any("add cluster" in f or "add account" in f for f in flat)
+
+
+def test_a_foreign_socket_dir_is_refused(tmp_path: Path) -> None:
+    layout = Layout(tmp_path / "odd home", tmp_path / "sockets")
+    layout.socket_dir.mkdir()
+    os.chown(layout.socket_dir, 65534, 65534)  # nobody's: it could plant links for root
+    plan = plan_cluster(load_profile("local"))
+    configs = SlurmConfigs.render(plan, layout, "host")
+    with pytest.raises(DevClusterError, match="belongs to another user"):
+        write_files(plan, layout, configs)
+    layout.socket_dir.rmdir()
+    write_files(plan, layout, configs)
+    assert layout.alias.readlink() == layout.root
+    assert str(layout.alias) in layout.slurm_conf.read_text()
