@@ -76,6 +76,16 @@ class TopologyOptions:
             "'none' for none).",
         ),
     ] = None
+    grace_s: Annotated[
+        int | None,
+        typer.Option("--grace", help="Packaged trainer: seconds of warning before the time "
+                     "limit, to save a checkpoint (default: the profile's)."),
+    ] = None
+    requeue: Annotated[
+        bool,
+        typer.Option("--requeue/--no-requeue", help="Packaged trainer: requeue itself after "
+                     "that checkpoint (default: where the site allows it)."),
+    ] = True
     command: Annotated[
         list[str] | None,
         typer.Argument(

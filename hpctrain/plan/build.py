@@ -8,6 +8,7 @@ from hpctrain.plan.limits import choose_qos, wall_time
 from hpctrain.plan.model import JobPlan, JobRequest
 from hpctrain.plan.outcome import Findings
 from hpctrain.plan.resources import cpus_per_task, memory, node_share
+from hpctrain.plan.restart import restart_policy
 from hpctrain.plan.sbatch import sbatch_options
 from hpctrain.plan.topology import choose_partition, tasks_per_node, topology
 
@@ -32,6 +33,7 @@ def build_plan(req: JobRequest) -> JobPlan:
     inputs = found.take(check_inputs(req))
     options = found.take(sbatch_options(req, part, shape.gpus_per_node))
     command = found.take(choose_command(req))
+    restart = found.take(restart_policy(req, command, time_s))
     found.raise_any()
 
     return JobPlan(
@@ -64,5 +66,9 @@ def build_plan(req: JobRequest) -> JobPlan:
         log_dir=inputs.log_dir,
         run_dir=req.run_dir,
         invocation=req.invocation,
+        grace_s=restart.grace_s,
+        requeue=restart.requeue,
+        chain=restart.chain,
+        after=restart.after,
         notes=tuple(found.notes),
     )

@@ -39,6 +39,12 @@ class JobRequest:
     log_dir: str | None = None
     run_dir: str | None = None
     invocation: str = ""
+    # Seconds of warning before the time limit (None: the profile's); whether to requeue.
+    grace_s: int | None = None
+    requeue: bool = True
+    # Jobs in a chain of segments, and jobs that must end well first (afterok).
+    chain: int = 1
+    after: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,11 @@ class JobPlan:
     log_dir: str
     run_dir: str | None
     invocation: str
+    # The warning signal's lead (None: no signal), requeue, chain length, afterok job ids.
+    grace_s: int | None = None
+    requeue: bool = False
+    chain: int = 1
+    after: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
     @property
@@ -112,5 +123,9 @@ class JobPlan:
             "job_name": self.job_name,
             "launcher": self.launcher,
             "command": list(self.command),
+            "grace_s": self.grace_s,
+            "requeue": self.requeue,
+            "chain": self.chain,
+            "after": list(self.after),
             "notes": list(self.notes),
         }

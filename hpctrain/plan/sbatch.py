@@ -25,6 +25,7 @@ _MANAGED = {
     "--cpus-per-task": "--cpus-per-task", "-c": "--cpus-per-task",
     "--mem": "--mem",
     "--gres": "--gpus-per-node", "--gpus-per-node": "--gpus-per-node",
+    "--dependency": "--after JOBID or --chain N", "-d": "--after JOBID or --chain N",
 }
 
 # Options every script carries, whatever the request.

@@ -198,6 +198,18 @@ class Nccl:
         return out
 
 
+@dataclass(frozen=True)
+class Requeue:
+    """How packaged-trainer jobs outlive a time limit: warned, checkpointed, requeued."""
+
+    __pydantic_config__ = _FORBID
+    # Sites that forbid --requeue say false: `submit --chain N` carries the run on instead.
+    allowed: bool = True
+    # Seconds between SLURM's warning signal and the time limit: one checkpoint must fit
+    # (SLURM may signal up to 60 s early, which only adds time).
+    grace_s: Annotated[int, Bounds(10, 3600)] = 180
+
+
 GpuRequest = Literal["gres_typed", "gres", "gpus_per_node"]
 AccountPolicy = Literal["required", "optional", "never"]
 
@@ -218,6 +230,7 @@ class Profile:
     shared_node: SharedNode = field(default_factory=SharedNode)
     environment: Environment = field(default_factory=Environment)
     nccl: Nccl = field(default_factory=Nccl)
+    requeue: Requeue = field(default_factory=Requeue)
     # Where job logs and run directories go, relative to the directory jobs are submitted from.
     output_dir: str = "hpctrain-runs"
     scratch_dir: str | None = None

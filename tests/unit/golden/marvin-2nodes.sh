@@ -13,6 +13,9 @@
 #SBATCH --account=ag_lab_pi
 #SBATCH --output=hpctrain-runs/%x-%j.out
 #SBATCH --error=hpctrain-runs/%x-%j.err
+#SBATCH --signal=B:USR1@180
+#SBATCH --requeue
+#SBATCH --open-mode=append
 #SBATCH --threads-per-core=1
 
 # -u stays off: module and conda init scripts read unset variables.
@@ -58,5 +61,45 @@ export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-32}"
 export HPCTRAIN_RUN_DIR=hpctrain-runs/hpctrain-"${SLURM_JOB_ID:-local}"
 mkdir -p "$HPCTRAIN_RUN_DIR"
 
+# Time limits (docs/trainer.md, "Safe stop and requeue"): SLURM warns this shell
+# 180 s before the limit; the trap asks the trainer to save and stop.
+if [ -e "$HPCTRAIN_RUN_DIR/training-complete" ]; then
+  echo "hpctrain: training in $HPCTRAIN_RUN_DIR is complete; nothing left to do"
+  exit 0
+fi
+hpctrain_warned=0
+hpctrain_request_stop() {
+  hpctrain_warned=1
+  printf 'USR1 %s\n' "$(date +%s.%N)" >"$HPCTRAIN_RUN_DIR/stop-requested.tmp" &&
+    mv -f "$HPCTRAIN_RUN_DIR/stop-requested.tmp" "$HPCTRAIN_RUN_DIR/stop-requested"
+}
+trap hpctrain_request_stop USR1
+HPCTRAIN_SEGMENT_START="$(date +%s.%N)"
+export HPCTRAIN_SEGMENT_START
+rm -f "$HPCTRAIN_RUN_DIR/stop-saved"
+
 # Lightning: one task per GPU; Lightning reads ranks from SLURM's variables.
-srun --kill-on-bad-exit=1 python -m hpctrain.trainer --task spiral
+srun --kill-on-bad-exit=1 python -m hpctrain.trainer --task spiral &
+hpctrain_step=$!
+while :; do
+  set +e
+  wait "$hpctrain_step"
+  hpctrain_rc=$?
+  set -e
+  # Over 128: the trap interrupted `wait`; the step runs on (or is a zombie): wait again.
+  if [ "$hpctrain_rc" -gt 128 ] && kill -0 "$hpctrain_step" 2>/dev/null; then
+    continue
+  fi
+  break
+done
+# After a safe stop the trainer exits 75 (torchrun turns that into 1): stop-saved says which.
+if [ "$hpctrain_rc" != 0 ] && [ -e "$HPCTRAIN_RUN_DIR/stop-saved" ]; then
+  if [ "$hpctrain_warned" = 1 ]; then
+    echo "hpctrain: checkpoint saved before the time limit; requeueing job $SLURM_JOB_ID"
+    scontrol requeue "$SLURM_JOB_ID"
+    exit 0
+  fi
+  echo "hpctrain: checkpoint saved and stopped; a requeued or next job continues the run"
+  exit 0
+fi
+exit "$hpctrain_rc"

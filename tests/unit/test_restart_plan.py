@@ -1,0 +1,154 @@
+"""Runs longer than a time limit: the warning signal, requeue, chains and dependencies."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpctrain.errors import PlanError
+from hpctrain.plan import JobPlan, JobRequest, build_plan
+from hpctrain.profiles import load_profile
+from hpctrain.render import render_script
+
+
+def plan(profile: str = "local", **kw: Any) -> JobPlan:
+    return build_plan(JobRequest(profile=load_profile(profile), **kw))
+
+
+def refused(profile: str = "local", **kw: Any) -> str:
+    with pytest.raises(PlanError) as e:
+        plan(profile, **kw)
+    return str(e.value)
+
+
+def test_trainer_jobs_get_the_profile_grace_and_requeue() -> None:
+    p = plan("raven", nodes=2)
+    assert p.grace_s == load_profile("raven").requeue.grace_s and p.requeue
+    script = render_script(p)
+    assert f"#SBATCH --signal=B:USR1@{p.grace_s}\n" in script
+    assert "#SBATCH --requeue\n" in script and "#SBATCH --open-mode=append\n" in script
+    assert 'scontrol requeue "$SLURM_JOB_ID"' in script
+
+
+def test_grace_and_no_requeue_from_the_request() -> None:
+    p = plan(time="10", grace_s=45, requeue=False)
+    script = render_script(p)
+    assert "#SBATCH --signal=B:USR1@45\n" in script and "#SBATCH --no-requeue\n" in script
+    assert "scontrol requeue" not in script
+    assert "stop-saved" in script  # a chain segment still stops cleanly and exits 0
+
+
+def test_a_site_that_forbids_requeue_gets_a_note_not_a_requeue() -> None:
+    profile = load_profile("local")
+    forbidding = replace(profile, requeue=replace(profile.requeue, allowed=False))
+    p = build_plan(JobRequest(profile=forbidding))
+    assert not p.requeue and any("--chain" in n for n in p.notes)
+
+
+def test_own_commands_get_no_signal_and_refuse_grace() -> None:
+    p = plan(command=("python", "train.py"))
+    assert p.grace_s is None and not p.requeue
+    assert "--signal" not in render_script(p)
+    assert "--grace applies to the packaged trainer" in refused(
+        command=("python", "train.py"), grace_s=60)
+
+
+@pytest.mark.parametrize(("grace", "time", "words"), [
+    (5, "10", "give 10 to 3600 seconds"),
+    (4000, "2-00:00:00", "give 10 to 3600 seconds"),
+    (120, "2", "is not shorter than --time 00:02:00"),
+    (60, "1", "is not shorter than --time 00:01:00"),
+])
+def test_impossible_grace_is_refused(grace: int, time: str, words: str) -> None:
+    assert words in refused(grace_s=grace, time=time)
+
+
+@pytest.mark.parametrize("option", ["--signal=USR2@90", "--requeue", "--no-requeue",
+                                    "--open-mode=truncate"])
+def test_protocol_options_are_managed_for_the_trainer(option: str) -> None:
+    assert "hpctrain sets it for the packaged trainer" in refused(sbatch_args=(option,))
+
+
+def test_dependency_is_managed_for_everyone() -> None:
+    message = refused(command=("true",), sbatch_args=("--dependency=afterok:1",))
+    assert "--after JOBID or --chain N" in message
+
+
+@pytest.mark.parametrize(("chain", "after", "words"), [
+    (0, (), "--chain 0: give 1 to 100 segments"),
+    (101, (), "--chain 101"),
+    (1, ("12a",), "--after '12a'"),
+    (1, ("1;rm -rf ~",), "give SLURM job ids"),
+])
+def test_bad_chains_and_dependencies(chain: int, after: tuple[str, ...], words: str) -> None:
+    assert words in refused(chain=chain, after=after)
+
+
+def test_chain_and_after_are_kept() -> None:
+    p = plan(chain=4, after=("12", "13_2"))
+    assert (p.chain, p.after) == (4, ("12", "13_2"))
+
+
+def _start_script(tmp_path: Path, step: str) -> subprocess.Popen[str]:
+    """The rendered script with stand-ins for srun and scontrol, in a throwaway run dir."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/bash\n{step}\n")
+    (bin_dir / "scontrol").write_text(
+        '#!/bin/bash\nif [ "$1" = requeue ]; then echo "requeue $2" >> "$CALLS"; '
+        'else echo node1; fi\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    script = render_script(plan(time="10", grace_s=30, run_dir=str(tmp_path / "run"),
+                                python_env=None))
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_ID": "77", "CALLS": str(
+        tmp_path / "calls"), "SLURM_JOB_NODELIST": "node1", "HOME": str(tmp_path)}
+    return subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _run_script(tmp_path: Path, step: str, warn_after_s: float | None = None) -> tuple[int, str]:
+    proc = _start_script(tmp_path, step)
+    if warn_after_s is not None:
+        time.sleep(warn_after_s)
+        # SLURM's --signal=B:USR1 reaches the batch shell only, not the job step.
+        proc.send_signal(signal.SIGUSR1)
+    out, err = proc.communicate(timeout=30)
+    return proc.returncode, out + err
+
+
+def test_script_requeues_after_a_warned_safe_stop(tmp_path: Path) -> None:
+    # The step plays the trainer: it waits for the stop request, saves, and exits 75.
+    step = ('while [ ! -e "$HPCTRAIN_RUN_DIR/stop-requested" ]; do sleep 0.05; done\n'
+            'touch "$HPCTRAIN_RUN_DIR/stop-saved"; exit 75')
+    rc, out = _run_script(tmp_path, step, warn_after_s=1.0)
+    assert rc == 0, out
+    assert (tmp_path / "calls").read_text() == "requeue 77\n"
+    assert "requeueing job 77" in out
+    assert (tmp_path / "run" / "stop-requested").read_text().startswith("USR1 ")
+
+
+def test_script_does_not_requeue_a_stop_it_did_not_ask_for(tmp_path: Path) -> None:
+    # A preemption or scancel reaches the trainer directly: it saves, but no requeue follows.
+    step = 'touch "$HPCTRAIN_RUN_DIR/stop-saved"; exit 1'
+    rc, out = _run_script(tmp_path, step)
+    assert rc == 0 and not (tmp_path / "calls").exists()
+    assert "checkpoint saved and stopped" in out
+
+
+def test_script_passes_a_real_failure_through(tmp_path: Path) -> None:
+    rc, _ = _run_script(tmp_path, "exit 3")
+    assert rc == 3 and not (tmp_path / "calls").exists()
+
+
+def test_script_skips_a_completed_run(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "training-complete").write_text("5 of 5\n")
+    rc, out = _run_script(tmp_path, "exit 9")
+    assert rc == 0 and "nothing left to do" in out
