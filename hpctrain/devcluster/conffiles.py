@@ -13,6 +13,7 @@ from pathlib import Path
 
 import jinja2
 
+from hpctrain import templating
 from hpctrain.devcluster.layout import Layout, Ports
 from hpctrain.devcluster.topology import CLUSTER_NAME, ClusterPlan
 from hpctrain.errors import DevClusterError
@@ -27,18 +28,9 @@ _DB_PASSWORD = re.compile(r"[A-Za-z0-9_-]+")
 
 @cache
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates_dir() / "devcluster"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
+    return templating.environment(
+        templates_dir() / "devcluster", {"slurm_time": format_time, "repr": repr}, {"zip": zip}
     )
-    env.filters["slurm_time"] = format_time
-    env.filters["repr"] = repr
-    env.globals["zip"] = zip
-    return env
 
 
 def _render(name: str, **values: object) -> str:
