@@ -85,7 +85,8 @@ def main() -> None:
         if _state["debug"]:
             raise
         _print_error(e.what, e.fix)
-        sys.exit(1)
+        # A safe stop of `hpctrain train` ends 75 (EX_TEMPFAIL), as the trainer does in a job.
+        sys.exit(getattr(e, "exit_code", 1))
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:

@@ -100,3 +100,23 @@ def test_trainer_never_imports_the_cli() -> None:
     trainer_src = Path(__file__).resolve().parents[2] / "hpctrain" / "trainer"
     for path in trainer_src.rglob("*.py"):
         assert "hpctrain.cli" not in path.read_text(), path
+
+
+def test_hpctrain_train_stops_safely_on_sigterm_with_exit_75(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpctrain", "train", "--task", "spiral", "--max-epochs", "100000",
+         "--run-dir", str(run_dir), *[f"--set={s}" for s in TINY_SPIRAL]],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (run_dir / "last.ckpt").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, out + err
+    assert "Error: training stopped" in err and "Traceback" not in err
+    assert (run_dir / "stop-saved").is_file()
