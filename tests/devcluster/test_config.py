@@ -81,7 +81,8 @@ def test_slurm_conf_carries_the_profile(name: str) -> None:
     assert _setting(text, "SelectTypeParameters") == "CR_Core_Memory"
     assert _setting(text, "SlurmctldPort") == "16817"
     assert _setting(text, "AccountingStoragePort") == "16819"
-    assert _setting(text, "AuthInfo") == f"socket={LAYOUT.munge_socket}"
+    # cred_expire=10: a requeued job waits 11 s, not SLURM's default 121 s.
+    assert _setting(text, "AuthInfo") == f"socket={LAYOUT.munge_socket},cred_expire=10"
     # state.json and the published pointer name this slurm.conf; status checks this pid file.
     assert LAYOUT.slurm_conf == LAYOUT.root / "etc" / "slurm.conf"
     assert _setting(text, "SlurmctldPidFile") == str(LAYOUT.root / "run" / "slurmctld.pid")

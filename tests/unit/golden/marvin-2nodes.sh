@@ -96,11 +96,9 @@ done
 if [ "$hpctrain_rc" != 0 ] && [ -e "$HPCTRAIN_RUN_DIR/stop-saved" ]; then
   if [ "$hpctrain_warned" = 1 ]; then
     echo "hpctrain: checkpoint saved before the time limit; requeueing job $SLURM_JOB_ID"
+    # SLURM ends this script now; the job waits out the site's requeue delay (BeginTime,
+    # AuthInfo's cred_expire: 120 s by default), then continues from the checkpoint.
     scontrol requeue "$SLURM_JOB_ID"
-    # SLURM holds a requeued job back for two minutes (BeginTime); the nodes it frees are
-    # still guarded by SLURM itself, so let it start as soon as it is scheduled.
-    scontrol update JobId="$SLURM_JOB_ID" StartTime=now ||
-      echo "hpctrain: could not lift the requeue delay; the job waits about 2 minutes" >&2
     exit 0
   fi
   echo "hpctrain: checkpoint saved and stopped; a requeued or next job continues the run"

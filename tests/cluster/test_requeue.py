@@ -1,0 +1,90 @@
+"""Runs longer than the time limit, on the dev cluster: warned, saved, requeued, resumed exactly.
+
+Real SLURM (--signal=B:USR1, scontrol requeue), real 2-node DDP (gloo), 1-minute limits.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.conftest import DevClusterHandle
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+# A spiral that trains several times longer than one segment (a segment trains ~30 s).
+LONG_SPIRAL = "task: spiral\ntrainer: {max_epochs: 450, batch_size: 256}\ndata: {samples: 4096}\n"
+
+
+def submit(dc: DevClusterHandle, cwd: Path, *args: str) -> dict[str, Any]:
+    r = subprocess.run(
+        [sys.executable, "-m", "hpctrain", "submit", "--json", *args],
+        cwd=cwd, env=dc.env(), capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    data: dict[str, Any] = json.loads(r.stdout)
+    return data
+
+
+def metrics(job: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((Path(job["run_dir"]) / "metrics.json").read_text())
+    return data
+
+
+def assert_every_epoch_once(m: dict[str, Any], max_epochs: int) -> None:
+    assert [e["epoch"] for e in m["epochs"]] == list(range(1, max_epochs + 1))
+
+
+@pytest.mark.parametrize("launcher", ["lightning", "torchrun"])
+def test_long_training_survives_the_limit_by_requeueing(
+    devcluster: DevClusterHandle, tmp_path: Path, launcher: str
+) -> None:
+    (tmp_path / "long.yaml").write_text(LONG_SPIRAL)
+    job = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "2", "--time", "1",
+                 "--grace", "30", "--launcher", launcher, "--config", "long.yaml")
+    row = devcluster.wait_job(str(job["job_id"]), timeout_s=600)
+    log = Path(job["stdout"]).read_text()
+    assert row["State"] == "COMPLETED", log
+    m = metrics(job)
+    assert m["status"] == "completed"
+    assert_every_epoch_once(m, 450)
+    stops = [r["end"] for r in m["restarts"] if r["end"] and r["end"]["how"] == "stopped"]
+    assert len(stops) >= 2, m["restarts"]
+    assert log.count("requeueing job") == len(stops)
+    assert all(s["signal_to_checkpoint_s"] < 10 for s in stops)
+    assert {r["slurm_job_id"] for r in m["restarts"]} == {str(job["job_id"])}
+
+
+def test_external_requeue_mid_epoch_resumes_from_that_step(
+    devcluster: DevClusterHandle, tmp_path: Path
+) -> None:
+    """A preemption: SLURM requeues the job (SIGTERM to the ranks); it resumes mid-epoch."""
+    (tmp_path / "short.yaml").write_text(LONG_SPIRAL.replace("450", "120"))
+    job = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "2", "--time", "5",
+                 "--config", "short.yaml")
+    job_id = str(job["job_id"])
+    run_dir = Path(job["run_dir"])
+    _wait_for(lambda: (run_dir / "last.ckpt").exists(), 120, "the first checkpoint")
+    client = devcluster.client()
+    client.run(["scontrol", "requeue", job_id])
+    row = devcluster.wait_job(job_id, timeout_s=300)
+    assert row["State"] == "COMPLETED", Path(job["stdout"]).read_text()
+    m = metrics(job)
+    assert_every_epoch_once(m, 120)
+    first_end = m["restarts"][0]["end"]
+    assert first_end["how"] == "stopped" and first_end["reason"].startswith("SIGTERM")
+    assert m["restarts"][1]["resumed_from"]["global_step"] == first_end["global_step"]
+
+
+def _wait_for(check: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"no {what} after {timeout_s} s"
+        time.sleep(0.2)
