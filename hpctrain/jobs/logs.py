@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hpctrain.errors import HpctrainError
 from hpctrain.history import JobRecord
-from hpctrain.jobs.watcher import JobWatcher
+from hpctrain.jobs.watcher import MAX_POLL_INTERVAL_S, JobWatcher, Poll
 from hpctrain.slurm.states import JobState
 
 FILE_POLL_S = 0.25
@@ -82,6 +82,9 @@ class FollowResult:
     record: JobRecord
     slurm_call_times: list[float] = field(default_factory=list)
     saw_file: bool = False
+    # Polls SLURM did not answer (a dead or stopped controller); following went on.
+    unanswered: int = 0
+    down: bool = False
 
 
 def _progress_note(said: JobRecord | None, now: JobRecord) -> str | None:
@@ -93,6 +96,30 @@ def _progress_note(said: JobRecord | None, now: JobRecord) -> str | None:
     if before is not None and before[0] == pending and now.state != pending:
         return f"job {now.job_id} is {now.state}"
     return None
+
+
+def _outage_note(poll: Poll, was_down: bool) -> str | None:
+    """Say once that SLURM does not answer, and once that it answers again."""
+    if poll.error is not None and not was_down:
+        return (f"{poll.error.what}; still following the file and asking SLURM again "
+                f"(at most every {MAX_POLL_INTERVAL_S:g} s) until the job ends")
+    if poll.error is None and was_down:
+        return f"SLURM answers again: job {poll.record.job_id} is {poll.record.state}"
+    return None
+
+
+def _ask(watcher: JobWatcher, result: FollowResult, said: JobRecord | None,
+         note: Callable[[str], None]) -> Poll:
+    """One poll through the watcher; say what changed, and when SLURM stops or starts answering."""
+    poll = watcher.poll(result.record)
+    progress = _progress_note(said, poll.record) if poll.error is None else None
+    for text in (_outage_note(poll, result.down), progress):
+        if text:
+            note(text)
+    result.down = poll.error is not None
+    result.unanswered += result.down
+    result.record = poll.record
+    return poll
 
 
 def _copy_new(follower: FileFollower, write: Callable[[bytes], None],
@@ -117,7 +144,11 @@ def follow(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> FollowResult:
-    """Print the log as it grows until the job ends, polling SLURM through the watcher."""
+    """Print the log as it grows until the job ends, polling SLURM through the watcher.
+
+    A SLURM that does not answer (controller down or stopped) is said once and asked again
+    with back-off; following goes on until SLURM, back, says the job has ended.
+    """
     follower = FileFollower(log_path(record, err), start_offset)
     result = FollowResult(record)
     done = watcher.is_final(record)
@@ -126,12 +157,9 @@ def follow(
     while not done:
         now = clock()
         if now >= next_ask:
-            poll = watcher.poll(result.record)
+            poll = _ask(watcher, result, said, note)
             result.slurm_call_times.append(now)
-            text = _progress_note(said, poll.record)
-            if text:
-                note(text)
-            said = result.record = poll.record
+            said = said if poll.error else poll.record
             done, next_ask = poll.done, now + poll.wait_s
         if not _copy_new(follower, write, result) and not done:
             sleep(poll_s)

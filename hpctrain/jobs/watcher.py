@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from hpctrain.errors import SlurmUnavailableError
 from hpctrain.history import History, JobRecord, StateUpdate
-from hpctrain.slurm.client import AccountingUnavailableError, SlurmClient
+from hpctrain.slurm.client import AccountingUnavailableError, SlurmClient, SlurmTimeoutError
 from hpctrain.slurm.parsers import JobInfo
 from hpctrain.slurm.states import JobState, parse_state
 
@@ -46,6 +47,9 @@ class RefreshReport:
     asked: int = 0
     calls: int = 0
     warnings: list[str] = field(default_factory=list)
+    # SLURM could not be asked (controller down, no configuration): the states are the last
+    # ones seen, nothing was stored.
+    error: SlurmUnavailableError | None = None
 
 
 @dataclass
@@ -71,6 +75,8 @@ class Poll:
     # Nothing more to learn: the job has ended, or nobody knows it any more.
     done: bool
     wait_s: float
+    # SLURM did not answer: the record is as last seen, and it is asked again after wait_s.
+    error: SlurmUnavailableError | None = None
 
 
 @dataclass
@@ -146,6 +152,10 @@ def _after_sacct(record: JobRecord, acct: JobInfo | None, track: _Track) -> Sour
     return None if track.lagging >= patience else Source.SACCT
 
 
+def _backed_off(interval_s: float) -> float:
+    return min(interval_s * POLL_BACKOFF_FACTOR, MAX_POLL_INTERVAL_S)
+
+
 def _shown(record: JobRecord) -> tuple[object, ...]:
     """What a person sees of a job's state: a change here resets the back-off."""
     return (record.state, record.reason, record.exit_code, record.stale, record.terminal)
@@ -179,20 +189,32 @@ class JobWatcher:
     def refresh(self, records: Sequence[JobRecord]) -> tuple[list[JobRecord], RefreshReport]:
         """Ask SLURM about the unfinished jobs of this cluster among `records`; store them.
 
-        At most two calls whatever the count while accounting works.
+        At most two calls whatever the count while accounting works. When SLURM cannot be
+        asked the unfinished jobs come back as last seen, marked stale, with `report.error`.
         """
         report = RefreshReport()
-        ask = self._to_ask(records, report)
-        if not ask:
-            return [self.latest(r) for r in records], report
-        report.asked = len(ask)
         before = len(self.client.calls)
-        fresh = self._store(self._ask_all(ask, report))
+        try:
+            ask = self._to_ask(records, report)
+            report.asked = len(ask)
+            fresh = self._store(self._ask_all(ask, report)) if ask else {}
+        except SlurmUnavailableError as e:
+            # Nothing is stored: a failed squeue says nothing about the jobs (they may well
+            # still run), and the history keeps what SLURM said last.
+            report.error = e
+            fresh = {r.id: replace(r, stale=True) for r in records if not self.is_final(r)}
         report.calls = len(self.client.calls) - before
         return [fresh.get(r.id) or self.latest(r) for r in records], report
 
+    def require_cluster(self) -> None:
+        """Raise when the cluster is unknown: every job would look like another cluster's."""
+        if not self.cluster:
+            raise self.client.unknown_cluster_error()
+
     def _to_ask(self, records: Sequence[JobRecord], report: RefreshReport) -> list[JobRecord]:
         unfinished = [r for r in records if not self.is_final(r)]
+        if unfinished:
+            self.require_cluster()
         for other in sorted({r.cluster for r in unfinished if r.cluster != self.cluster}):
             report.warnings.append(
                 f"jobs of cluster {other or '?'} show their last known state "
@@ -285,7 +307,12 @@ class JobWatcher:
         if self.is_final(record) or track.source is None:
             return Poll(self.latest(record), changed=False, done=True, wait_s=track.interval_s)
         before = (track.source, _shown(record))
-        updates = self._step(track.source, record, track)
+        try:
+            updates = self._step(track.source, record, track)
+        except SlurmUnavailableError as e:
+            # No answer is not an end: the job stays as last seen and is asked again later.
+            track.interval_s = _backed_off(track.interval_s)
+            return Poll(record, changed=False, done=False, wait_s=track.interval_s, error=e)
         fresh = self._store(updates).get(record.id, record)
         if track.source is None and not fresh.terminal:
             # Nobody can say more: end with the last state seen (final if it was a final one).
@@ -293,8 +320,7 @@ class JobWatcher:
             kept = _kept(fresh, terminal=state.is_terminal, stale=not state.is_terminal)
             fresh = self._store({fresh.id: kept}).get(fresh.id, fresh)
         changed = (track.source, _shown(fresh)) != before
-        track.interval_s = POLL_INTERVAL_S if changed else min(
-            track.interval_s * POLL_BACKOFF_FACTOR, MAX_POLL_INTERVAL_S)
+        track.interval_s = POLL_INTERVAL_S if changed else _backed_off(track.interval_s)
         done = track.source is None or fresh.terminal
         return Poll(fresh, changed=changed, done=done, wait_s=track.interval_s)
 
@@ -310,10 +336,11 @@ class JobWatcher:
     def wait_for_change(
         self, record: JobRecord, *, sleep: Callable[[float], None] = time.sleep
     ) -> Poll:
-        """Poll one job, backing off, until what is shown of it changes or it ends."""
+        """Poll one job, backing off, until what is shown of it changes, it ends, or SLURM
+        does not answer."""
         while True:
             poll = self.poll(record)
-            if poll.changed or poll.done:
+            if poll.changed or poll.done or poll.error:
                 return poll
             record = poll.record
             sleep(poll.wait_s)
@@ -321,7 +348,14 @@ class JobWatcher:
     # --- cancel ------------------------------------------------------------------------------
 
     def cancel(self, records: Sequence[JobRecord]) -> CancelReport:
-        """One scancel for every unfinished job of this cluster among `records`."""
+        """One scancel for every unfinished job of this cluster among `records`.
+
+        Raises SlurmUnavailableError when scancel cannot reach the controller: nothing is
+        skipped or recorded on a guess.
+        """
+        if not records or not all(self.is_final(r) for r in records):
+            # Without the cluster's name a running job would be skipped as another cluster's.
+            self.require_cluster()
         report = CancelReport()
         targets: list[str] = []
         for r in records:
@@ -332,6 +366,21 @@ class JobWatcher:
             else:
                 targets.append(r.job_id)
         if targets:
-            self.client.scancel(targets)
+            try:
+                self.client.scancel(targets)
+            except SlurmUnavailableError as e:
+                raise _not_cancelled(targets, e) from None
             report.cancelled.extend(targets)
         return report
+
+
+def _not_cancelled(job_ids: Sequence[str], error: SlurmUnavailableError) -> SlurmUnavailableError:
+    """scancel's failure, saying whether the request may still take effect."""
+    ids = ", ".join(job_ids)
+    if isinstance(error, SlurmTimeoutError) or "timed out" in error.what.lower():
+        # A stopped or busy controller accepted the connection: the kernel holds the request,
+        # and slurmctld carries it out when it runs again.
+        return type(error)(
+            f"{error.what}; job(s) {ids} may still be cancelled when the controller answers",
+            "`hpctrain status` shows whether they were; cancel again if not")
+    return type(error)(f"nothing was cancelled ({ids}): {error.what}", error.fix)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hpctrain import paths
 from hpctrain.errors import SlurmError, SlurmUnavailableError
-from hpctrain.slurm import parsers
+from hpctrain.slurm import controller, parsers
 from hpctrain.slurm.parsers import JobInfo
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -24,10 +24,25 @@ SYSTEM_CONFS = (
     "/run/slurm/conf/slurm.conf",
     "/var/spool/slurmd/conf-cache/slurm.conf",
 )
+# The commands that talk to slurmctld; sacct and sacctmgr talk to slurmdbd.
+CONTROLLER_COMMANDS = frozenset({"sbatch", "squeue", "scontrol", "scancel", "sinfo"})
+# A healthy controller answers within this; only a slower command makes the client look at
+# the controller's port. Not sooner: slurmctld logs an error for every connection that
+# brings no message, and a login node runs many `hpctrain status`.
+PROBE_AFTER_S = 1.0
+_DOWN_FIX = (
+    "SLURM commands cannot work until slurmctld is back (running jobs go on); on the dev "
+    "cluster run `hpctrain devcluster up`, on a real cluster check `scontrol ping` and tell "
+    "its admins"
+)
 
 
 class SlurmTimeoutError(SlurmUnavailableError):
     """A SLURM command did not answer within the client's timeout."""
+
+
+class ControllerDownError(SlurmUnavailableError):
+    """slurmctld refuses connections or cannot be reached at all."""
 
 
 class AccountingUnavailableError(SlurmError):
@@ -84,38 +99,79 @@ class SlurmClient:
         check: bool = True,
         cwd: str | Path | None = None,
     ) -> Result:
-        """Run one SLURM command; raise SlurmUnavailableError on absence or timeout."""
+        """Run one SLURM command; raise SlurmUnavailableError on absence, a dead controller
+        or timeout."""
         argv = tuple(argv)
-        if shutil.which(argv[0]) is None:
-            raise SlurmUnavailableError(
-                f"{argv[0]} not found: SLURM's client commands are not installed here",
-                "run hpctrain on a cluster login node, or install Debian's slurm-client "
-                "and start the dev cluster (`hpctrain devcluster up`)",
-            )
+        _require_program(argv[0])
         self.calls.append(argv)
         self.call_times.append(time.monotonic())
         limit = timeout_s if timeout_s is not None else self.timeout_s
         try:
-            proc = subprocess.run(
-                argv,
-                input=input,
-                capture_output=True,
-                text=True,
-                timeout=limit,
-                env=self.env(),
-                cwd=cwd,
-                check=False,
-            )
+            stdout, stderr, code = self._execute(argv, input, limit, cwd)
         except subprocess.TimeoutExpired:
-            raise SlurmTimeoutError(
-                f"{argv[0]} did not answer within {limit:g} s: SLURM is down or overloaded",
-                "check `sinfo`; on the dev cluster run `hpctrain devcluster status`; "
-                "HPCTRAIN_SLURM_TIMEOUT raises the limit",
-            ) from None
-        result = Result(argv, proc.returncode, proc.stdout, proc.stderr)
-        if check and proc.returncode != 0:
-            raise _error_for(result)
+            raise self._timeout_error(argv[0], limit) from None
+        result = Result(argv, code, stdout, stderr)
+        if check and code != 0:
+            raise self.error_for(result)
         return result
+
+    def _execute(
+        self, argv: tuple[str, ...], input: str | None, limit: float, cwd: str | Path | None
+    ) -> tuple[str, str, int]:
+        """The command's output and exit status; stops it early when slurmctld is down."""
+        deadline = time.monotonic() + limit
+        with subprocess.Popen(
+            argv, stdin=subprocess.PIPE if input is not None else None,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env(), cwd=cwd,
+        ) as proc:
+            try:
+                try:
+                    out, err = proc.communicate(input, timeout=min(PROBE_AFTER_S, limit))
+                except subprocess.TimeoutExpired:
+                    if argv[0] in CONTROLLER_COMMANDS and (down := self.controller_down(argv[0])):
+                        raise down from None
+                    out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 0.0))
+            except BaseException:
+                # Ctrl-C, the timeout or a dead controller: the command must not outlive us.
+                proc.kill()
+                raise
+        return out, err, proc.returncode
+
+    def controller_down(self, command: str) -> ControllerDownError | None:
+        """The error naming slurmctld when no controller accepts a connection, else None."""
+        why = controller.unreachable(controller.controllers(self.conf_path()))
+        if why is None:
+            return None
+        return ControllerDownError(f"{command}: the SLURM controller is down: {why}", _DOWN_FIX)
+
+    def _timeout_error(self, command: str, limit: float) -> SlurmTimeoutError:
+        found = controller.controllers(self.conf_path()) if command in CONTROLLER_COMMANDS else []
+        why = (f"{found[0]} takes connections but did not answer (stopped, hung or overloaded)"
+               if found else "SLURM is down or overloaded")
+        return SlurmTimeoutError(
+            f"{command} did not answer within {limit:g} s: {why}",
+            "check `sinfo`; on the dev cluster run `hpctrain devcluster status`; "
+            "HPCTRAIN_SLURM_TIMEOUT raises the limit",
+        )
+
+    def error_for(self, result: Result) -> SlurmError:
+        """SLURM's failure as an error; one naming the controller when it cannot be reached."""
+        error = _error_for(result)
+        if isinstance(error, SlurmUnavailableError) and result.argv[0] in CONTROLLER_COMMANDS:
+            return self.controller_down(result.argv[0]) or error
+        return error
+
+    def unknown_cluster_error(self) -> SlurmUnavailableError:
+        """Why hpctrain cannot tell which cluster the SLURM commands talk to."""
+        path = self.conf_path()
+        where = (f"{path} names no ClusterName" if path else
+                 "no slurm.conf is readable here (SLURM_CONF is unset, no dev cluster is up, "
+                 f"and none of {', '.join(SYSTEM_CONFS)} exists)")
+        return SlurmUnavailableError(
+            f"cannot tell which SLURM cluster this is: {where}",
+            "run hpctrain on the cluster's login node, set SLURM_CONF to its slurm.conf, "
+            "or start the dev cluster (`hpctrain devcluster up`)",
+        )
 
     # --- the commands hpctrain uses, each one call with machine-readable output ---------------
 
@@ -130,7 +186,7 @@ class SlurmClient:
                 "HPCTRAIN_SLURM_TIMEOUT raises the limit",
             ) from None
         if result.returncode != 0:
-            error = _error_for(result)
+            error = self.error_for(result)
             if isinstance(error, SlurmUnavailableError):
                 raise error
             message = (result.stderr or result.stdout).strip()
@@ -155,7 +211,7 @@ class SlurmClient:
             # squeue refuses a job list in which no id is known to the controller any more.
             if "invalid job id" in result.stderr.lower():
                 return {}
-            raise _error_for(result)
+            raise self.error_for(result)
         return parsers.parse_squeue(result.stdout)
 
     def sacct(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
@@ -185,7 +241,7 @@ class SlurmClient:
         if result.returncode != 0:
             if "invalid job id" in result.stderr.lower():
                 return None
-            raise _error_for(result)
+            raise self.error_for(result)
         return parsers.parse_scontrol_job(result.stdout)
 
     def scancel(self, job_ids: Sequence[str]) -> None:
@@ -246,6 +302,15 @@ class SlurmClient:
         return parsers.parse_cluster_name(text)
 
 
+def _require_program(name: str) -> None:
+    if shutil.which(name) is None:
+        raise SlurmUnavailableError(
+            f"{name} not found: SLURM's client commands are not installed here",
+            "run hpctrain on a cluster login node, or install Debian's slurm-client "
+            "and start the dev cluster (`hpctrain devcluster up`)",
+        )
+
+
 def _env_timeout() -> float:
     try:
         return float(os.environ.get("HPCTRAIN_SLURM_TIMEOUT", DEFAULT_TIMEOUT_S))
@@ -301,6 +366,6 @@ def sbatch_test_only(client: SlurmClient, script: str) -> TestOnlyVerdict:
     result = client.run(["sbatch", "--test-only"], input=script, check=False)
     verdict = parse_test_only(result)
     # A refusal is an answer; a SLURM that cannot be reached is an error.
-    if not verdict.accepted and isinstance(err := _error_for(result), SlurmUnavailableError):
+    if not verdict.accepted and isinstance(err := client.error_for(result), SlurmUnavailableError):
         raise err
     return verdict

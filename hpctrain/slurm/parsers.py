@@ -191,16 +191,49 @@ def parse_scontrol_job(text: str) -> JobInfo | None:
     )
 
 
+def _conf_items(conf_text: str) -> Iterable[tuple[str, str]]:
+    """(lower-cased key, value) of each `Key=value` line of slurm.conf, comments dropped."""
+    for raw in conf_text.splitlines():
+        key, sep, value = raw.split("#", 1)[0].strip().partition("=")
+        if sep:
+            yield key.strip().lower(), value.strip()
+
+
 def parse_cluster_name(conf_text: str) -> str | None:
     """ClusterName from slurm.conf text (keys are case-insensitive; last one wins)."""
     name = None
-    for raw in conf_text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        key, sep, value = line.partition("=")
-        if sep and key.strip().lower() == "clustername":
-            name = value.strip().split()[0] if value.strip() else None
+    for key, value in _conf_items(conf_text):
+        if key == "clustername":
+            name = value.split()[0] if value else None
     # slurmctld lower-cases the name it registers with accounting.
     return name.lower() if name else None
+
+
+DEFAULT_SLURMCTLD_PORT = 6817
+# Before SLURM 18.08 the controllers were named by these pairs instead of SlurmctldHost.
+_LEGACY_CONTROLLERS = (("controlmachine", "controladdr"), ("backupcontroller", "backupaddr"))
+
+
+def parse_controllers(conf_text: str) -> list[tuple[str, str, int]]:
+    """(name, address, port) of each slurmctld that slurm.conf names, the primary first."""
+    hosts: list[tuple[str, str]] = []
+    legacy: dict[str, str] = {}
+    port = DEFAULT_SLURMCTLD_PORT
+    for key, value in _conf_items(conf_text):
+        word = value.split()[0] if value else ""
+        if key == "slurmctldhost" and word:
+            # `SlurmctldHost=name(address)`, or just `name`.
+            name, _, address = word.partition("(")
+            hosts.append((name, address.rstrip(")") or name))
+        elif key == "slurmctldport" and word:
+            # A range (`6817-6818`) means slurmctld listens on each of its ports.
+            port = _int(word.split("-", 1)[0]) or port
+        elif word:
+            legacy[key] = word
+    if not hosts:
+        hosts = [(legacy[n], legacy.get(a, legacy[n])) for n, a in _LEGACY_CONTROLLERS
+                 if n in legacy]
+    return [(name, address, port) for name, address in hosts]
 
 
 def parse_sinfo_node_states(stdout: str) -> dict[str, str]:
