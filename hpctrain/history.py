@@ -64,6 +64,16 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE INDEX jobs_job_id ON jobs (job_id)",
         ),
     ),
+    (
+        # `submit --chain N`: N jobs, one run; each row names the chain's first job id.
+        "0002_chains",
+        (
+            "ALTER TABLE jobs ADD COLUMN chain_head TEXT",
+            "ALTER TABLE jobs ADD COLUMN segment INTEGER",
+            "ALTER TABLE jobs ADD COLUMN segments INTEGER",
+            "CREATE INDEX jobs_chain ON jobs (cluster, chain_head)",
+        ),
+    ),
 )
 
 _SCHEMA_MIGRATIONS = """
@@ -101,6 +111,10 @@ class NewJob:
     git_dirty: bool | None
     time_limit_s: int | None = None
     submitted_at: str = field(default_factory=utc_now)
+    # In a chain: the first job's id, this job's place (1-based) and the chain's length.
+    chain_head: str | None = None
+    segment: int | None = None
+    segments: int | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +150,9 @@ class JobRecord:
     updated_at: str | None
     terminal: bool
     stale: bool
+    chain_head: str | None = None
+    segment: int | None = None
+    segments: int | None = None
 
 
 @dataclass(frozen=True)
@@ -278,8 +295,9 @@ class History:
                     INSERT INTO jobs (job_id, cluster, profile, job_name, partition, nodes,
                         gpus_per_node, total_gpus, command, run_dir, script_path, stdout_path,
                         stderr_path, submitted_at, workdir, git_commit, git_dirty, state,
-                        time_limit_s, updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING', ?, ?)
+                        time_limit_s, updated_at, chain_head, segment, segments)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING', ?, ?,
+                            ?, ?, ?)
                     ON CONFLICT (cluster, job_id) DO UPDATE SET
                         profile = excluded.profile, job_name = excluded.job_name,
                         partition = excluded.partition, nodes = excluded.nodes,
@@ -292,7 +310,9 @@ class History:
                         state = 'PENDING', slurm_state = NULL, exit_code = NULL,
                         signal = NULL, reason = NULL, node_list = NULL, elapsed_s = NULL,
                         time_limit_s = excluded.time_limit_s,
-                        updated_at = excluded.updated_at, terminal = 0, stale = 0
+                        updated_at = excluded.updated_at, terminal = 0, stale = 0,
+                        chain_head = excluded.chain_head, segment = excluded.segment,
+                        segments = excluded.segments
                     """,
                     (
                         job.job_id, job.cluster, job.profile, job.job_name, job.partition,
@@ -300,7 +320,7 @@ class History:
                         job.run_dir, job.script_path, job.stdout_path, job.stderr_path,
                         job.submitted_at, job.workdir, job.git_commit,
                         None if job.git_dirty is None else int(job.git_dirty),
-                        job.time_limit_s, utc_now(),
+                        job.time_limit_s, utc_now(), job.chain_head, job.segment, job.segments,
                     ),
                 )
                 # A dev cluster rebuilt from scratch reuses job ids: the new job replaces the old.
@@ -371,6 +391,11 @@ class History:
             return []
         marks = ",".join("?" * len(job_ids))
         return self._select(f"WHERE job_id IN ({marks})", list(job_ids))
+
+    def chain(self, cluster: str, head: str) -> list[JobRecord]:
+        """Every job of the chain that `head` started, in segment order."""
+        return self._select("WHERE cluster = ? AND chain_head = ?", (cluster, head),
+                            "ORDER BY segment")
 
     def by_row_ids(self, ids: Sequence[int]) -> list[JobRecord]:
         if not ids:

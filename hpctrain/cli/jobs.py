@@ -188,7 +188,7 @@ def cancel(
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Cancel tracked jobs by id, or all unfinished ones with --all."""
+    """Cancel tracked jobs by id (a chain's job: the whole chain), or all with --all."""
     from hpctrain.jobs import tracking
 
     if bool(job_ids) == all_jobs:
@@ -201,7 +201,9 @@ def cancel(
         records = tracking.unfinished(watcher.history, watcher.cluster)
         _confirm_all(records, yes)
     else:
-        records = tracking.select(watcher.history, job_ids or [])
+        # A job of a chain stands for the whole run: its pending segments go too.
+        records = tracking.with_chains(watcher.history, tracking.select(watcher.history,
+                                                                        job_ids or []))
     report = watcher.cancel(records)
     if json_out:
         print_json(report.as_dict())

@@ -75,7 +75,35 @@ def job_dict(record: JobRecord) -> dict[str, object]:
         "script": record.script_path, "stdout": record.stdout_path,
         "stderr": record.stderr_path, "workdir": record.workdir, "command": record.command,
         "git_commit": record.git_commit, "git_dirty": record.git_dirty,
+        "chain": None if record.chain_head is None else {
+            "head": record.chain_head, "segment": record.segment, "segments": record.segments},
     }
+
+
+def one_row_per_chain(records: list[JobRecord]) -> list[JobRecord]:
+    """A chain's jobs as one row: the segment running (or next to run, or the last one)."""
+    shown: dict[tuple[str, str], JobRecord] = {}
+    out: list[JobRecord] = []
+    for r in records:
+        if r.chain_head is None:
+            out.append(r)
+            continue
+        key = (r.cluster, r.chain_head)
+        if key not in shown:
+            out.append(r)
+        elif _chain_rank(r) < _chain_rank(shown[key]):
+            out[out.index(shown[key])] = r
+        else:
+            continue
+        shown[key] = r
+    return out
+
+
+def _chain_rank(r: JobRecord) -> tuple[int, int]:
+    running = parse_state(r.state) in (JobState.RUNNING, JobState.COMPLETING)
+    # Running first, then the earliest unfinished, then the latest finished.
+    order = 0 if running else 1 if not r.terminal else 2
+    return order, (r.segment or 0) * (1 if order < 2 else -1)
 
 
 def _info(r: JobRecord) -> str:
@@ -87,9 +115,13 @@ def _info(r: JobRecord) -> str:
     return r.reason or ""
 
 
+def _name(r: JobRecord) -> str:
+    return r.job_name if r.chain_head is None else f"{r.job_name} [{r.segment}/{r.segments}]"
+
+
 def _rows(records: list[JobRecord]) -> list[tuple[str, ...]]:
     return [
-        (r.job_id, r.job_name, r.profile, f"{r.nodes}x{r.gpus_per_node}", display_state(r),
+        (r.job_id, _name(r), r.profile, f"{r.nodes}x{r.gpus_per_node}", display_state(r),
          f"{fmt_duration(r.elapsed_s)}/{fmt_duration(r.time_limit_s)}", r.node_list or "",
          _info(r))
         for r in records
@@ -147,9 +179,9 @@ def show_status(records: list[JobRecord], report: RefreshReport | None, cluster:
         sys.stderr.write(f"No jobs in the history ({history_path}); submit one with "
                          "`hpctrain submit --profile ...`.\n")
     elif is_tty() and len(records) <= _RICH_MAX_ROWS:
-        console.print(table(records))
+        console.print(table(one_row_per_chain(records)))
     else:
-        sys.stdout.write(plain_table(records))
+        sys.stdout.write(plain_table(one_row_per_chain(records)))
 
 
 def _frame(load: Load, interval: float) -> Any:
@@ -166,7 +198,7 @@ def _frame(load: Load, interval: float) -> Any:
                + "".join(f"\nwarning: {escape(w)}" for w in report.warnings))
     if report.error:
         caption += f"\n[red]{escape(unanswered(report.error).what)}[/]"
-    return table(records, caption=caption)
+    return table(one_row_per_chain(records), caption=caption)
 
 
 def unanswered(error: HpctrainError) -> HpctrainError:

@@ -23,6 +23,14 @@ DryRunOpt = Annotated[
                  "create and submit nothing."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/jobs.md).")]
+ChainOpt = Annotated[
+    int, typer.Option("--chain", help="Queue N jobs, each after the one before, sharing one run "
+                      "directory: a long training carried on past the time limit.")
+]
+AfterOpt = Annotated[
+    str | None, typer.Option("--after", help="Start only after these jobs ended well "
+                             "(afterok), e.g. --after 1234,1235.")
+]
 
 
 def show_dry_run(prep: Prepared, json_out: bool) -> None:
@@ -51,6 +59,9 @@ def show_submitted(done: Submitted, prep: Prepared, json_out: bool) -> None:
         f"{done.cluster or '?'})",
         highlight=False,
     )
+    if len(done.chain) > 1:
+        console.print(f"chain of {len(done.chain)} jobs, each after the one before: "
+                      f"{', '.join(done.chain)}", highlight=False)
     console.print(f"run directory: {done.run_dir}", highlight=False, soft_wrap=True)
     console.print(f"follow it:     hpctrain status {done.job_id}", highlight=False)
     console.print(f"               hpctrain logs -f {done.job_id}", highlight=False)
@@ -60,14 +71,19 @@ def show_submitted(done: Submitted, prep: Prepared, json_out: bool) -> None:
 
 @with_topology
 def submit(
-    topology: TopologyOptions, dry_run: DryRunOpt = False, json_out: JsonOpt = False
+    topology: TopologyOptions, chain: ChainOpt = 1, after: AfterOpt = None,
+    dry_run: DryRunOpt = False, json_out: JsonOpt = False,
 ) -> None:
     """Submit a job: render it, create its run directory, sbatch it and record it."""
+    from dataclasses import replace
+
     from hpctrain.jobs.prepare import prepare
     from hpctrain.jobs.submit import check_submission
     from hpctrain.jobs.submit import submit as execute
 
-    prep = prepare(build_request(topology), Path.cwd(), environ=os.environ)
+    after_ids = tuple(a.strip() for a in (after or "").split(",") if a.strip())
+    request = replace(build_request(topology), chain=chain, after=after_ids)
+    prep = prepare(request, Path.cwd(), environ=os.environ)
     if dry_run:
         # The dry run must fail wherever the real submit would, before SLURM is asked.
         check_submission(prep)

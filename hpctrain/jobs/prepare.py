@@ -72,7 +72,19 @@ class Prepared:
             "script": str(self.script_path),
             "workdir": str(self.workdir),
             "plan": self.plan.summary(),
+            "segments": [list(segment_options(self.plan, None if i == 0 else f"<job {i}>"))
+                         for i in range(self.plan.chain)],
         }
+
+
+def segment_options(plan: JobPlan, previous: str | None) -> tuple[str, ...]:
+    """sbatch options of one job: the first waits for --after jobs, the next for its forerunner."""
+    if previous is not None:
+        # afterany: a segment that ran out of time (or failed) still hands the run on.
+        return (f"--dependency=afterany:{previous}",)
+    if plan.after:
+        return ("--dependency=afterok:" + ":".join(plan.after),)
+    return ()
 
 
 def plan_script(
@@ -108,6 +120,7 @@ def prepare(
     return Prepared(
         plan=plan, script=script, run_dir=run_dir, workdir=workdir,
         files=_run_files(req, run_dir, workdir, script),
-        sbatch_argv=("sbatch", "--parsable", str(run_dir / SCRIPT_NAME)),
+        sbatch_argv=("sbatch", "--parsable", *segment_options(plan, None),
+                     str(run_dir / SCRIPT_NAME)),
         logs=log_patterns(plan),
     )

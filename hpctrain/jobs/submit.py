@@ -16,7 +16,7 @@ from pathlib import Path
 from hpctrain import __version__
 from hpctrain.errors import HistoryError, HpctrainError
 from hpctrain.history import History, JobRecord, NewJob
-from hpctrain.jobs.prepare import RUN_INFO_NAME, UNCONFIRMED_NAME, Prepared
+from hpctrain.jobs.prepare import RUN_INFO_NAME, UNCONFIRMED_NAME, Prepared, segment_options
 from hpctrain.plan import JobPlan
 from hpctrain.slurm.client import SlurmClient, SlurmTimeoutError
 
@@ -80,6 +80,8 @@ class Submitted:
     stderr_path: str | None
     git: GitState | None
     record: JobRecord
+    # Every job id of a chain, the first one included; just (job_id,) otherwise.
+    chain: tuple[str, ...] = ()
 
     def as_dict(self, plan: JobPlan) -> dict[str, object]:
         return {
@@ -91,6 +93,7 @@ class Submitted:
             "stderr": self.stderr_path,
             "git": dataclasses.asdict(self.git) if self.git else None,
             "plan": plan.summary(),
+            "chain": list(self.chain) if len(self.chain) > 1 else None,
             "follow": [f"hpctrain status {self.job_id}", f"hpctrain logs -f {self.job_id}"],
         }
 
@@ -151,9 +154,10 @@ def _create_run_dir(prep: Prepared) -> None:
         ) from None
 
 
-def _sbatch(prep: Prepared, client: SlurmClient) -> str:
+def _sbatch(prep: Prepared, client: SlurmClient, previous: str | None = None) -> str:
     try:
-        return client.submit(prep.script_path, cwd=prep.workdir)
+        return client.submit(prep.script_path, cwd=prep.workdir,
+                             options=segment_options(prep.plan, previous))
     except SlurmTimeoutError as e:
         # sbatch may have queued the job before it timed out; its logs need the directory.
         with contextlib.suppress(OSError):
@@ -161,7 +165,13 @@ def _sbatch(prep: Prepared, client: SlurmClient) -> str:
         raise SlurmTimeoutError(
             f"{e.what} (run directory {prep.run_dir} kept, marked {UNCONFIRMED_NAME})", e.fix
         ) from None
-    except HpctrainError:
+    except HpctrainError as e:
+        if previous is not None:
+            # Earlier segments are queued and use the run directory: keep it, say what ran.
+            raise HpctrainError(
+                f"{e.what}; the chain stops after job {previous}, which is queued",
+                f"cancel the queued part with `hpctrain cancel {previous}`, or let it run",
+            ) from None
         # Nothing was queued: leave no run directory behind that looks like a run.
         shutil.rmtree(prep.run_dir, ignore_errors=True)
         raise
@@ -184,9 +194,12 @@ def _write_run_info(prep: Prepared, done: Queued) -> None:
         (prep.run_dir / RUN_INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
 
 
-def _new_job(prep: Prepared, done: Queued) -> NewJob:
+def _new_job(prep: Prepared, done: Queued, head: str | None, segment: int) -> NewJob:
     plan = prep.plan
+    chained = plan.chain > 1
     return NewJob(
+        chain_head=(head or done.job_id) if chained else None,
+        segment=segment if chained else None, segments=plan.chain if chained else None,
         job_id=done.job_id, cluster=done.cluster, profile=plan.profile, job_name=plan.job_name,
         partition=plan.partition, nodes=plan.nodes, gpus_per_node=plan.gpus_per_node,
         total_gpus=plan.total_gpus, command=list(plan.command), run_dir=str(prep.run_dir),
@@ -197,9 +210,10 @@ def _new_job(prep: Prepared, done: Queued) -> NewJob:
     )
 
 
-def _record(prep: Prepared, done: Queued, history: History) -> JobRecord:
+def _record(prep: Prepared, done: Queued, history: History, head: str | None = None,
+            segment: int = 1) -> JobRecord:
     try:
-        return history.add(_new_job(prep, done))
+        return history.add(_new_job(prep, done, head, segment))
     except HistoryError as e:
         raise HistoryError(
             f"job {done.job_id} was submitted (run directory {prep.run_dir}) but not recorded: "
@@ -220,15 +234,23 @@ def _queued(prep: Prepared, client: SlurmClient, job_id: str, git: GitState | No
 
 
 def submit(prep: Prepared, client: SlurmClient, history: History) -> Submitted:
-    """Create the run directory, sbatch the script, record the job; on refusal undo it all."""
+    """Create the run directory, sbatch the script, record the job; on refusal undo it all.
+
+    A chain (`plan.chain` > 1) queues that many jobs, each after the one before.
+    """
     check_submission(prep)
     _create_run_dir(prep)
     git = git_state(prep.workdir)
     queued = _queued(prep, client, _sbatch(prep, client), git)
     _write_run_info(prep, queued)
     record = _record(prep, queued, history)
+    chain = [queued.job_id]
+    for segment in range(2, prep.plan.chain + 1):
+        later = _queued(prep, client, _sbatch(prep, client, previous=chain[-1]), git)
+        _record(prep, later, history, head=queued.job_id, segment=segment)
+        chain.append(later.job_id)
     return Submitted(
         job_id=queued.job_id, cluster=queued.cluster, run_dir=prep.run_dir,
         script_path=prep.script_path, stdout_path=queued.stdout_path,
-        stderr_path=queued.stderr_path, git=git, record=record,
+        stderr_path=queued.stderr_path, git=git, record=record, chain=tuple(chain),
     )

@@ -49,3 +49,12 @@ def pick(history: History, job_id: str | None) -> JobRecord:
 def unfinished(history: History, cluster: str) -> list[JobRecord]:
     """Every job of `cluster` the history does not know to have ended (cancel --all)."""
     return [r for r in history.unfinished() if r.cluster == cluster]
+
+
+def with_chains(history: History, records: Sequence[JobRecord]) -> list[JobRecord]:
+    """The records plus every other job of the chains they belong to (cancel takes them all)."""
+    out = {r.id: r for r in records}
+    for r in records:
+        if r.chain_head is not None:
+            out.update((c.id, c) for c in history.chain(r.cluster, r.chain_head))
+    return sorted(out.values(), key=lambda r: r.id)

@@ -175,10 +175,12 @@ class SlurmClient:
 
     # --- the commands hpctrain uses, each one call with machine-readable output ---------------
 
-    def submit(self, script: str | Path, *, cwd: str | Path | None = None) -> str:
-        """`sbatch --parsable SCRIPT`; return the job id, or raise SlurmError with SLURM's words."""
+    def submit(self, script: str | Path, *, cwd: str | Path | None = None,
+               options: Sequence[str] = ()) -> str:
+        """`sbatch --parsable [OPTIONS] SCRIPT`; the job id, or SlurmError with SLURM's words."""
         try:
-            result = self.run(["sbatch", "--parsable", str(script)], cwd=cwd, check=False)
+            result = self.run(["sbatch", "--parsable", *options, str(script)], cwd=cwd,
+                              check=False)
         except SlurmTimeoutError as e:
             raise SlurmTimeoutError(
                 f"{e.what}; the job may have been queued all the same",

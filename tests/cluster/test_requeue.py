@@ -88,3 +88,63 @@ def _wait_for(check: Any, timeout_s: float, what: str) -> None:
     while not check():
         assert time.monotonic() < deadline, f"no {what} after {timeout_s} s"
         time.sleep(0.2)
+
+
+def hpctrain(dc: DevClusterHandle, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hpctrain", *args], cwd=cwd, env=dc.env(),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_chain_without_requeue_carries_the_run_on(
+    devcluster: DevClusterHandle, tmp_path: Path
+) -> None:
+    (tmp_path / "chain.yaml").write_text(LONG_SPIRAL.replace("450", "250"))
+    job = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "2", "--time", "1",
+                 "--grace", "30", "--no-requeue", "--chain", "4", "--config", "chain.yaml")
+    ids = job["chain"]
+    assert len(ids) == 4 and ids[0] == job["job_id"]
+    shown = hpctrain(devcluster, tmp_path, "status", *ids).stdout
+    assert shown.count("/4]") == 1  # one row for the whole chain
+    rows = [devcluster.wait_job(i, timeout_s=600) for i in ids]
+    assert [r["State"] for r in rows] == ["COMPLETED"] * 4
+    m = metrics(job)
+    assert m["status"] == "completed"
+    assert_every_epoch_once(m, 250)
+    trained = {r["slurm_job_id"] for r in m["restarts"]}
+    assert trained and ids[0] in trained and ids[-1] not in trained
+    run_dir = Path(job["run_dir"])
+    for job_id in ids:
+        log = (run_dir / f"hpctrain-{job_id}.out").read_text()
+        assert "requeueing" not in log
+        if job_id not in trained:  # after the end: out at once
+            assert "nothing left to do" in log
+    listed = json.loads(hpctrain(devcluster, tmp_path, "status", "--json", *ids).stdout)
+    assert [j["chain"]["segment"] for j in listed["jobs"]] == [1, 2, 3, 4]
+
+
+def test_cancelling_one_job_of_a_chain_cancels_the_chain(
+    devcluster: DevClusterHandle, tmp_path: Path
+) -> None:
+    job = submit(devcluster, tmp_path, "--profile", "local", "--chain", "3", "--", "sleep", "60")
+    done = hpctrain(devcluster, tmp_path, "cancel", "--json", str(job["chain"][1]))
+    assert done.returncode == 0, done.stderr
+    assert sorted(json.loads(done.stdout)["cancelled"]) == sorted(job["chain"])
+    for job_id in job["chain"]:
+        assert devcluster.wait_job(job_id, timeout_s=60)["State"].startswith("CANCELLED")
+
+
+def test_a_dependency_that_can_never_be_met_is_shown(
+    devcluster: DevClusterHandle, tmp_path: Path
+) -> None:
+    failing = submit(devcluster, tmp_path, "--profile", "local", "--", "false")
+    devcluster.wait_job(str(failing["job_id"]), timeout_s=60)
+    waiting = submit(devcluster, tmp_path, "--profile", "local", "--after",
+                     str(failing["job_id"]), "--", "true")
+    deadline = time.monotonic() + 60
+    while True:
+        shown = hpctrain(devcluster, tmp_path, "status", str(waiting["job_id"])).stdout
+        if "DependencyNeverSatisfied" in shown or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert "DependencyNeverSatisfied" in shown
+    hpctrain(devcluster, tmp_path, "cancel", str(waiting["job_id"]))

@@ -139,7 +139,7 @@ def test_cancelled_job_shows_cancelled(cli: Cli) -> None:
 
 def test_dependency_shows_pending_reason_and_cancel_all(cli: Cli) -> None:
     first = cli.submit("--", "sleep", "100")["job_id"]
-    second = cli.submit(f"--sbatch-arg=--dependency=afterok:{first}", "--", "true")["job_id"]
+    second = cli.submit("--after", str(first), "--", "true")["job_id"]
     job = cli.wait(second, lambda j: j["reason"] == "Dependency", timeout_s=30)
     assert job["state"] == "PENDING" and not job["terminal"]
     assert "Dependency" in cli.ok("status", second).stdout
