@@ -89,9 +89,9 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-@dataclass(frozen=True)
-class NewJob:
-    """A job just accepted by sbatch, as submit records it."""
+@dataclass(frozen=True, kw_only=True)
+class JobFacts:
+    """What submit knows of a job: a new row and a stored one both carry it."""
 
     job_id: str
     cluster: str
@@ -110,35 +110,26 @@ class NewJob:
     git_commit: str | None
     git_dirty: bool | None
     time_limit_s: int | None = None
-    submitted_at: str = field(default_factory=utc_now)
     # In a chain: the first job's id, this job's place (1-based) and the chain's length.
     chain_head: str | None = None
     segment: int | None = None
     segments: int | None = None
 
 
-@dataclass(frozen=True)
-class JobRecord:
-    """One row of the history."""
+@dataclass(frozen=True, kw_only=True)
+class NewJob(JobFacts):
+    """A job just accepted by sbatch, as submit records it."""
+
+    submitted_at: str = field(default_factory=utc_now)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobRecord(JobFacts):
+    """One row of the history: the facts, and what SLURM last said."""
 
     id: int
-    job_id: str
-    cluster: str
-    profile: str
-    job_name: str
-    partition: str | None
-    nodes: int
-    gpus_per_node: int
-    total_gpus: int
     command: list[str]
-    run_dir: str | None
-    script_path: str | None
-    stdout_path: str | None
-    stderr_path: str | None
     submitted_at: str
-    workdir: str
-    git_commit: str | None
-    git_dirty: bool | None
     state: str
     slurm_state: str | None
     exit_code: int | None
@@ -146,13 +137,9 @@ class JobRecord:
     reason: str | None
     node_list: str | None
     elapsed_s: int | None
-    time_limit_s: int | None
     updated_at: str | None
     terminal: bool
     stale: bool
-    chain_head: str | None = None
-    segment: int | None = None
-    segments: int | None = None
 
 
 @dataclass(frozen=True)
