@@ -1,4 +1,4 @@
-"""The wheel carries the templates and shipped profiles, and works installed outside the checkout."""
+"""The wheel carries the templates and shipped profiles, and works installed elsewhere."""
 
 from __future__ import annotations
 
