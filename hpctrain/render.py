@@ -12,7 +12,7 @@ import jinja2
 
 from hpctrain import __version__, templating
 from hpctrain.errors import SecretError, UnsafeValueError
-from hpctrain.plan import JobPlan, secret_like
+from hpctrain.plan import JobPlan, JobRequest, build_plan, secret_like
 from hpctrain.resources import templates_dir
 
 _SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9_.,:/=+@%-]+$")
@@ -97,7 +97,7 @@ def log_patterns(plan: JobPlan) -> LogPatterns:
 
 def render_script(plan: JobPlan, *, environ: Mapping[str, str] | None = None) -> str:
     """Render the sbatch script; refuse it if it would carry a secret from `environ`."""
-    text = _environment().get_template("sbatch.sh.j2").render(
+    text = templating.get_template(_environment(), templates_dir(), "sbatch.sh.j2").render(
         plan=plan, version=__version__, launch_args=_launch(plan), logs=log_patterns(plan)
     )
     if environ is not None:
@@ -114,3 +114,11 @@ def check_no_secrets(text: str, environ: Mapping[str, str]) -> None:
                 f"secrets are never written into scripts or the history; let the job read "
                 f"{key} from its environment instead of passing it on the command line",
             )
+
+
+def plan_script(
+    req: JobRequest, *, environ: Mapping[str, str] | None = None
+) -> tuple[JobPlan, str]:
+    """The validated plan and its sbatch script: the one path render and submit share."""
+    plan = build_plan(req)
+    return plan, render_script(plan, environ=environ)

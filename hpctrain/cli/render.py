@@ -121,7 +121,7 @@ def render(
     json_out: JsonOpt = False,
 ) -> None:
     """Render the sbatch script for a profile and topology; nothing is submitted."""
-    from hpctrain.jobs.prepare import plan_script
+    from hpctrain.render import plan_script
 
     plan, script = plan_script(build_request(topology), environ=os.environ)
     verdict = _ask_slurm(script) if check else None

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpctrain.plan import JobPlan, JobRequest, build_plan
-from hpctrain.render import LogPatterns, log_patterns, render_script
+from hpctrain.plan import JobPlan, JobRequest
+from hpctrain.render import LogPatterns, log_patterns, plan_script
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -85,14 +85,6 @@ def segment_options(plan: JobPlan, previous: str | None) -> tuple[str, ...]:
     if plan.after:
         return ("--dependency=afterok:" + ":".join(plan.after),)
     return ()
-
-
-def plan_script(
-    req: JobRequest, *, environ: Mapping[str, str] | None = None
-) -> tuple[JobPlan, str]:
-    """The validated plan and its sbatch script: the one path render and submit share."""
-    plan = build_plan(req)
-    return plan, render_script(plan, environ=environ)
 
 
 def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str) -> tuple[RunFile, ...]:

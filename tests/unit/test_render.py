@@ -118,3 +118,26 @@ def test_secret_value_never_rendered() -> None:
 )
 def test_sbatch_quote(value: str, quoted: str) -> None:
     assert sbatch_quote(value) == quoted
+
+
+def test_the_shipped_compiled_template_is_current() -> None:
+    """hpctrain/_compiled matches templates/: after editing a template, regenerate it."""
+    from hpctrain import render, templating
+    from hpctrain.resources import templates_dir
+
+    for name in templating.PRECOMPILED:
+        path = templating.COMPILED_DIR / f"{templating._module_name(name)}.py"
+        expected = templating.compiled_module(render._environment(), templates_dir(), name)
+        assert path.read_text(encoding="utf-8") == expected, (
+            f"{path} is stale: run `python -m hpctrain.templating`")
+
+
+def test_an_edited_template_is_compiled_from_its_text(tmp_path: Path) -> None:
+    from hpctrain import render, templating
+    from hpctrain.resources import templates_dir
+
+    (tmp_path / "sbatch.sh.j2").write_text(
+        (templates_dir() / "sbatch.sh.j2").read_text() + "# edited\n")
+    env = templating.environment(tmp_path, render._environment().filters)
+    template = templating.get_template(env, tmp_path, "sbatch.sh.j2")
+    assert template.filename is not None and "_compiled" not in template.filename

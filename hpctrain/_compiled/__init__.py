@@ -1,0 +1,1 @@
+"""Compiled Jinja templates (see hpctrain/templating.py)."""
