@@ -62,6 +62,8 @@ def final_line(record: JobRecord) -> str:
 
 def job_dict(record: JobRecord) -> dict[str, object]:
     """One job in the documented --json shape (docs/jobs.md)."""
+    from hpctrain.jobs.tracking import restarts
+
     return {
         "job_id": record.job_id, "cluster": record.cluster, "name": record.job_name,
         "profile": record.profile, "partition": record.partition, "nodes": record.nodes,
@@ -75,6 +77,7 @@ def job_dict(record: JobRecord) -> dict[str, object]:
         "script": record.script_path, "stdout": record.stdout_path,
         "stderr": record.stderr_path, "workdir": record.workdir, "command": record.command,
         "git_commit": record.git_commit, "git_dirty": record.git_dirty,
+        "restarts": restarts(record),
         "chain": None if record.chain_head is None else {
             "head": record.chain_head, "segment": record.segment, "segments": record.segments},
     }
@@ -107,7 +110,14 @@ def _chain_rank(r: JobRecord) -> tuple[int, int]:
 
 
 def _info(r: JobRecord) -> str:
-    """The column that says why: the pending reason, or how the job ended."""
+    """The column that says why: the pending reason, or how the job ended; and its requeues."""
+    from hpctrain.jobs.tracking import restarts
+
+    count = restarts(r)
+    return ", ".join(p for p in (_why(r), f"requeued {count}x" if count else "") if p)
+
+
+def _why(r: JobRecord) -> str:
     if r.terminal or r.state in _ENDED:
         if r.exit_code is None:
             return ""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from hpctrain.errors import HpctrainError
 from hpctrain.history import History, JobRecord
@@ -58,3 +60,26 @@ def with_chains(history: History, records: Sequence[JobRecord]) -> list[JobRecor
         if r.chain_head is not None:
             out.update((c.id, c) for c in history.chain(r.cluster, r.chain_head))
     return sorted(out.values(), key=lambda r: r.id)
+
+
+# metrics.json stays small (a few KB per epoch at most); a larger file is not the trainer's.
+_MAX_METRICS_BYTES = 8 << 20
+
+
+def restarts(record: JobRecord) -> int | None:
+    """How often the job was requeued, as its trainer recorded it; None when unknown."""
+    if not record.run_dir:
+        return None
+    path = Path(record.run_dir) / "metrics.json"
+    try:
+        if path.stat().st_size > _MAX_METRICS_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    entries = data.get("restarts") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return None
+    starts = sum(1 for e in entries
+                 if isinstance(e, dict) and e.get("slurm_job_id") == record.job_id)
+    return starts - 1 if starts else None

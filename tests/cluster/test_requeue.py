@@ -62,6 +62,10 @@ def test_long_training_survives_the_limit_by_requeueing(
     assert log.count("requeueing job") == len(stops)
     assert all(s["signal_to_checkpoint_s"] < 10 for s in stops)
     assert {r["slurm_job_id"] for r in m["restarts"]} == {str(job["job_id"])}
+    shown = subprocess.run([sys.executable, "-m", "hpctrain", "status", "--json",
+                            str(job["job_id"])], env=devcluster.env(), capture_output=True,
+                           text=True, timeout=60, check=True).stdout
+    assert json.loads(shown)["jobs"][0]["restarts"] == len(stops)
 
 
 def test_external_requeue_mid_epoch_resumes_from_that_step(

@@ -3,6 +3,9 @@ and clean degradation without accounting."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from hpctrain.cli.jobview import display_state
 from hpctrain.history import History, StateUpdate
 from hpctrain.jobs.watcher import JobWatcher
@@ -190,3 +193,21 @@ def test_wait_for_change_sleeps_with_back_off(history: History) -> None:
     assert slept == [7.5, 11.25] and second.changed and not second.done
     last = watcher.wait_for_change(second.record, sleep=slept.append)
     assert last.done and last.record.state == "COMPLETED"
+
+
+def test_restarts_come_from_the_trainers_metrics(history: History, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from hpctrain.jobs.tracking import restarts
+
+    (rec,) = track(history, J["running2"])
+    assert restarts(replace(rec, run_dir=None)) is None
+    run = tmp_path / "run"
+    run.mkdir()
+    rec = replace(rec, run_dir=str(run))
+    assert restarts(rec) is None  # no metrics.json yet
+    (run / "metrics.json").write_text("{not json")
+    assert restarts(rec) is None
+    starts = [{"slurm_job_id": rec.job_id}] * 3 + [{"slurm_job_id": "other"}]
+    (run / "metrics.json").write_text(json.dumps({"restarts": starts}))
+    assert restarts(rec) == 2
