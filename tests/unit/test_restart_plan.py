@@ -95,7 +95,7 @@ def test_chain_and_after_are_kept() -> None:
     assert (p.chain, p.after) == (4, ("12", "13_2"))
 
 
-def _start_script(tmp_path: Path, step: str) -> subprocess.Popen[str]:
+def _start_script(tmp_path: Path, step: str, chain: int = 1) -> subprocess.Popen[str]:
     """The rendered script with stand-ins for srun and scontrol, in a throwaway run dir."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -106,15 +106,16 @@ def _start_script(tmp_path: Path, step: str) -> subprocess.Popen[str]:
     for f in bin_dir.iterdir():
         f.chmod(0o755)
     script = render_script(plan(time="10", grace_s=30, run_dir=str(tmp_path / "run"),
-                                python_env=None))
+                                python_env=None, chain=chain))
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_ID": "77", "CALLS": str(
         tmp_path / "calls"), "SLURM_JOB_NODELIST": "node1", "HOME": str(tmp_path)}
     return subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
-def _run_script(tmp_path: Path, step: str, warn_after_s: float | None = None) -> tuple[int, str]:
-    proc = _start_script(tmp_path, step)
+def _run_script(tmp_path: Path, step: str, warn_after_s: float | None = None,
+                chain: int = 1) -> tuple[int, str]:
+    proc = _start_script(tmp_path, step, chain)
     if warn_after_s is not None:
         time.sleep(warn_after_s)
         # SLURM's --signal=B:USR1 reaches the batch shell only, not the job step.
@@ -147,8 +148,16 @@ def test_script_passes_a_real_failure_through(tmp_path: Path) -> None:
     assert rc == 3 and not (tmp_path / "calls").exists()
 
 
-def test_script_skips_a_completed_run(tmp_path: Path) -> None:
+def test_a_chain_segment_skips_a_completed_run(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "training-complete").write_text("5 of 5\n")
+    rc, out = _run_script(tmp_path, "exit 9", chain=3)
+    assert rc == 0 and "nothing left to do" in out
+
+
+def test_a_single_job_trains_on_after_a_completed_run(tmp_path: Path) -> None:
+    # A resubmit with a higher --max-epochs into the same run directory must train.
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "training-complete").write_text("5 of 5\n")
     rc, out = _run_script(tmp_path, "exit 9")
-    assert rc == 0 and "nothing left to do" in out
+    assert rc == 9 and "nothing left to do" not in out

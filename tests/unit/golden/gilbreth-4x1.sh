@@ -64,10 +64,6 @@ mkdir -p "$HPCTRAIN_RUN_DIR"
 
 # Time limits (docs/trainer.md, "Safe stop and requeue"): SLURM warns this shell
 # 180 s before the limit; the trap asks the trainer to save and stop.
-if [ -e "$HPCTRAIN_RUN_DIR/training-complete" ]; then
-  echo "hpctrain: training in $HPCTRAIN_RUN_DIR is complete; nothing left to do"
-  exit 0
-fi
 hpctrain_warned=0
 hpctrain_request_stop() {
   hpctrain_warned=1
