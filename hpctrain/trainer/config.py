@@ -87,6 +87,11 @@ class TrainerSection(_Section):
     matmul_precision: Literal["highest", "high", "medium"] = "high"
     gradient_clip_val: float | None = Field(default=None, gt=0)
     check_val_every_n_epoch: PositiveInt = 1
+    find_unused_parameters: bool = Field(
+        default=False,
+        description="DDP: let a step's loss leave parameters unused (several optimizers, GANs); "
+        "costs an extra pass over the graph per step",
+    )
     num_sanity_val_steps: int = Field(default=0, ge=0)
     stop_check_every_n_steps: PositiveInt = Field(
         default=10,
@@ -100,11 +105,16 @@ class TrainerSection(_Section):
 
 
 class CheckpointSection(_Section):
-    """last.ckpt every epoch and best.ckpt by a monitored metric, both written atomically."""
+    """last.ckpt every epoch and best.ckpt by a metric the module logs, both written atomically."""
 
     enabled: bool = True
-    monitor: str = "val_acc"
-    mode: Literal["max", "min"] = "max"
+    monitor: str | None = Field(
+        default=None,
+        description="a metric the module logs; null: val_loss, else its first validation metric",
+    )
+    mode: Literal["max", "min"] | None = Field(
+        default=None, description="null: min for losses and errors (by the name), else max"
+    )
     every_n_epochs: PositiveInt = 1
 
 
@@ -122,7 +132,7 @@ class LoggingSection(_Section):
 
 
 class CustomSection(_Section):
-    """task: custom - a LightningModule and LightningDataModule as 'package.module:ClassName'."""
+    """task: custom - a LightningModule, optionally a LightningDataModule, as 'pkg.mod:Class'."""
 
     module: str | None = None
     module_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -147,11 +157,12 @@ class TrainConfig(_Section):
     def _custom_classes(self) -> TrainConfig:
         if self.task != "custom":
             return self
+        if self.custom.module is None:
+            raise ValueError("custom.module is required for task custom")
         for field in ("module", "datamodule"):
             value = getattr(self.custom, field)
-            if value is None:
-                raise ValueError(f"custom.{field} is required for task custom")
-            if not _CLASS_PATH.match(value):
+            # Without a data module, the module's own *_dataloader methods serve the data.
+            if value is not None and not _CLASS_PATH.match(value):
                 raise ValueError(
                     f"custom.{field} {value!r} is not of the form 'package.module:ClassName'"
                 )

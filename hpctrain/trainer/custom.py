@@ -8,7 +8,11 @@ import os
 import sys
 from typing import Any, TypeVar
 
+import lightning as L
+from lightning.pytorch.utilities.model_helpers import is_overridden
+
 from hpctrain.errors import ConfigError
+from hpctrain.trainer.config import CustomSection
 
 T = TypeVar("T")
 
@@ -66,3 +70,25 @@ def instantiate(cls: type[T], kwargs: dict[str, Any], field: str, extra: dict[st
             f"it takes: {accepted or 'no arguments'}" + (" and **kwargs" if takes_any else ""),
         ) from e
     return cls(**full)
+
+
+def build_custom(
+    custom: CustomSection, lr: float, batch_size: int
+) -> tuple[L.LightningModule, L.LightningDataModule | None]:
+    """The user's module and data module (None: the module serves its own data)."""
+    assert custom.module is not None
+    module_cls = import_class(custom.module, "custom.module", L.LightningModule)
+    module = instantiate(module_cls, custom.module_kwargs, "custom.module_kwargs", {"lr": lr})
+    if custom.datamodule is None:
+        if not is_overridden("train_dataloader", module, L.LightningModule):
+            raise ConfigError(
+                f"custom.datamodule is not set and {custom.module} has no train_dataloader",
+                "set custom.datamodule to a LightningDataModule 'package.module:ClassName', "
+                "or give the module train_dataloader (and val_dataloader) methods",
+            )
+        return module, None
+    data_cls = import_class(custom.datamodule, "custom.datamodule", L.LightningDataModule)
+    data = instantiate(
+        data_cls, custom.datamodule_kwargs, "custom.datamodule_kwargs", {"batch_size": batch_size}
+    )
+    return module, data

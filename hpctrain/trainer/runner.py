@@ -18,21 +18,18 @@ from lightning.fabric.plugins.environments import (
     SLURMEnvironment,
     TorchElasticEnvironment,
 )
+from lightning.pytorch.strategies import DDPStrategy
 
 from hpctrain import __version__
 from hpctrain.errors import ConfigError
-from hpctrain.trainer.callbacks import (
-    METRICS,
-    AtomicCheckpointIO,
-    RunRecorder,
-    atomic_write_text,
-)
+from hpctrain.trainer.callbacks import METRICS, AtomicCheckpointIO, atomic_write_text
 from hpctrain.trainer.cluster import Topology, default_data_dir, detect_topology, resolve_run_dir
 from hpctrain.trainer.config import FILE_TASKS, TrainConfig, dump_config
-from hpctrain.trainer.custom import import_class, instantiate
+from hpctrain.trainer.custom import build_custom
 from hpctrain.trainer.datasets.fetch import locate_idx_files
 from hpctrain.trainer.loggers import build_loggers
 from hpctrain.trainer.midepoch import ExactResume
+from hpctrain.trainer.recorder import RunRecorder, fmt
 from hpctrain.trainer.restarts import run_history
 from hpctrain.trainer.resume import choose_checkpoint, validate_checkpoint
 from hpctrain.trainer.signals import (
@@ -125,7 +122,9 @@ def _accelerator(config: TrainConfig, topo: Topology) -> str:
     return accelerator
 
 
-def build_task(config: TrainConfig, lr: float) -> tuple[L.LightningModule, L.LightningDataModule]:
+def build_task(
+    config: TrainConfig, lr: float
+) -> tuple[L.LightningModule, L.LightningDataModule | None]:
     """The LightningModule and LightningDataModule of the configured task."""
     batch_size = config.trainer.batch_size
     clip = config.trainer.gradient_clip_val
@@ -148,44 +147,38 @@ def build_task(config: TrainConfig, lr: float) -> tuple[L.LightningModule, L.Lig
             config.task, directory.absolute(), batch_size, config.data.num_workers, config.seed
         )
         return Classifier(TutorialCNN(), config.optim, lr, clip), data
-    assert config.custom.module is not None and config.custom.datamodule is not None
-    module_cls = import_class(config.custom.module, "custom.module", L.LightningModule)
-    data_cls = import_class(config.custom.datamodule, "custom.datamodule", L.LightningDataModule)
-    return (
-        instantiate(module_cls, config.custom.module_kwargs, "custom.module_kwargs", {"lr": lr}),
-        instantiate(
-            data_cls,
-            config.custom.datamodule_kwargs,
-            "custom.datamodule_kwargs",
-            {"batch_size": batch_size},
-        ),
-    )
+    return build_custom(config.custom, lr, batch_size)
 
 
 def _banner(
     trainer: L.Trainer,
+    facts: dict[str, Any],
     config: TrainConfig,
     topo: Topology,
     run_dir: Path,
-    lr: float,
     resume: str,
 ) -> str:
     world = trainer.world_size
     accelerator = "gpu" if trainer.strategy.root_device.type == "cuda" else "cpu"
     backend = getattr(trainer.strategy, "process_group_backend", None) or "none"
-    batch = config.trainer.batch_size
     params = sum(p.numel() for p in trainer.lightning_module.parameters())
-    return "\n".join(
-        [
-            f"hpctrain {__version__} trainer: task {config.task} ({params:,} parameters), "
-            f"run dir {run_dir}",
-            f"world_size={world} nodes={trainer.num_nodes} devices_per_node={trainer.num_devices}"
-            f" accelerator={accelerator} backend={backend} launch={topo.launch}",
-            f"batch_size={batch} per device, effective_batch_size={batch * world}"
-            f" learning_rate={lr:g} (base {config.optim.lr:g}, scale-lr {config.optim.scale_lr})",
-            f"epochs={config.trainer.max_epochs} resume: {resume}",
-        ]
-    )
+    if config.task == "custom":
+        origin = f"({facts['optimizers']})"
+    else:
+        origin = f"(base {config.optim.lr:g}, scale-lr {config.optim.scale_lr})"
+    lines = [
+        f"hpctrain {__version__} trainer: task {config.task} ({params:,} parameters), "
+        f"run dir {run_dir}",
+        f"world_size={world} nodes={trainer.num_nodes} devices_per_node={trainer.num_devices}"
+        f" accelerator={accelerator} backend={backend} launch={topo.launch}",
+        f"batch_size={facts['batch_size_per_device']} per device, "
+        f"effective_batch_size={facts['effective_batch_size']}"
+        f" learning_rate={facts['learning_rate_text']} {origin}",
+        f"epochs={config.trainer.max_epochs} resume: {resume}",
+    ]
+    if config.task == "custom":
+        lines.append(f"samples/s counts {facts['samples_counted_as']}")
+    return "\n".join(lines)
 
 
 def _resume_text(checkpoint: Path | None, header: dict[str, Any] | None, config: TrainConfig,
@@ -206,21 +199,17 @@ def _resume_text(checkpoint: Path | None, header: dict[str, Any] | None, config:
     return text
 
 
-def _recorder(config: TrainConfig, topo: Topology, path: Path, lr: float, resume_text: str,
+def _recorder(config: TrainConfig, topo: Topology, path: Path, resume_text: str,
               checkpoint: Path | None, print_lines: bool,
               history: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> RunRecorder:
-    batch = config.trainer.batch_size
     return RunRecorder(
         run_dir=path,
         task=config.task,
         checkpoint=config.checkpoint,
         print_lines=print_lines,
-        banner=lambda t: _banner(t, config, topo, path, lr, resume_text),
+        banner=lambda t, facts: _banner(t, facts, config, topo, path, resume_text),
         resumed_from=checkpoint,
         static={
-            "batch_size_per_device": batch,
-            "effective_batch_size": batch * topo.world_size,
-            "learning_rate": lr,
             "launch": topo.launch,
             "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
             "run_dir": str(path),
@@ -230,13 +219,35 @@ def _recorder(config: TrainConfig, topo: Topology, path: Path, lr: float, resume
     )
 
 
+def _strategy(config: TrainConfig, topo: Topology) -> DDPStrategy | str:
+    if topo.world_size == 1:
+        return "auto"
+    return DDPStrategy(find_unused_parameters=config.trainer.find_unused_parameters)
+
+
+def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningDataModule | None,
+         checkpoint: Path | None) -> None:
+    """trainer.fit, with DDP's unused-parameters error in hpctrain's terms."""
+    try:
+        trainer.fit(module, datamodule=datamodule,
+                    ckpt_path=str(checkpoint) if checkpoint else None)
+    except RuntimeError as e:
+        if "find_unused_parameters" not in str(e):
+            raise
+        raise ConfigError(
+            "under DDP the module's loss left some parameters unused in a step "
+            "(several optimizers, or parts of the model a step skips)",
+            "set trainer.find_unused_parameters: true (--set trainer.find_unused_parameters=true)",
+        ) from e
+
+
 def _trainer(config: TrainConfig, topo: Topology, path: Path, accelerator: str,
              loggers: list[Any], callbacks: list[L.Callback], bar: bool) -> L.Trainer:
     return L.Trainer(
         accelerator=accelerator,
         devices=topo.devices_per_node,
         num_nodes=topo.num_nodes,
-        strategy="ddp" if topo.world_size > 1 else "auto",
+        strategy=_strategy(config, topo),
         plugins=[_cluster_environment(config, topo), AtomicCheckpointIO()],
         precision=config.trainer.precision,
         max_epochs=config.trainer.max_epochs,
@@ -259,10 +270,11 @@ def _trainer(config: TrainConfig, topo: Topology, path: Path, accelerator: str,
 
 
 def _print_done(summary: dict[str, Any], path: Path) -> None:
-    acc = summary["final_val_acc"]
+    # The metric best.ckpt follows, as the last epoch that logged it had it.
+    metric = summary["best_val_metric"]
+    shown = f"{metric}={fmt(summary.get(f'final_{metric}'))}, " if metric else ""
     print(
-        f"done: {summary['epochs_completed']} epoch(s), "
-        f"val_acc={'nan' if acc is None else f'{acc:.4f}'}, metrics in {path / 'metrics.json'}",
+        f"done: {summary['epochs_completed']} epoch(s), {shown}metrics in {path / METRICS}",
         flush=True,
     )
 
@@ -328,13 +340,13 @@ def _run(
     progress = config.logging.progress
     bar = progress == "bar" or (progress == "auto" and sys.stdout.isatty())
     history = run_history(path / METRICS, resume, checkpoint, header, os.environ)
-    recorder = _recorder(config, topo, path, lr, resume_text, checkpoint, not bar, history)
+    recorder = _recorder(config, topo, path, resume_text, checkpoint, not bar, history)
     stop = SafeStop(signals, recorder, config.trainer.stop_check_every_n_steps, since,
                     check_file=topo.local_rank == 0, launch=topo.launch)
     exact = ExactResume(config.seed, mid_epoch=bool(header and header["mid_epoch"]))
     trainer = _trainer(config, topo, path, accelerator, loggers,
                        [exact, recorder, *callbacks, stop], bar)
     hand_signals_to_hpctrain(trainer)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(checkpoint) if checkpoint else None)
+    _fit(trainer, module, datamodule, checkpoint)
     _finish(trainer, recorder, path)
     return recorder.summary

@@ -13,7 +13,8 @@ import torch.distributed as dist
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.trainer.connectors.signal_connector import _SignalConnector
 
-from hpctrain.trainer.callbacks import LAST, RunRecorder, atomic_write_text
+from hpctrain.trainer.callbacks import LAST, atomic_write_text
+from hpctrain.trainer.recorder import RunRecorder
 from hpctrain.trainer.signals import (
     BY_FILE,
     NO_REQUEST,

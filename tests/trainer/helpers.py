@@ -21,14 +21,23 @@ OTHER_VARS = ("HPCTRAIN_RUN_DIR", "HPCTRAIN_DATA_DIR", "HPCTRAIN_DATA_URL", "COM
 # Small enough to train in about a second, large enough to learn the spirals.
 TINY_SPIRAL = ["data.samples=4096", "trainer.batch_size=256", "optim.lr=0.01"]
 
+# The built-in tasks' epoch line.
 EPOCH_LINE = re.compile(
     r"^epoch (\d+)/(\d+) train_loss=(\S+) val_loss=(\S+) val_acc=(\S+) samples/s=(\S+)", re.M
 )
+# Any task's: the metrics the module logs, by name, between the epoch and samples/s.
+ANY_EPOCH_LINE = re.compile(r"^epoch (\d+)/\d+ (.*?) ?samples/s=(\S+) time=\S+s$", re.M)
 
 
 def epochs_in(output: str) -> list[int]:
     """The epoch numbers of the per-epoch lines in the trainer's output."""
-    return [int(m.group(1)) for m in EPOCH_LINE.finditer(output)]
+    return [int(m.group(1)) for m in ANY_EPOCH_LINE.finditer(output)]
+
+
+def epoch_line_metrics(output: str) -> list[dict[str, str]]:
+    """Per epoch line, the name=value pairs before samples/s (values as printed)."""
+    lines = ANY_EPOCH_LINE.finditer(output)
+    return [dict(pair.split("=", 1) for pair in m.group(2).split()) for m in lines]
 
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
