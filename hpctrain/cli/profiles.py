@@ -1,9 +1,9 @@
-"""`hpctrain profiles`: list, show and validate cluster profiles."""
+"""`hpctrain profiles`: list, show, validate, discover, check and probe cluster profiles."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -11,12 +11,14 @@ from hpctrain.cli.output import console, err_console, print_code, print_json
 
 profiles_app = typer.Typer(
     name="profiles",
-    help="List, show and validate cluster profiles.\n\nExample: hpctrain profiles show raven",
+    help="List, show and validate cluster profiles; discover one from a live cluster, check "
+    "one against it, probe a compute node.\n\nExample: hpctrain profiles show raven",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+ProfileArg = Annotated[str, typer.Argument(help="Profile name or YAML file.")]
 
 
 @profiles_app.command("list", epilog="Example: hpctrain profiles list --json")
@@ -57,7 +59,7 @@ def list_(json_out: JsonOpt = False) -> None:
 
 @profiles_app.command(epilog="Example: hpctrain profiles show gilbreth")
 def show(
-    name: Annotated[str, typer.Argument(help="Profile name or YAML file.")],
+    name: ProfileArg,
     json_out: JsonOpt = False,
 ) -> None:
     """Show a profile, fully resolved (after `extends:` and defaults)."""
@@ -87,6 +89,169 @@ def validate(
         print_json({"valid": True, "name": prof.name, "path": str(file)})
     else:
         err_console.print(f"[green]{file}: valid[/] (profile {prof.name}, cluster {prof.cluster})")
+
+
+_PROFILE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+def _facts() -> tuple[Any, Any]:
+    """The SLURM client and what the live cluster says (partitions, nodes, QOS, accounts)."""
+    import getpass
+
+    from hpctrain.cli import backends
+    from hpctrain.profiles.discover import read_cluster
+
+    client, _cluster = backends.slurm()
+    return client, read_cluster(client, getpass.getuser())
+
+
+@profiles_app.command(epilog="Example: hpctrain profiles discover mycluster -o mycluster.yaml")
+def discover(
+    name: Annotated[str | None, typer.Argument(help="Name of the new profile "
+                                                  "(default: the cluster's name).")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the profile "
+                      "here (default: print it).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --output.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Draft a profile from the live cluster (run it on a login node); unknowns are marked."""
+    import re
+    from datetime import date
+
+    from hpctrain.errors import ProfileError
+    from hpctrain.profiles.discover import draft_profile, draft_yaml
+
+    if name is not None and not re.match(_PROFILE_NAME, name):
+        raise ProfileError(f"profile name {name!r} must be letters, digits, '_', '.', '-'",
+                           "e.g. `hpctrain profiles discover mycluster`")
+    if output is not None and output.exists() and not force:
+        raise ProfileError(f"{output} exists", "pass --force to replace it, or choose another -o")
+    _client, facts = _facts()
+    default = re.sub(r"[^A-Za-z0-9_.-]+", "-", facts.cluster or "").strip("-.") or "discovered"
+    draft = draft_profile(facts, name or default, when=date.today().isoformat())
+    text = draft_yaml(draft)
+    if output is not None:
+        _write_profile(output, text)
+    if json_out:
+        print_json({**draft.as_dict(), "written": str(output) if output else None})
+    elif output is None:
+        print_code(text, "yaml")
+    for note in draft.notes:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+    if output is not None and not json_out:
+        err_console.print(f"[green]wrote {output}[/]: {len(draft.review)} field(s) to review "
+                          "(REVIEW comments at its top)", highlight=False)
+
+
+def _write_profile(output: Path, text: str) -> None:
+    """Write atomically, then read it back through the loader (a broken draft is a bug)."""
+    from hpctrain.errors import ProfileError
+    from hpctrain.files import write_atomic
+    from hpctrain.profiles import load_profile_file
+
+    try:
+        write_atomic(output, text)
+    except OSError as e:
+        raise ProfileError(f"cannot write {output}: {e.strerror or e}",
+                           "choose a writable path with -o") from None
+    load_profile_file(output)
+
+
+@profiles_app.command(epilog="Example: hpctrain profiles check raven --json")
+def check(
+    name: ProfileArg,
+    json_out: JsonOpt = False,
+) -> None:
+    """Hold a profile against the live cluster; exit 1 when a difference would fail jobs."""
+    from hpctrain.profiles import load_profile
+    from hpctrain.profiles.check import check_profile
+
+    profile = load_profile(name)
+    _client, facts = _facts()
+    report = check_profile(profile, facts)
+    if json_out:
+        print_json(report.as_dict())
+    else:
+        _show_report(report)
+    if report.fatal:
+        raise typer.Exit(1)
+
+
+def _show_report(report: Any) -> None:
+    for d in report.differences:
+        tag = "[red]FATAL[/]" if d.fatal else "[yellow]differs[/]"
+        console.print(f"{tag} {d.where}: {d.message}", highlight=False)
+        console.print(f"      fix: {d.fix}", highlight=False)
+    for note in report.notes:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+    fatal = sum(d.fatal for d in report.differences)
+    if not report.differences:
+        err_console.print(f"[green]{report.profile} matches cluster {report.cluster}[/]",
+                          highlight=False)
+    else:
+        err_console.print(f"{len(report.differences)} difference(s), {fatal} fatal",
+                          highlight=False)
+
+
+@profiles_app.command(epilog="Example: hpctrain profiles probe raven --partition gpudev")
+def probe(
+    name: Annotated[str, typer.Argument(help="Profile name (a shipped one or yours).")],
+    partition: Annotated[str | None, typer.Option(help="Partition to probe "
+                         "(default: the profile's default).")] = None,
+    account: Annotated[str | None, typer.Option(help="Account to charge.")] = None,
+    qos: Annotated[str | None, typer.Option(help="QOS for the job.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run a one-minute job that reports IB interfaces, HCAs, GPUs and the CUDA driver, and
+    write what it found into your profile (one that extends the shipped one)."""
+    from dataclasses import asdict
+
+    from hpctrain.cli import backends
+    from hpctrain.errors import ProfileError
+    from hpctrain.plan import JobRequest
+    from hpctrain.profiles import list_profiles, load_profile
+    from hpctrain.profiles import probe as pr
+
+    infos = {i.name: i for i in list_profiles()}
+    if name not in infos:
+        load_profile(name)  # the loader's error: unknown profile, and the known ones
+        raise ProfileError(f"probe takes a profile name, not a file: {name!r}",
+                           "put the file in your profile directory and give its name")
+    profile = load_profile(name)
+    part = profile.partition(partition) if partition else profile.default_partition
+    req = JobRequest(profile=profile, partition=partition, account=account, qos=qos,
+                     gpus_per_node=part.most_gpus if part else None)
+    prep = pr.prepare_probe(req, Path.cwd())
+    client, _cluster = backends.slurm()
+
+    def submitted(done: Any) -> None:
+        err_console.print(f"probe job {done.job_id} submitted; waiting for it "
+                          f"(Ctrl-C stops waiting, not the job)", highlight=False)
+
+    done, text = pr.run_probe(prep, client, backends.history(), on_submit=submitted)
+    findings = pr.parse_findings(text)
+    shipped = infos[name].source == "shipped" or infos[name].shadows_shipped
+    written = pr.write_findings(name, shipped, findings)
+    if json_out:
+        print_json({"job_id": done.job_id, "findings": asdict(findings),
+                    "written": str(written.path) if written.path else None,
+                    "settings": written.settings, "kept": written.kept})
+        return
+    _show_probe(findings, written)
+
+
+def _show_probe(findings: Any, written: Any) -> None:
+    for line in findings.summary():
+        console.print(f"- {line}", highlight=False)
+    if written.path is None:
+        console.print("nothing to write: no InfiniBand interface or HCA was seen on the node "
+                      "(NCCL keeps autodetecting)", highlight=False)
+        return
+    for k, v in written.settings.items():
+        console.print(f"wrote nccl.{k}: {v}", highlight=False)
+    for k, v in written.kept.items():
+        console.print(f"kept your nccl.{k}: {v} (the node suggests otherwise)", highlight=False)
+    console.print(f"profile file: {written.path}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,5 @@
-"""Profile -> the emulated cluster's node groups, partitions, QOS and accounts (pure)."""
+"""Profile -> the emulated cluster's node groups (one per node type), partitions, QOS and
+accounts (pure)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hpctrain.devcluster.layout import MAX_PREFIX, Ports
-from hpctrain.profiles.model import Partition, Profile
+from hpctrain.profiles.model import NodeType, Partition, Profile
 from hpctrain.units import parse_time_seconds
 
 # Rendered scripts test $SLURM_CLUSTER_NAME = hpctrain-dev* to skip module loads.
@@ -21,12 +22,14 @@ DEFAULT_ACCOUNT = "hpctrain-dev"
 ACCOUNTS = (DEFAULT_ACCOUNT, "hpctrain-test", "ag_hpctrain_test")
 _HOSTNAME_CHARS = re.compile(r"[^a-z0-9-]+")
 
-Shape = tuple[int, int, str | None, int]
+# cpus, memory, GPU type, GPUs, features: node types alike in all of them share nodes (Gilbreth's
+# J nodes serve both a100-80gb and training; Raven's gpudev runs on the plain gpu nodes).
+Shape = tuple[int, int, str | None, int, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
 class NodeGroup:
-    """Nodes of one shape, shared by every partition of the profile with that shape."""
+    """Nodes of one node type (by shape and features), shared by the partitions that have it."""
 
     prefix: str
     partitions: tuple[str, ...]
@@ -48,7 +51,7 @@ class NodeGroup:
 
 @dataclass(frozen=True)
 class PartitionSpec:
-    """One partition of the profile, on the nodes of its shape."""
+    """One partition of the profile, on the nodes of its node types."""
 
     name: str
     nodes: tuple[str, ...]
@@ -92,14 +95,14 @@ class ClusterPlan:
 
 def plan_cluster(profile: Profile, nodes_per_group: int = DEFAULT_NODES,
                  ports: Ports | None = None) -> ClusterPlan:
-    """Group the profile's partitions by node shape and give each group its own nodes."""
+    """Group the profile's node types by shape and features; give each group its own nodes."""
     if nodes_per_group < 1:
         raise ValueError("nodes per partition must be at least 1")
     ports = ports or Ports()
-    shapes = _partitions_by_shape(profile.partitions)
+    shapes = _types_by_shape(profile.partitions)
     if len(shapes) * nodes_per_group > MAX_SLURMDS:
         raise ValueError(
-            f"profile {profile.name} has {len(shapes)} node shapes; {nodes_per_group} nodes each "
+            f"profile {profile.name} has {len(shapes)} node types; {nodes_per_group} nodes each "
             f"would start {len(shapes) * nodes_per_group} slurmd (at most {MAX_SLURMDS})"
         )
     groups = _node_groups(shapes, nodes_per_group, ports.slurmd_base)
@@ -114,63 +117,68 @@ def plan_cluster(profile: Profile, nodes_per_group: int = DEFAULT_NODES,
     )
 
 
-def _shape(p: Partition) -> Shape:
-    return (p.cpus_per_node, p.mem_per_node_mb, p.gpu_type if p.gpus_per_node else None,
-            p.gpus_per_node)
+def _shape(p: Partition, t: NodeType) -> Shape:
+    return (t.cpus, t.mem_mb, p.gpu_type_of(t), t.gpus, tuple(t.features))
 
 
-def _partitions_by_shape(partitions: Sequence[Partition]) -> dict[Shape, list[Partition]]:
-    shapes: dict[Shape, list[Partition]] = {}
+@dataclass
+class _Members:
+    """The partitions that have one shape, and the names their node types go by."""
+
+    partitions: list[str] = field(default_factory=list)
+    # Type names other than the partition's own (a flat partition's one implicit type).
+    type_names: list[str] = field(default_factory=list)
+
+
+def _types_by_shape(partitions: Sequence[Partition]) -> dict[Shape, _Members]:
+    shapes: dict[Shape, _Members] = {}
     for p in partitions:
-        shapes.setdefault(_shape(p), []).append(p)
+        for t in p.types():
+            members = shapes.setdefault(_shape(p, t), _Members())
+            if p.name not in members.partitions:
+                members.partitions.append(p.name)
+            if p.node_types and t.name not in members.type_names:
+                members.type_names.append(t.name)
     return shapes
 
 
-def _node_groups(shapes: dict[Shape, list[Partition]], nodes_per_group: int,
+def _node_groups(shapes: dict[Shape, _Members], nodes_per_group: int,
                  first_port: int) -> tuple[NodeGroup, ...]:
     groups: list[NodeGroup] = []
     used: set[str] = set()
-    for i, (shape, parts) in enumerate(shapes.items(), start=1):
-        names = [p.name for p in parts]
-        prefix = "node" if len(shapes) == 1 else _hostname_prefix(_stem(names))
+    for i, (shape, members) in enumerate(shapes.items(), start=1):
+        names = members.partitions
+        # Named types give their hosts their name (k1, k2 for Gilbreth's K nodes).
+        stem = members.type_names[0] if members.type_names else _stem(names)
+        prefix = "node" if len(shapes) == 1 else _hostname_prefix(stem)
         if prefix in used:
             prefix = f"{prefix}g{i}"
         used.add(prefix)
         port = first_port + (i - 1) * nodes_per_group
-        cpus, mem, gpu_type, gpus = shape
+        cpus, mem, gpu_type, gpus, features = shape
         groups.append(NodeGroup(
-            prefix=prefix, partitions=tuple(names), cpus=cpus, mem_mb=mem, gpu_type=gpu_type,
-            gpus=gpus, features=_features(parts),
+            prefix=prefix, partitions=tuple(names), cpus=cpus, mem_mb=mem,
+            gpu_type=gpu_type if gpus else None, gpus=gpus, features=features,
             nodes=tuple(f"{prefix}{k}" for k in range(1, nodes_per_group + 1)),
             ports=tuple(range(port, port + nodes_per_group)),
         ))
     return tuple(groups)
 
 
-def _features(parts: Sequence[Partition]) -> tuple[str, ...]:
-    """Every constraint name of the shape's partitions, in order, once."""
-    features: list[str] = []
-    for p in parts:
-        for f in [p.default_constraint, *(c.name for c in p.constraints)]:
-            if f and f not in features:
-                features.append(f)
-    return tuple(features)
-
-
 def _partition_specs(profile: Profile, groups: Sequence[NodeGroup]
                      ) -> tuple[PartitionSpec, ...]:
     default = profile.default_partition.name
-    by_partition = {name: g for g in groups for name in g.partitions}
     return tuple(
         PartitionSpec(
             name=p.name,
-            nodes=by_partition[p.name].nodes,
+            nodes=tuple(n for g in groups if p.name in g.partitions for n in g.nodes),
             default=p.name == default,
             max_time_s=p.max_seconds,
             default_time_s=_seconds(p.default_time),
             max_nodes=p.max_nodes,
-            # Like real sites: a job without --mem gets its CPUs' share, not the whole node.
-            def_mem_per_cpu=max(1, p.mem_per_node_mb // p.cpus_per_node),
+            # Like real sites: a job without --mem gets its CPUs' share, not the whole node
+            # (of the type with the least memory per CPU, so it fits every type).
+            def_mem_per_cpu=max(1, min(t.mem_mb // t.cpus for t in p.types())),
             allow_qos=p.required_qos,
         )
         for p in profile.partitions

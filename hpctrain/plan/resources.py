@@ -1,13 +1,14 @@
-"""Rules for CPUs and memory: they follow the GPUs unless given, and must fit the node."""
+"""Rules for CPUs and memory: they follow the GPUs on the fitting node types unless given."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from hpctrain.plan.model import JobRequest
+from hpctrain.plan.nodetypes import Fit
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.text import number
-from hpctrain.profiles.model import Partition, Profile
+from hpctrain.profiles.model import NodeType, Profile
 from hpctrain.units import parse_mem_mb
 
 _MEM_ZERO = (
@@ -28,66 +29,66 @@ class NodeShare:
     whole_node_gpus: int
 
 
-def node_share(profile: Profile, part: Partition, gpus_per_node: int) -> NodeShare:
-    """The CPUs and memory that go with `gpus_per_node` GPUs on one node of `part`."""
-    node_gpus = part.gpus_per_node
+def node_share(profile: Profile, fit: Fit, gpus_per_node: int) -> NodeShare:
+    """The CPUs and memory that go with `gpus_per_node` GPUs on every node type that fits:
+    the smallest of their shares, so any of those nodes can run the job."""
+    shares = [_type_share(profile, t, gpus_per_node) for t in fit.types]
+    return NodeShare(
+        gpus=min(s.gpus for s in shares),
+        cpus=min(s.cpus for s in shares),
+        mem_mb=min(s.mem_mb for s in shares),
+        strict=any(s.strict for s in shares),
+        whole_node_gpus=min(s.whole_node_gpus for s in shares),
+    )
+
+
+def _type_share(profile: Profile, node: NodeType, gpus_per_node: int) -> NodeShare:
+    node_gpus = node.gpus
     gpus = min(gpus_per_node, node_gpus) if node_gpus else 0
     # A CPU-only job on a GPU node gets one GPU's share: CPUs and memory are dealt out per
     # GPU there, and the share of zero GPUs would be --mem=0 or --mem=1.
-    cpus, mem_mb = _share(profile, part, max(gpus, 1) if node_gpus else 0)
+    cpus, mem_mb = _share(profile, node, max(gpus, 1) if node_gpus else 0)
     strict = profile.shared_node.strict and 0 < gpus < node_gpus
     return NodeShare(gpus, cpus, mem_mb, strict, node_gpus)
 
 
-def _share(profile: Profile, part: Partition, gpus: int) -> tuple[int, int]:
+def _share(profile: Profile, node: NodeType, gpus: int) -> tuple[int, int]:
     """CPUs and MB a job with `gpus` GPUs gets on one node under the profile's sharing rule."""
-    if part.gpus_per_node == 0 or gpus >= part.gpus_per_node:
-        return part.cpus_per_node, part.mem_per_node_mb
+    if node.gpus == 0 or gpus >= node.gpus:
+        return node.cpus, node.mem_mb
     rule = profile.shared_node
     if rule.mode == "per_gpu":
         assert rule.cpus_per_gpu is not None and rule.mem_per_gpu_mb is not None
         return (
-            min(part.cpus_per_node, rule.cpus_per_gpu * gpus),
-            min(part.mem_per_node_mb, rule.mem_per_gpu_mb * gpus),
+            min(node.cpus, rule.cpus_per_gpu * gpus),
+            min(node.mem_mb, rule.mem_per_gpu_mb * gpus),
         )
-    cpus = max(1, part.cpus_per_node * gpus // part.gpus_per_node)
-    mem = max(1, part.mem_per_node_mb * gpus // part.gpus_per_node)
+    cpus = max(1, node.cpus * gpus // node.gpus)
+    mem = max(1, node.mem_mb * gpus // node.gpus)
     return cpus, mem
 
 
-def cpus_per_task(
-    req: JobRequest, part: Partition, tasks: int, share: NodeShare
-) -> Outcome[int]:
-    """CPUs per task: the node's share split over the tasks unless given; it must fit."""
+def cpus_per_task(req: JobRequest, tasks: int, share: NodeShare) -> Outcome[int]:
+    """CPUs per task: the nodes' share split over the tasks unless given. Whether a given
+    count fits a node is the node-type rule's; here only a strict share is enforced."""
     cpt = max(1, share.cpus // tasks) if req.cpus_per_task is None else req.cpus_per_task
     problems: tuple[str, ...] = ()
     if cpt < 1:
         problems = (f"--cpus-per-task {number(cpt)}: must be at least 1",)
         cpt = 1
-    return Outcome(cpt, problems, _cpu_misfits(req.profile.name, part, tasks, cpt, share))
-
-
-def _cpu_misfits(
-    name: str, part: Partition, tasks: int, cpt: int, share: NodeShare
-) -> tuple[str, ...]:
     used = tasks * cpt
-    if used > part.cpus_per_node:
-        return (
-            f"{name}: {tasks} task(s) x {number(cpt)} CPUs = {number(used)} CPUs per node, but "
-            f"{part.name} nodes have {part.cpus_per_node}; use --cpus-per-task "
-            f"{max(1, part.cpus_per_node // tasks)}",
-        )
+    misfits: tuple[str, ...] = ()
     if share.strict and used > share.cpus:
-        return (
-            f"{name}: {share.gpus} GPU(s) on a shared node get at most {share.cpus} CPUs; use "
-            f"--cpus-per-task {max(1, share.cpus // tasks)}, or take the whole node with "
-            f"--gpus-per-node {share.whole_node_gpus}",
+        misfits = (
+            f"{req.profile.name}: {share.gpus} GPU(s) on a shared node get at most "
+            f"{share.cpus} CPUs; use --cpus-per-task {max(1, share.cpus // tasks)}, or take "
+            f"the whole node with --gpus-per-node {share.whole_node_gpus}",
         )
-    return ()
+    return Outcome(cpt, problems, misfits)
 
 
-def memory(req: JobRequest, part: Partition, share: NodeShare) -> Outcome[int]:
-    """Memory per node in MB: the node's share unless given; a given size must fit."""
+def memory(req: JobRequest, share: NodeShare) -> Outcome[int]:
+    """Memory per node in MB: the nodes' share unless given; a strict share is enforced."""
     if req.mem is None:
         return Outcome(share.mem_mb)
     try:
@@ -96,19 +97,11 @@ def memory(req: JobRequest, part: Partition, share: NodeShare) -> Outcome[int]:
         return Outcome(share.mem_mb, problems=(f"--mem: {e}",))
     if mem_mb == 0:
         return Outcome(share.mem_mb, problems=(_MEM_ZERO,))
-    return Outcome(mem_mb, misfits=_mem_misfits(req.profile.name, part, mem_mb, share))
-
-
-def _mem_misfits(name: str, part: Partition, mem_mb: int, share: NodeShare) -> tuple[str, ...]:
-    if mem_mb > part.mem_per_node_mb:
-        return (
-            f"{name}: --mem {mem_mb} MB is more than a {part.name} node has "
-            f"({part.mem_per_node_mb} MB); use --mem {part.mem_per_node_mb} or less",
-        )
+    misfits: tuple[str, ...] = ()
     if share.strict and mem_mb > share.mem_mb:
-        return (
-            f"{name}: {share.gpus} GPU(s) on a shared node get at most {share.mem_mb} MB; use "
-            f"--mem {share.mem_mb}, or take the whole node with "
+        misfits = (
+            f"{req.profile.name}: {share.gpus} GPU(s) on a shared node get at most "
+            f"{share.mem_mb} MB; use --mem {share.mem_mb}, or take the whole node with "
             f"--gpus-per-node {share.whole_node_gpus}",
         )
-    return ()
+    return Outcome(mem_mb, misfits=misfits)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hpctrain.plan.model import JobRequest
+from hpctrain.plan.nodetypes import Fit
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.text import CONTROL
-from hpctrain.profiles.model import Partition, Profile
+from hpctrain.profiles.model import Profile
 
 # Options hpctrain writes itself; passing them through --sbatch-arg would contradict the plan.
 _MANAGED = {
@@ -62,7 +63,7 @@ def sbatch_option_name(arg: str) -> str:
     return arg[:2]
 
 
-def sbatch_options(req: JobRequest, part: Partition, gpus_per_node: int) -> Outcome[SbatchOptions]:
+def sbatch_options(req: JobRequest, fit: Fit, gpus_per_node: int) -> Outcome[SbatchOptions]:
     """The profile's and the user's extra options, refused where they clash with the plan's."""
     problems: list[str] = []
     extra: list[str] = list(req.profile.sbatch_defaults)
@@ -72,7 +73,7 @@ def sbatch_options(req: JobRequest, part: Partition, gpus_per_node: int) -> Outc
             problems.append(problem)
         else:
             extra.append(arg)
-    gpu_option = _gpu_option(req.profile, part, gpus_per_node)
+    gpu_option = _gpu_option(req.profile, fit, gpus_per_node)
     names = {sbatch_option_name(a) for a in extra} | _EMITTED
     if gpu_option:
         names.add(sbatch_option_name(gpu_option))
@@ -118,12 +119,14 @@ def _conflicts(option_names: set[str]) -> list[str]:
     return problems
 
 
-def _gpu_option(profile: Profile, part: Partition, gpus_per_node: int) -> str | None:
-    """How this cluster wants GPUs asked for; None when the node cannot give them."""
-    if not 0 < gpus_per_node <= part.gpus_per_node:
+def _gpu_option(profile: Profile, fit: Fit, gpus_per_node: int) -> str | None:
+    """How this cluster wants GPUs asked for; None when the nodes cannot give them."""
+    if not 0 < gpus_per_node <= min(t.gpus for t in fit.types):
         return None
     if profile.gpu_request == "gpus_per_node":
         return f"--gpus-per-node={gpus_per_node}"
-    if profile.gpu_request == "gres_typed" and part.gpu_type:
-        return f"--gres=gpu:{part.gpu_type}:{gpus_per_node}"
+    # Fitting types with different GPU models (Gilbreth's training: A100 and H100) leave the
+    # model to the constraint: a typed request would rule one of them out.
+    if profile.gpu_request == "gres_typed" and fit.gpu_type:
+        return f"--gres=gpu:{fit.gpu_type}:{gpus_per_node}"
     return f"--gres=gpu:{gpus_per_node}"

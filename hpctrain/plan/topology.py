@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from hpctrain.plan.model import JobRequest, Launcher
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.text import number
-from hpctrain.profiles.model import Partition
+from hpctrain.profiles.model import NodeType, Partition
 
 
 @dataclass(frozen=True)
@@ -34,35 +34,39 @@ def choose_partition(req: JobRequest) -> Outcome[Partition]:
     )
 
 
-def topology(req: JobRequest, part: Partition) -> Outcome[Topology]:
+def topology(req: JobRequest, part: Partition, types: Sequence[NodeType]) -> Outcome[Topology]:
     """Nodes and GPUs per node: at least one node, and GPU counts the partition can give."""
     problems: list[str] = []
     nodes = req.nodes
     if nodes < 1:
         problems.append(f"--nodes {number(nodes)}: a job needs at least 1 node")
         nodes = 1
-    gpn = _default_gpus(part, nodes) if req.gpus_per_node is None else req.gpus_per_node
+    gpn = _default_gpus(types, nodes) if req.gpus_per_node is None else req.gpus_per_node
     if gpn < 0:
         problems.append(f"--gpus-per-node {number(gpn)}: must be 0 or more")
         gpn = 0
     name = req.profile.name
     misfits = (*_gpu_misfits(name, part, nodes, gpn), *_node_misfits(name, part, nodes, gpn))
     # Past this point the request is refused; the CPU and memory rules see the node's own.
-    gpn = min(gpn, part.gpus_per_node)
+    gpn = min(gpn, part.most_gpus)
     notes: tuple[str, ...] = ()
-    if gpn == 0 and part.gpus_per_node:
+    if gpn == 0 and part.most_gpus:
         notes = (f"CPU-only job on GPU partition {part.name}: it gets one GPU's share of the "
                  "node's CPUs and memory",)
     return Outcome(Topology(nodes, gpn), tuple(problems), misfits, notes)
 
 
-def _default_gpus(part: Partition, nodes: int) -> int:
-    """GPUs per node when none are asked for: all of them on several nodes, else one."""
-    return part.gpus_per_node if nodes > 1 else min(1, part.gpus_per_node)
+def _default_gpus(types: Sequence[NodeType], nodes: int) -> int:
+    """GPUs per node when none are asked for: one; on several nodes, all of them (of the
+    smallest node type, so that every type can take the job)."""
+    counts = [t.gpus for t in types if t.gpus]
+    if not counts:
+        return 0
+    return min(counts) if nodes > 1 else 1
 
 
 def _gpu_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str, ...]:
-    node_gpus = part.gpus_per_node
+    node_gpus = part.most_gpus
     if gpn > node_gpus:
         if not node_gpus:
             return (f"{name}: partition {part.name} has no GPUs; use --gpus-per-node 0",)
@@ -71,7 +75,8 @@ def _gpu_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str,
             need = min(need, part.max_nodes)
         return (
             f"{name}: {number(gpn)} GPUs on one node is impossible ({node_gpus} per node in "
-            f"partition {part.name}); use --nodes {need} --gpus-per-node {node_gpus}",
+            f"partition {part.name}); use --nodes {need} --gpus-per-node {node_gpus}"
+            + _gpu_listing(part),
         )
     allowed = part.allowed_gpus_per_node
     if allowed and gpn not in allowed:
@@ -91,13 +96,21 @@ def _gpu_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str,
     return ()
 
 
+def _gpu_listing(part: Partition) -> str:
+    """The node types' GPUs, where the partition has types with different counts."""
+    types = part.types()
+    if len({t.gpus for t in types}) < 2:
+        return ""
+    return "; its node types: " + "; ".join(f"{t.name}: {t.gpus} GPUs" for t in types)
+
+
 def _nearest_allowed(wanted: int, allowed: Sequence[int]) -> int:
     above = [a for a in sorted(allowed) if a >= max(wanted, 1)]
     return above[0] if above else max(allowed)
 
 
 def _node_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str, ...]:
-    node_gpus = part.gpus_per_node
+    node_gpus = part.most_gpus
     misfits: list[str] = []
     if nodes > 1 and part.multinode_full_nodes and gpn != node_gpus and gpn <= node_gpus:
         misfits.append(

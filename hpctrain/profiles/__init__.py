@@ -6,9 +6,10 @@ from hpctrain.profiles.loader import (
     load_profile,
     load_profile_file,
 )
-from hpctrain.profiles.model import Partition, Profile
+from hpctrain.profiles.model import NodeType, Partition, Profile
 
 __all__ = [
+    "NodeType",
     "Partition",
     "Profile",
     "ProfileInfo",

@@ -26,8 +26,8 @@ from hpctrain.files import write_atomic
 from hpctrain.profiles.model import Profile
 from hpctrain.profiles.plain import from_plain
 
-# Bumped when the file layout changes, so older files read as misses.
-FORMAT = 1
+# Bumped when the file layout changes (2: node types), so older files read as misses.
+FORMAT = 2
 # Shipped profiles take a few kilobytes; anything far larger is not ours.
 _MAX_BYTES = 1 << 20
 # Two seconds: coarser than any file system's timestamps hpctrain meets.

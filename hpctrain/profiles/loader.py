@@ -71,14 +71,47 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+# Lists of named entries merge by name, so a user profile changes one partition or node type
+# without restating the rest; every other list replaces the base's.
+_NAMED_LISTS = ("partitions", "node_types")
+_FLAT_SHAPE = ("gpus_per_node", "cpus_per_node", "mem_per_node_mb")
+
+
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """Mappings merge key by key; lists and scalars in `over` replace the base's."""
+    """Mappings merge key by key; named lists merge by name; other lists and scalars replace."""
     out = dict(base)
     for k, v in over.items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
             out[k] = _deep_merge(out[k], v)
+        elif k in _NAMED_LISTS and _named(v) and _named(out.get(k)):
+            out[k] = _merge_named(out[k], v)
         else:
             out[k] = v
+    if over.get("node_types") and not base.get("node_types"):
+        # Types given to a flat partition replace its one implicit shape.
+        for flat in _FLAT_SHAPE:
+            if flat not in over:
+                out.pop(flat, None)
+    return out
+
+
+def _named(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(item, dict) and isinstance(item.get("name"), str) for item in value
+    )
+
+
+def _merge_named(base: list[dict[str, Any]], over: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Entries of `over` merge into the base's entry of the same name, or are appended."""
+    out = list(base)
+    index = {item["name"]: i for i, item in enumerate(out)}
+    for item in over:
+        i = index.get(item["name"])
+        if i is None:
+            index[item["name"]] = len(out)
+            out.append(item)
+        else:
+            out[i] = _deep_merge(out[i], item)
     return out
 
 

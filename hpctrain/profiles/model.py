@@ -83,13 +83,47 @@ class Constraint:
 
 
 @dataclass(frozen=True)
+class NodeType:
+    """One kind of node inside a partition (Gilbreth's K and I nodes share `a100-80gb`)."""
+
+    __pydantic_config__ = _FORBID
+    # The site's name for the type (Gilbreth "K"), unique within its partition.
+    name: str
+    gpus: GpuCount
+    cpus: CpuCount
+    # Usable memory (SLURM's RealMemory): the most --mem may ask for on one node.
+    mem_mb: MemMb
+    # SLURM node features that select this type with --constraint.
+    features: list[str] = field(default_factory=list)
+    # None: the partition's gpu_type.
+    gpu_type: str | None = None
+    # How many nodes of this type the partition has; None when the site does not say.
+    nodes: NodeCount | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        _check_name("node type", self.name)
+        for f in self.features:
+            _check_name("feature", f)
+        if self.gpu_type is not None:
+            _check_name("GPU type", self.gpu_type)
+
+
+_FLAT = ("gpus_per_node", "cpus_per_node", "mem_per_node_mb")
+_TYPE_FIELD = {"gpus_per_node": "gpus", "cpus_per_node": "cpus", "mem_per_node_mb": "mem_mb"}
+
+
+@dataclass(frozen=True)
 class Partition:
     __pydantic_config__ = _FORBID
     name: str
-    gpus_per_node: GpuCount
-    cpus_per_node: CpuCount
-    mem_per_node_mb: MemMb
     max_time: SlurmTime
+    # The flat shape: one implicit node type. With node_types these are derived (the largest
+    # type's values) and, when given, must equal them.
+    gpus_per_node: GpuCount | None = None
+    cpus_per_node: CpuCount | None = None
+    mem_per_node_mb: MemMb | None = None
+    node_types: list[NodeType] = field(default_factory=list)
     description: str = ""
     gpu_type: str | None = None
     default_time: SlurmTime | None = None
@@ -101,7 +135,7 @@ class Partition:
     # Multi-node jobs must take whole nodes (Raven's rule: 4 GPUs per node).
     multinode_full_nodes: bool = False
     required_qos: str | None = None
-    # Always emitted (Raven's --constraint=gpu); a user --constraint picks among `constraints`.
+    # Always emitted (Raven's --constraint=gpu); a user --constraint picks among the features.
     default_constraint: str | None = None
     constraints: list[Constraint] = field(default_factory=list)
     default: bool = False
@@ -110,21 +144,79 @@ class Partition:
 
     def __post_init__(self) -> None:
         _check_name("partition", self.name)
+        if self.node_types:
+            self._derive_flat()
+        elif any(getattr(self, f) is None for f in _FLAT):
+            missing = ", ".join(f for f in _FLAT if getattr(self, f) is None)
+            raise ValueError(f"give {missing} (one node shape), or node_types")
         if self.allowed_gpus_per_node is not None:
             # 0 allows CPU-only jobs on a GPU partition (they get one GPU's share).
-            bad = [g for g in self.allowed_gpus_per_node if not 0 <= g <= self.gpus_per_node]
+            bad = [g for g in self.allowed_gpus_per_node if not 0 <= g <= self.most_gpus]
             if bad:
                 raise ValueError(
-                    f"allowed_gpus_per_node {bad} outside 0..{self.gpus_per_node} (gpus_per_node)"
+                    f"allowed_gpus_per_node {bad} outside 0..{self.most_gpus} (gpus_per_node)"
                 )
         if self.default_time is not None and parse_time_seconds(
             self.default_time
         ) > parse_time_seconds(self.max_time):
             raise ValueError(f"default_time {self.default_time} exceeds max_time {self.max_time}")
 
+    def _derive_flat(self) -> None:
+        names = [t.name for t in self.node_types]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate node types: {', '.join(dupes)}")
+        for flat, attr in _TYPE_FIELD.items():
+            largest = max(getattr(t, attr) for t in self.node_types)
+            given = getattr(self, flat)
+            if given is not None and given != largest:
+                raise ValueError(
+                    f"{flat} {given} contradicts node_types (the largest has {largest}); "
+                    f"drop {flat}: it follows from the types"
+                )
+            # Frozen: the derived shape is set once, here, as the dataclass is built.
+            object.__setattr__(self, flat, largest)
+
+    @property
+    def most_gpus(self) -> int:
+        """GPUs on the partition's largest node."""
+        return max(t.gpus for t in self.types())
+
     @property
     def max_seconds(self) -> int:
         return parse_time_seconds(self.max_time)
+
+    def types(self) -> list[NodeType]:
+        """The partition's node types; a flat partition has one, named after the partition."""
+        if self.node_types:
+            return list(self.node_types)
+        assert self.gpus_per_node is not None and self.cpus_per_node is not None
+        assert self.mem_per_node_mb is not None
+        return [NodeType(
+            name=self.name, gpus=self.gpus_per_node, cpus=self.cpus_per_node,
+            mem_mb=self.mem_per_node_mb, features=self._constraint_names(),
+            description=self.description,
+        )]
+
+    def _constraint_names(self) -> list[str]:
+        names: list[str] = []
+        for f in [self.default_constraint, *(c.name for c in self.constraints)]:
+            if f and f not in names:
+                names.append(f)
+        return names
+
+    def gpu_type_of(self, node_type: NodeType) -> str | None:
+        """The GPU model of a node type (its own, else the partition's); None without GPUs."""
+        if not node_type.gpus:
+            return None
+        return node_type.gpu_type or self.gpu_type
+
+    def features(self) -> list[str]:
+        """Every feature a --constraint may name here: the types' and the listed constraints."""
+        names = self._constraint_names()
+        for t in self.types():
+            names.extend(f for f in t.features if f not in names)
+        return names
 
     def constraint(self, name: str) -> Constraint | None:
         return next((c for c in self.constraints if c.name == name), None)
@@ -210,6 +302,22 @@ class Requeue:
     grace_s: Annotated[int, Bounds(10, 3600)] = 180
 
 
+@dataclass(frozen=True)
+class Login:
+    """How a laptop reaches the cluster: an ssh destination and where the project lives there."""
+
+    __pydantic_config__ = _FORBID
+    # An ssh destination as the user types it (`raven`, `me@raven.mpcdf.mpg.de`), resolved by
+    # their own ssh config (jump hosts, keys, GSSAPI).
+    host: str
+    # The remote project directory files are synced to (default ~/hpctrain-projects/<dir>).
+    workdir: str | None = None
+    # The remote venv or conda prefix jobs activate (default: none).
+    python: str | None = None
+    # An ssh config file used instead of ~/.ssh/config (`ssh -F`).
+    ssh_config: str | None = None
+
+
 GpuRequest = Literal["gres_typed", "gres", "gpus_per_node"]
 AccountPolicy = Literal["required", "optional", "never"]
 
@@ -236,6 +344,8 @@ class Profile:
     scratch_dir: str | None = None
     # Extra #SBATCH options every job of this cluster needs (e.g. --threads-per-core=1).
     sbatch_defaults: list[str] = field(default_factory=list)
+    # Submitting from a laptop over ssh (docs/remote.md).
+    login: Login | None = None
 
     def __post_init__(self) -> None:
         _check_name("profile", self.name)

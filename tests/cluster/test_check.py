@@ -46,6 +46,9 @@ TOPOLOGIES: dict[str, list[list[str]]] = {
         ["--partition", "training", "--nodes", "2", "--time", "24:00:00"],
         ["--partition", "a30", "--gpus-per-node", "3"],
         ["--qos", "standby", "--time", "4:00:00"],
+        # Node types: 4 GPUs on a100-40gb take --constraint=N, 64 cores --constraint=K|J.
+        ["--partition", "a100-40gb", "--gpus-per-node", "4"],
+        ["--gpus-per-node", "2", "--cpus-per-task", "32"],
     ],
     "marvin": [
         [],
@@ -55,7 +58,8 @@ TOPOLOGIES: dict[str, list[list[str]]] = {
         ["--partition", "sgpu_long", "--time", "7-00:00:00"],
     ],
 }
-NODES = {"raven": 2, "gilbreth": 4, "marvin": 2}
+# Nodes per node type; gilbreth's 9 types take 18 slurmds at 2 each.
+NODES = {"raven": 2, "gilbreth": 2, "marvin": 2}
 
 
 def _check(dc: DevClusterHandle, profile: str, options: list[str]) -> None:
@@ -92,7 +96,7 @@ def test_validator_and_slurm_agree(
         _check(dc, profile, options)
 
     part = load_profile(profile).default_partition
-    over_gpus = part.gpus_per_node + 1
+    over_gpus = part.most_gpus + 1
     gpu_opt = (
         f"--gpus-per-node={over_gpus}"
         if profile == "gilbreth"
@@ -102,7 +106,7 @@ def test_validator_and_slurm_agree(
     over_time = part.max_seconds // 60 + 60
     _both_refuse(dc, tmp_path, profile, {"time": str(over_time)}, [f"--time={over_time}"])
     _both_refuse(dc, tmp_path, profile, {"partition": "nosuch"}, ["--partition=nosuch"])
-    over_mem = part.mem_per_node_mb + 1000
+    over_mem = max(t.mem_mb for t in part.types()) + 1000
     _both_refuse(dc, tmp_path, profile, {"mem": str(over_mem)}, [f"--mem={over_mem}"])
 
 

@@ -30,16 +30,21 @@ from hpctrain.units import format_time
 GOLDEN = Path(__file__).parent / "golden"
 LAYOUT = Layout.for_dir(Path("/srv/hpctrain/state/devcluster"))
 SHIPPED = ["local", "raven", "gilbreth", "marvin"]
-# Expected node-shape groups: partitions sharing a node shape share nodes.
+# Expected node groups, one per node type: partitions sharing a type (same shape and
+# features) share its nodes.
 GROUPS = {
     "local": [("node", ("debug",))],
-    "raven": [("node", ("gpu", "gpudev"))],
+    "raven": [("gpu", ("gpu", "gpudev")), ("gpu-bw", ("gpu",))],
     "gilbreth": [
-        ("a100-80gb", ("a100-80gb",)),
-        ("a100-40gb", ("a100-40gb",)),
-        ("training", ("training",)),
-        ("a30n", ("a30",)),
-        ("a10n", ("a10",)),
+        ("k", ("a100-80gb",)),
+        ("i", ("a100-80gb",)),
+        ("j", ("a100-80gb", "training")),
+        ("g", ("a100-40gb",)),
+        ("n", ("a100-40gb",)),
+        ("l", ("training",)),
+        ("b", ("a30",)),
+        ("d", ("a30",)),
+        ("h", ("a10",)),
     ],
     "marvin": [
         ("sgpu", ("sgpu_devel", "sgpu_short", "sgpu_medium", "sgpu_long")),
@@ -98,14 +103,16 @@ def test_slurm_conf_carries_the_profile(name: str) -> None:
         assert line["MaxTime"] == format_time(p.max_seconds)
         assert line.get("MaxNodes") == (str(p.max_nodes) if p.max_nodes else None)
         assert line.get("AllowQos") == p.required_qos
+        shapes = {
+            (str(t.cpus), str(t.mem_mb), f"gpu:{p.gpu_type_of(t)}:{t.gpus}",
+             ",".join(t.features) or None)
+            for t in p.types()
+        }
+        seen = set()
         for node in line["Nodes"].split(","):
             shape = nodes[node]
-            assert shape["CPUs"] == str(p.cpus_per_node)
-            assert shape["RealMemory"] == str(p.mem_per_node_mb)
-            assert shape["Gres"] == f"gpu:{p.gpu_type}:{p.gpus_per_node}"
-            features = shape.get("Feature", "").split(",")
-            for c in p.constraints:
-                assert c.name in features
+            seen.add((shape["CPUs"], shape["RealMemory"], shape["Gres"], shape.get("Feature")))
+        assert seen == shapes, p.name
     for name_ in nodes:
         assert re.fullmatch(r"[a-z][a-z0-9-]*[0-9]", name_), name_
 
@@ -117,9 +124,12 @@ def test_raven_limits_and_features() -> None:
     assert parts["gpu"]["MaxNodes"] == "80"
     assert parts["gpudev"]["MaxTime"] == "00:15:00"
     assert parts["gpudev"]["MaxNodes"] == "1"
-    node = _conf_lines(text, "NodeName")[0]
-    assert node["Feature"] == "gpu,gpu-bw"
-    assert (node["CPUs"], node["RealMemory"], node["Gres"]) == ("72", "500000", "gpu:a100:4")
+    nodes = {n["NodeName"]: n for n in _conf_lines(text, "NodeName")}
+    assert nodes["gpu1"]["Feature"] == "gpu" and nodes["gpu-bw1"]["Feature"] == "gpu-bw,gpu"
+    for node in nodes.values():
+        assert (node["CPUs"], node["RealMemory"], node["Gres"]) == ("72", "500000", "gpu:a100:4")
+    assert parts["gpu"]["Nodes"] == "gpu1,gpu2,gpu-bw1,gpu-bw2"
+    assert parts["gpudev"]["Nodes"] == "gpu1,gpu2"
 
 
 def test_gilbreth_training_requires_its_qos() -> None:
@@ -142,9 +152,9 @@ def test_gres_conf_backs_each_gpu_by_a_file() -> None:
     plan = plan_cluster(load_profile("gilbreth"))
     text = render_gres_conf(plan, LAYOUT)
     assert "AutoDetect=off" in text
-    assert (f"NodeName=training1,training2 Name=gpu Type=a100-80gb File={LAYOUT.dev}/gpu[0-3]"
-            in text)
-    assert f"NodeName=a30n1,a30n2 Name=gpu Type=a30 File={LAYOUT.dev}/gpu[0-2]" in text
+    assert f"NodeName=j1,j2 Name=gpu Type=a100-80gb File={LAYOUT.dev}/gpu[0-3]" in text
+    assert f"NodeName=l1,l2 Name=gpu Type=h100 File={LAYOUT.dev}/gpu[0-1]" in text
+    assert f"NodeName=b1,b2 Name=gpu Type=a30 File={LAYOUT.dev}/gpu[0-2]" in text
     files = gres_device_files(plan, LAYOUT)
     assert files == [LAYOUT.dev / f"gpu{i}" for i in range(4)]
 

@@ -27,11 +27,15 @@ def _script(tmp_path: Path) -> Path:
     return path
 
 
-def _sinfo(dc: DevClusterHandle) -> dict[str, dict[str, str]]:
+def _sinfo(dc: DevClusterHandle) -> dict[str, list[dict[str, str]]]:
+    """sinfo's rows by partition: one row per distinct node type in it."""
     keys = ["partition", "time", "cpus", "mem", "gres", "features", "nodes"]
     out = dc.client().run(["sinfo", "-h", "-o", "%P|%l|%c|%m|%G|%f|%N"]).stdout
-    rows = [dict(zip(keys, line.split("|"), strict=True)) for line in out.splitlines()]
-    return {r["partition"]: r for r in rows}
+    rows: dict[str, list[dict[str, str]]] = {}
+    for line in out.splitlines():
+        row = dict(zip(keys, line.split("|"), strict=True))
+        rows.setdefault(row["partition"], []).append(row)
+    return rows
 
 
 def _check_partitions(dc: DevClusterHandle, name: str) -> None:
@@ -40,13 +44,14 @@ def _check_partitions(dc: DevClusterHandle, name: str) -> None:
     default = prof.default_partition.name
     assert set(rows) == {p.name + ("*" if p.name == default else "") for p in prof.partitions}
     for p in prof.partitions:
-        row = rows[p.name + ("*" if p.name == default else "")]
-        assert parse_time_seconds(row["time"]) == p.max_seconds, (p.name, row)
-        assert row["cpus"] == str(p.cpus_per_node)
-        assert row["mem"] == str(p.mem_per_node_mb)
-        assert row["gres"] == f"gpu:{p.gpu_type}:{p.gpus_per_node}"
-        for c in p.constraints:
-            assert c.name in row["features"].split(","), (p.name, c.name)
+        found = rows[p.name + ("*" if p.name == default else "")]
+        assert {parse_time_seconds(r["time"]) for r in found} == {p.max_seconds}, p.name
+        shapes = {(r["cpus"], r["mem"], r["gres"], r["features"]) for r in found}
+        assert shapes == {
+            (str(t.cpus), str(t.mem_mb), f"gpu:{p.gpu_type_of(t)}:{t.gpus}",
+             ",".join(t.features) or "(null)")
+            for t in p.types()
+        }, p.name
 
 
 def _accepts(dc: DevClusterHandle, script: Path, *options: str) -> None:
@@ -70,7 +75,7 @@ class TestRaven:
         return devcluster_with("raven")
 
     def test_partitions_match_the_profile(self, raven: DevClusterHandle) -> None:
-        assert raven.node_names == ["node1", "node2"]
+        assert raven.node_names == ["gpu1", "gpu2", "gpu-bw1", "gpu-bw2"]
         _check_partitions(raven, "raven")
 
     def test_limits_are_enforced_at_submission(self, raven: DevClusterHandle,
@@ -144,7 +149,7 @@ class TestMarvin:
     def test_partitions_share_nodes_by_shape(self, marvin: DevClusterHandle) -> None:
         _check_partitions(marvin, "marvin")
         assert marvin.node_names == ["sgpu1", "sgpu2", "mlgpu1", "mlgpu2"]
-        nodes = {p: r["nodes"] for p, r in _sinfo(marvin).items()}
+        nodes = {p: r[0]["nodes"] for p, r in _sinfo(marvin).items()}
         assert {n for p, n in nodes.items() if p.startswith("sgpu")} == {"sgpu[1-2]"}
         assert {n for p, n in nodes.items() if p.startswith("mlgpu")} == {"mlgpu[1-2]"}
 
