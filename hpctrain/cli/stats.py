@@ -1,0 +1,118 @@
+"""`hpctrain stats`: what a job's GPUs, CPUs and memory did, from its monitor's samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from hpctrain.cli.output import console, print_json
+from hpctrain.errors import HpctrainError
+
+
+def _fmt(value: Any, unit: str = "", digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}{unit}"
+
+
+def _pair(a: Any, b: Any, unit: str = "") -> str:
+    return f"{_fmt(a)} / {_fmt(b)}{unit}" if a is not None or b is not None else "-"
+
+
+def node_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Per node: name, samples, seconds, CPU mean/peak, memory peak/total, monitor cost."""
+    return [
+        (n["node"], str(n["samples"]), _fmt(n["seconds"], " s"),
+         _pair(n["cpu_mean_pct"], n["cpu_peak_pct"], " %"),
+         _pair(n["mem_peak_mib"], n["mem_total_mib"], " MiB"),
+         _fmt(n["monitor_cpu_pct"], " %", 2), n["gpu_source"] or "no GPU")
+        for n in summary["nodes"]
+    ]
+
+
+def gpu_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Per GPU: node, index, name, utilization mean/peak, idle share, memory, power, energy."""
+    return [
+        (g["node"], str(g["index"]), g["name"], _pair(g["util_mean_pct"], g["util_peak_pct"], " %"),
+         _fmt(g["idle_pct"], " %"), _pair(g["mem_peak_mib"], g["mem_total_mib"], " MiB"),
+         _fmt(g["power_mean_w"], " W"), _fmt(g["energy_wh"], " Wh", 1),
+         _fmt(g["temp_peak_c"], " C"))
+        for n in summary["nodes"] for g in n["gpus"]
+    ]
+
+
+NODE_COLUMNS = ("NODE", "SAMPLES", "TIME", "CPU MEAN/PEAK", "MEM PEAK/TOTAL", "MONITOR CPU",
+                "GPU SOURCE")
+GPU_COLUMNS = ("NODE", "GPU", "NAME", "UTIL MEAN/PEAK", "IDLE", "MEM PEAK/TOTAL", "POWER",
+               "ENERGY", "TEMP PEAK")
+
+
+def _table(columns: tuple[str, ...], rows: list[tuple[str, ...]], title: str) -> Any:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False,
+              header_style="bold")
+    for col in columns:
+        t.add_column(col, overflow="fold")
+    for row in rows:
+        t.add_row(*(escape(c) for c in row))
+    return t
+
+
+def show_summary(summary: dict[str, Any]) -> None:
+    """The summary as tables and notes, for a person."""
+    from rich.markup import escape
+
+    console.print(_table(NODE_COLUMNS, node_rows(summary), "Nodes (CPU and memory: the node's)"))
+    gpus = gpu_rows(summary)
+    if gpus:
+        console.print(_table(GPU_COLUMNS, gpus, "GPUs"))
+    for note in summary["notes"]:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
+def run_dir_of(job: str | None) -> tuple[Path, str | None]:
+    """The run directory of a tracked job id (None: the last one), or a run directory."""
+    from hpctrain.cli import backends
+    from hpctrain.jobs import tracking
+
+    if job is not None and ("/" in job or Path(job).is_dir()):
+        return Path(job), None
+    record = tracking.pick(backends.history(), job)
+    if not record.run_dir:
+        raise HpctrainError(f"job {job} has no run directory in the history",
+                            "it was not submitted by `hpctrain submit`")
+    return Path(record.run_dir), record.job_id
+
+
+def stats(
+    job: Annotated[
+        str | None, typer.Argument(help="Job id or run directory (default: the last job).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Per node and per GPU: utilization, memory, power and energy, with notes on waste."""
+    from hpctrain.monitor.stats import job_summary
+
+    run_dir, job_id = run_dir_of(job)
+    summary = job_summary(run_dir)
+    if summary is None:
+        raise HpctrainError(
+            f"no monitor samples for {'job ' + job_id if job_id else run_dir} in {run_dir}/monitor",
+            "the job has not started yet, or ran with --no-monitor; the monitor is on by default",
+        )
+    summary = {"job_id": job_id, **summary}
+    if json_out:
+        print_json(summary)
+        return
+    console.print(f"job {job_id or '-'}: {summary['samples']} sample(s), run directory "
+                  f"{run_dir}", highlight=False, soft_wrap=True)
+    show_summary(summary)
+
+
+def register(app: typer.Typer) -> None:
+    """Add stats to the root app."""
+    app.command(epilog="Example: hpctrain stats 1234 --json")(stats)

@@ -1,0 +1,175 @@
+"""The monitor's pure parts: /proc parsers on the real /proc, GPU CSV, summaries and notes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hpctrain.monitor import gpu, host, stats
+from hpctrain.monitor.sampler import Sampler, rows_path
+
+RECORDED = Path(__file__).parent / "recorded"
+
+
+def test_proc_stat_and_meminfo_parse_the_real_files() -> None:
+    cpu = host.read_cpu()
+    assert 0 < cpu.busy < cpu.total
+    mem = host.read_memory()
+    assert 0 < mem.used_mib < mem.total_mib
+    later = host.read_cpu()
+    pct = host.cpu_percent(cpu, later)
+    assert pct is None or 0.0 <= pct <= 100.0
+
+
+def test_cpu_percent_counts_idle_and_iowait_as_idle() -> None:
+    before = host.parse_proc_stat("cpu  100 0 100 700 100 0 0 0 0 0\ncpu0 1 1 1 1 1 1 1 1\n")
+    after = host.parse_proc_stat("cpu  200 0 200 800 100 0 0 0 50 0\n")
+    # guest time (50) is already inside user: 200 busy of 300 ticks.
+    assert before.busy == 200 and host.cpu_percent(before, after) == pytest.approx(200 / 3)
+    assert host.cpu_percent(after, after) is None
+
+
+def test_malformed_proc_files_raise_value_error() -> None:
+    with pytest.raises(ValueError):
+        host.parse_proc_stat("intr 1 2 3\n")
+    with pytest.raises(ValueError):
+        host.parse_meminfo("MemFree: 12 kB\n")
+    assert host.parse_meminfo("MemTotal: 2048 kB\nMemFree: 1024 kB\n").used_mib == 1.0
+
+
+def test_nvidia_smi_csv_recorded_output() -> None:
+    two = gpu.parse_smi_csv((RECORDED / "nvidia-smi-2x3090.csv").read_text())
+    assert [(g.index, g.util_pct, g.mem_used_mib, g.mem_total_mib, g.temp_c) for g in two] == [
+        (0, 98.0, 22000.0, 24576.0, 65.0), (1, 45.0, 8000.0, 24576.0, 52.0)]
+    assert two[0].name == "NVIDIA GeForce RTX 3090" and two[0].power_w is None
+    # Columns in another order, no index column: the position is the index.
+    idle = gpu.parse_smi_csv((RECORDED / "nvidia-smi-4090-idle.csv").read_text())
+    assert idle[0].index == 0 and idle[0].util_pct == 0.0 and idle[0].mem_total_mib == 49140.0
+    assert gpu.parse_smi_csv("") == []
+    assert gpu._number("[N/A]") is None and gpu._number("[Not Supported]") is None
+    assert gpu._number("81.25 W") == 81.25
+
+
+def test_without_a_gpu_the_source_says_why() -> None:
+    source, why = gpu.open_source()
+    if source is not None:
+        pytest.skip("this machine has a readable NVIDIA GPU")
+    assert why.startswith("no NVIDIA GPU readable on this node: ")
+
+
+def _gpu_rows(node: str, csv_names: list[str], span: float = 10.0) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = [{"kind": "start", "t": 0.0, "node": node, "cpus": 8,
+                                      "gpu_source": "nvidia-smi"}]
+    for i, name in enumerate(csv_names, start=1):
+        readings = gpu.parse_smi_csv((RECORDED / name).read_text())
+        rows.append({"kind": "sample", "t": i * span, "node": node, "span_s": span,
+                     "cpu_pct": 20.0, "mem_used_mib": 1000.0, "mem_total_mib": 64000.0,
+                     "gpus": [r.row() for r in readings], "self_cpu_s": 0.1 + 0.001 * i})
+    return rows
+
+
+def test_summary_of_recorded_gpu_readings_has_the_jobstats_notes() -> None:
+    rows = _gpu_rows("gpu01", ["nvidia-smi-2x3090.csv"] * 3)
+    rows += _gpu_rows("gpu02", ["nvidia-smi-4090-idle.csv"] * 9 + ["nvidia-smi-6g.csv"])
+    summary = stats.summarize(stats.Rows(rows))
+    by_node = {n["node"]: n for n in summary["nodes"]}
+    g0, g1 = by_node["gpu01"]["gpus"]
+    assert (g0["util_mean_pct"], g0["util_peak_pct"], g0["mem_peak_mib"]) == (98.0, 98.0, 22000.0)
+    assert g1["util_mean_pct"] == 45.0 and g0["power_mean_w"] is None
+    idle = by_node["gpu02"]["gpus"][0]
+    assert idle["idle_pct"] == 90.0 and idle["util_peak_pct"] == 95.0
+    notes = "\n".join(summary["notes"])
+    assert "GPU 0 on gpu02 idle 90% of the time" in notes
+    assert "GPU 1 on gpu01 busy only 45% on average" in notes and "batch size" in notes
+    assert "room for a larger batch" in notes  # 745 MiB peak... of 49140 on gpu02
+    assert summary["gpu_util_mean_pct"] == pytest.approx(round((98 + 45 + 9.5) / 3, 1))
+    assert by_node["gpu01"]["monitor_cpu_pct"] == pytest.approx(0.01, abs=1e-3)
+
+
+def test_busy_cpus_point_at_data_loading() -> None:
+    rows = _gpu_rows("n1", ["nvidia-smi-2x3090.csv"] * 2)
+    for r in rows[1:]:
+        r["cpu_pct"] = 97.0
+    notes = "\n".join(stats.summarize(stats.Rows(rows))["notes"])
+    assert "data loading" in notes and "num_workers" in notes
+
+
+def test_recorded_devcluster_rows_of_a_killed_job(tmp_path: Path) -> None:
+    (tmp_path / "monitor").mkdir()
+    for name in ("node1", "node2"):
+        text = (RECORDED / f"devcluster-{name}.jsonl").read_text()
+        (tmp_path / "monitor" / f"{name}.jsonl").write_text(text + '{"kind":"sam')
+    summary = stats.job_summary(tmp_path)
+    assert summary is not None
+    assert [n["node"] for n in summary["nodes"]] == ["node1", "node2"]
+    assert all(n["samples"] == 2 and n["cpus"] == 2 for n in summary["nodes"])
+    assert summary["gpu_util_mean_pct"] is None
+    assert summary["notes"][0].startswith("node1, node2: no GPU readings (")
+    assert any("2 unreadable line(s) skipped" in n for n in summary["notes"])
+    assert stats.write_summary(tmp_path) == tmp_path / stats.SUMMARY_NAME
+    assert stats.job_summary(tmp_path / "nothing") is None
+
+
+def test_non_utf8_and_foreign_lines_are_skipped(tmp_path: Path) -> None:
+    path = rows_path(tmp_path, "node 1;$(x)")
+    assert path.name == "node_1_x.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(b'\xff\xfe garbage\n[1, 2]\n{"kind": "sample", "node": "n", "t": 1}\n')
+    rows = stats.read_rows(tmp_path)
+    assert rows.bad_lines == 2 and len(rows.rows) == 1
+
+
+def test_sampler_rows_from_the_real_proc(tmp_path: Path) -> None:
+    out = (tmp_path / "rows.jsonl").open("a", encoding="utf-8")
+    sampler = Sampler(out, "here", 0.05, None, "no GPU here")
+    worker = threading.Thread(target=sampler.run)
+    worker.start()
+    time.sleep(0.4)
+    sampler.stop()
+    worker.join(5)
+    out.close()
+    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert rows[0]["kind"] == "start" and rows[0]["gpu_note"] == "no GPU here"
+    assert rows[-1]["kind"] == "end" and rows[-1]["samples"] == len(rows) - 2 >= 3
+    assert all(0 <= r["cpu_pct"] <= 100 and r["mem_used_mib"] > 0 for r in rows[1:-1])
+
+
+def _start_sampler(run_dir: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hpctrain.monitor", "sample", "--run-dir", str(run_dir),
+         "--interval", "0.1", "--node", "n1"])
+
+
+def _wait_rows(path: Path, count: int) -> list[dict[str, object]]:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= count:
+            break
+        time.sleep(0.05)
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_usr2_ends_the_sampler_with_an_end_row(tmp_path: Path) -> None:
+    proc = _start_sampler(tmp_path)
+    _wait_rows(tmp_path / "monitor" / "n1.jsonl", 3)
+    proc.send_signal(signal.SIGUSR2)
+    assert proc.wait(10) == 0
+    rows = _wait_rows(tmp_path / "monitor" / "n1.jsonl", 4)
+    assert rows[-1]["kind"] == "end"
+
+
+def test_a_killed_sampler_keeps_every_row_it_wrote(tmp_path: Path) -> None:
+    proc = _start_sampler(tmp_path)
+    _wait_rows(tmp_path / "monitor" / "n1.jsonl", 4)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    rows = stats.read_rows(tmp_path)
+    assert rows.bad_lines == 0 and sum(r["kind"] == "sample" for r in rows.rows) >= 3
