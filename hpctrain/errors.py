@@ -43,6 +43,14 @@ class SlurmUnavailableError(SlurmError):
     """SLURM is not installed, not reachable, or did not answer in time."""
 
 
+class RemoteError(HpctrainError):
+    """An ssh or sync step failed, or a login is misconfigured."""
+
+
+class MasterDownError(SlurmUnavailableError):
+    """A login's ssh master is not running (expired, killed, never opened)."""
+
+
 class HistoryError(HpctrainError):
     """The job history database cannot be read or written."""
 

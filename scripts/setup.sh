@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what hpctrain and its dev cluster need; idempotent, quick when nothing changed.
 #
-#   1. Debian packages for the dev cluster (SLURM, slurmdbd, munge, MariaDB), if missing.
+#   1. Debian packages, if missing: for the dev cluster (SLURM, slurmdbd, munge, MariaDB), and
+#      for working from a laptop (OpenSSH's client, rsync; its server for the tests).
 #   2. .venv (python3 -m venv), torch==2.13.0 first (the CPU build pip finds on local disk;
 #      a bare `torch` would pull a multi-GB CUDA build), then `pip install -e '.[train,dev]'`.
 #
@@ -15,7 +16,8 @@ _hpctrain_setup() {
   cd "$repo"
 
   local torch_pin="torch==2.13.0"
-  local packages=(slurm-wlm slurmdbd munge mariadb-server)
+  # openssh-server only for tests/remote (a private sshd on loopback); no service is started.
+  local packages=(slurm-wlm slurmdbd munge mariadb-server openssh-client openssh-server rsync)
   local say="[setup]"
 
   # --- 1. Debian packages -------------------------------------------------------------
@@ -27,8 +29,8 @@ _hpctrain_setup() {
   done
   if [ "${#missing[@]}" -gt 0 ]; then
     if ! command -v apt-get >/dev/null 2>&1; then
-      echo "$say missing ${missing[*]} and no apt-get: install SLURM, slurmdbd, munge and" \
-        "MariaDB with your package manager (the dev cluster needs them)" >&2
+      echo "$say missing ${missing[*]} and no apt-get: install SLURM, slurmdbd, munge," \
+        "MariaDB, OpenSSH and rsync with your package manager" >&2
       return 1
     fi
     local sudo=()

@@ -1,0 +1,68 @@
+"""`hpctrain login NAME`: open (or check, or close) the one ssh connection to a login node."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from hpctrain.cli.output import console, err_console, print_json
+
+
+def login(
+    name: Annotated[str, typer.Argument(
+        help="A profile with a login: section, or an ssh destination (raven, me@host).")],
+    ssh_config: Annotated[str | None, typer.Option(
+        "--ssh-config", metavar="FILE", help="ssh config file instead of ~/.ssh/config.")] = None,
+    persist: Annotated[str, typer.Option(
+        help="How long the connection stays open while unused (ssh ControlPersist: 8h, "
+        "30m, yes = until `--close`).")] = "8h",
+    check: Annotated[bool, typer.Option(
+        "--check", help="Only say whether the connection is open (exit 1 if not).")] = False,
+    close: Annotated[bool, typer.Option("--close", help="Close the connection.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Open the one ssh connection later commands reuse (your password or OTP, asked once)."""
+    import re
+
+    from hpctrain.errors import HpctrainError
+    from hpctrain.remote.site import for_name
+
+    if check and close:
+        raise HpctrainError("--check and --close do not mix", "pass one of them")
+    if not re.fullmatch(r"\d+[smhdw]?|yes", persist):
+        raise HpctrainError(f"--persist {persist!r} is not a duration",
+                            "e.g. --persist 8h, 30m or yes")
+    conn = for_name(name, ssh_config)
+    host = conn.target.host
+    if check or close:
+        was_open = conn.close() if close else conn.alive()
+        if json_out:
+            print_json({"login": host, "socket": str(conn.socket),
+                        "open": was_open and not close, "closed": close and was_open})
+        elif close:
+            console.print(f"closed the connection to {host}" if was_open
+                          else f"no connection to {host} was open", highlight=False)
+        elif was_open:
+            console.print(f"connection to {host} is open ({conn.socket})", highlight=False)
+        if check and not was_open:
+            conn.require()
+        return
+    opened = conn.open(persist)
+    facts = conn.facts()
+    summary = {"login": host, "socket": str(conn.socket), "opened": opened,
+               "persist": persist, "cluster": facts["cluster"] or None,
+               "remote_home": facts["home"], "remote_user": facts["user"]}
+    if json_out:
+        print_json(summary)
+        return
+    what = "opened" if opened else "already open:"
+    console.print(f"{what} connection to {host} (SLURM cluster {facts['cluster'] or '?'}, "
+                  f"user {facts['user']}); it closes after {persist} unused", highlight=False)
+    err_console.print(f"later commands reuse it: hpctrain submit/status/logs/cancel ... "
+                      f"(close it with `hpctrain login {conn.name} --close`)", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add login to the root app."""
+    app.command(epilog="Example: hpctrain login raven")(login)
