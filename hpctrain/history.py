@@ -74,6 +74,41 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE INDEX jobs_chain ON jobs (cluster, chain_head)",
         ),
     ),
+    (
+        # `hpctrain scale`: one study, its runs (topology, job id, run dir) as a JSON list.
+        "0003_studies",
+        (
+            """
+            CREATE TABLE studies (
+                id          INTEGER PRIMARY KEY AUTOINCREMENT,
+                name        TEXT    NOT NULL UNIQUE,
+                created_at  TEXT    NOT NULL,
+                profile     TEXT    NOT NULL,
+                mode        TEXT    NOT NULL,
+                directory   TEXT    NOT NULL,
+                runs        TEXT    NOT NULL
+            )
+            """,
+        ),
+    ),
+    (
+        # Jobs submitted from a laptop: the ssh destination and config they went through.
+        "0004_logins",
+        (
+            "ALTER TABLE jobs ADD COLUMN login TEXT",
+            "ALTER TABLE jobs ADD COLUMN login_config TEXT",
+        ),
+    ),
+    (
+        # `submit --first-of 1x4,4x1`: one run raced as alternatives; each row names the
+        # first alternative's job id and every alternative's NODESxGPUS.
+        "0005_alternatives",
+        (
+            "ALTER TABLE jobs ADD COLUMN race_head TEXT",
+            "ALTER TABLE jobs ADD COLUMN race_of TEXT",
+            "CREATE INDEX jobs_race ON jobs (cluster, race_head)",
+        ),
+    ),
 )
 
 _SCHEMA_MIGRATIONS = """
@@ -114,6 +149,12 @@ class JobFacts:
     chain_head: str | None = None
     segment: int | None = None
     segments: int | None = None
+    # Submitted over ssh (`login:`/--login): the destination and its ssh config file.
+    login: str | None = None
+    login_config: str | None = None
+    # Racing alternatives (--first-of): the first alternative's id, all of them as "1x4,4x1".
+    race_head: str | None = None
+    race_of: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -282,9 +323,10 @@ class History:
                     INSERT INTO jobs (job_id, cluster, profile, job_name, partition, nodes,
                         gpus_per_node, total_gpus, command, run_dir, script_path, stdout_path,
                         stderr_path, submitted_at, workdir, git_commit, git_dirty, state,
-                        time_limit_s, updated_at, chain_head, segment, segments)
+                        time_limit_s, updated_at, chain_head, segment, segments, login,
+                        login_config, race_head, race_of)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING', ?, ?,
-                            ?, ?, ?)
+                            ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (cluster, job_id) DO UPDATE SET
                         profile = excluded.profile, job_name = excluded.job_name,
                         partition = excluded.partition, nodes = excluded.nodes,
@@ -299,7 +341,9 @@ class History:
                         time_limit_s = excluded.time_limit_s,
                         updated_at = excluded.updated_at, terminal = 0, stale = 0,
                         chain_head = excluded.chain_head, segment = excluded.segment,
-                        segments = excluded.segments
+                        segments = excluded.segments, login = excluded.login,
+                        login_config = excluded.login_config,
+                        race_head = excluded.race_head, race_of = excluded.race_of
                     """,
                     (
                         job.job_id, job.cluster, job.profile, job.job_name, job.partition,
@@ -308,6 +352,7 @@ class History:
                         job.submitted_at, job.workdir, job.git_commit,
                         None if job.git_dirty is None else int(job.git_dirty),
                         job.time_limit_s, utc_now(), job.chain_head, job.segment, job.segments,
+                        job.login, job.login_config, job.race_head, job.race_of,
                     ),
                 )
                 # A dev cluster rebuilt from scratch reuses job ids: the new job replaces the old.
@@ -384,6 +429,10 @@ class History:
         return self._select("WHERE cluster = ? AND chain_head = ?", (cluster, head),
                             "ORDER BY segment")
 
+    def race(self, cluster: str, head: str) -> list[JobRecord]:
+        """Every alternative of the run that `head` (its first alternative) started."""
+        return self._select("WHERE cluster = ? AND race_head = ?", (cluster, head))
+
     def by_row_ids(self, ids: Sequence[int]) -> list[JobRecord]:
         if not ids:
             return []
@@ -399,3 +448,69 @@ class History:
         if not self.exists():
             return 0
         return int(self._connect().execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+
+    # --- scaling studies (`hpctrain scale`) ---------------------------------------------------
+
+    def add_study(self, study: StudyRecord) -> StudyRecord:
+        """Record a scaling study and its runs; a study's name is unique."""
+        conn = self._connect()
+        try:
+            with self._transaction(conn):
+                cur = conn.execute(
+                    "INSERT INTO studies (name, created_at, profile, mode, directory, runs) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (study.name, study.created_at, study.profile, study.mode, study.directory,
+                     json.dumps(study.runs)),
+                )
+        except sqlite3.IntegrityError:
+            raise HistoryError(f"a study named {study.name!r} exists already",
+                               "choose another --name") from None
+        except sqlite3.Error as e:
+            raise self._error("write", e) from None
+        return StudyRecord(**{**study.__dict__, "id": int(cur.lastrowid or 0)})
+
+    def update_study_runs(self, study_id: int, runs: list[dict[str, Any]]) -> None:
+        """Store a study's runs again (a sequential study submits them one by one)."""
+        conn = self._connect()
+        try:
+            with self._transaction(conn):
+                conn.execute("UPDATE studies SET runs = ? WHERE id = ?",
+                             (json.dumps(runs), study_id))
+        except sqlite3.Error as e:
+            raise self._error("write", e) from None
+
+    def studies(self) -> list[StudyRecord]:
+        """Every scaling study, oldest first."""
+        return self._studies("", ())
+
+    def study(self, name: str) -> StudyRecord | None:
+        """The study with this name (or this numeric id), or None."""
+        found = self._studies("WHERE name = ?", (name,))
+        if not found and name.isdigit():
+            found = self._studies("WHERE id = ?", (int(name),))
+        return found[0] if found else None
+
+    def _studies(self, where: str, params: Sequence[object]) -> list[StudyRecord]:
+        if not self.exists():
+            return []
+        try:
+            rows = self._connect().execute(
+                "SELECT id, name, created_at, profile, mode, directory, runs FROM studies "
+                f"{where} ORDER BY id", tuple(params)).fetchall()
+        except sqlite3.Error as e:
+            raise self._error("read", e) from None
+        return [StudyRecord(id=r[0], name=r[1], created_at=r[2], profile=r[3], mode=r[4],
+                            directory=r[5], runs=json.loads(r[6])) for r in rows]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyRecord:
+    """A scaling study: its runs are dicts (topology, nodes, gpus_per_node, job_id, ...)."""
+
+    name: str
+    profile: str
+    mode: str
+    directory: str
+    runs: list[dict[str, Any]]
+    created_at: str = field(default_factory=utc_now)
+    id: int | None = None

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Annotated, BinaryIO
 import typer
 
 from hpctrain.cli import backends
+from hpctrain.cli.options import LoginOpt
 from hpctrain.cli.output import console, err_console, print_json
 from hpctrain.errors import HpctrainError
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
-    from hpctrain.jobs.watcher import JobWatcher, RefreshReport
+    from hpctrain.jobs.watcher import CancelReport, JobWatcher, RefreshReport
+    from hpctrain.remote.connection import Connection
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/jobs.md).")]
 JobIdsArg = Annotated[
@@ -23,12 +25,73 @@ JobIdsArg = Annotated[
 _COPY_CHUNK = 1 << 16
 
 
-def _watcher(history: History | None = None) -> JobWatcher:
-    """The job watcher for the cluster the SLURM commands talk to."""
+def _watcher(history: History | None = None, conn: Connection | None = None,
+             known: str = "") -> JobWatcher:
+    """The job watcher for the cluster the SLURM commands talk to (over `conn` if given).
+
+    `known`: the cluster the jobs were recorded on, for a login whose SLURM does not say.
+    """
     from hpctrain.jobs.watcher import JobWatcher
 
-    client, cluster = backends.slurm()
+    if conn is not None:
+        from hpctrain.remote.site import slurm_client
+
+        client = slurm_client(conn)
+        cluster = client.cluster_name() or known
+    else:
+        client, cluster = backends.slurm()
     return JobWatcher(client, history if history is not None else backends.history(), cluster)
+
+
+def _check_login(login: str | None) -> None:
+    """--login DEST must be a destination, never an ssh option or shell words."""
+    if login is not None:
+        from hpctrain.remote.connection import check_destination
+
+        check_destination(login)
+
+
+def _by_login(records: list[JobRecord], login: str | None
+              ) -> dict[tuple[str | None, str | None], list[JobRecord]]:
+    """The records grouped by the login they went through (--login DEST: only its jobs)."""
+    groups: dict[tuple[str | None, str | None], list[JobRecord]] = {}
+    for r in records:
+        if login is None or r.login == login:
+            groups.setdefault((r.login, r.login_config), []).append(r)
+    return groups
+
+
+def _group_watcher(history: History, group: list[JobRecord]) -> JobWatcher:
+    """The watcher for jobs of one login (all went through the same one, or none)."""
+    from hpctrain.remote.site import for_record
+
+    known = {r.cluster for r in group}
+    return _watcher(history, for_record(group[0]), known.pop() if len(known) == 1 else "")
+
+
+def _refresh(history: History, records: list[JobRecord], login: str | None,
+             starts: dict[str, str | None] | None = None
+             ) -> tuple[list[JobRecord], RefreshReport, str]:
+    """Refresh each login's jobs through its own watcher (one round trip each over ssh).
+
+    `starts` gets the expected start squeue gave for each job (the same call).
+    """
+    from hpctrain.jobs.watcher import RefreshReport
+
+    fresh: dict[int, JobRecord] = {}
+    total, clusters = RefreshReport(), []
+    for key, group in _by_login(records, login).items():
+        watcher = _group_watcher(history, group)
+        rows, report = watcher.refresh(group)
+        fresh.update((r.id, r) for r in rows)
+        if starts is not None:
+            starts.update(watcher.client.starts)
+        clusters.append(f"{watcher.cluster} via {key[0]}" if key[0] else watcher.cluster)
+        total.asked += report.asked
+        total.calls += report.calls
+        total.warnings += report.warnings
+        total.error = total.error or report.error
+    return [fresh[r.id] for r in records if r.id in fresh], total, ", ".join(clusters)
 
 
 def status(
@@ -40,6 +103,7 @@ def status(
         int, typer.Option(min=0, help="Without --all or ids: unfinished jobs plus the last "
                           "N submitted.")
     ] = 20,
+    login: LoginOpt = None,
     watch: Annotated[
         bool, typer.Option("--watch", "-w", help="Refresh in place until Ctrl-C.")
     ] = False,
@@ -54,25 +118,30 @@ def status(
 
     if watch and json_out:
         raise HpctrainError("--watch and --json do not mix", "run --json in a loop instead")
+    _check_login(login)
     history = backends.history()
 
     def select() -> list[JobRecord]:
-        return tracking.select(history, job_ids or [], all_jobs=all_jobs, last=last)
+        # An alternative of a --first-of race stands for the race: its siblings come along.
+        return tracking.with_races(history, tracking.select(
+            history, job_ids or [], all_jobs=all_jobs, last=last))
 
     if not watch and not (records := select()):
         # Nothing to refresh: SLURM is not asked (a login node answers `status` at once).
         jobview.show_status(records, None, "", json_out, history.path)
         return
-    watcher = _watcher(history)
+    clusters = [""]
+    starts: dict[str, str | None] = {}
 
     def load() -> tuple[list[JobRecord], RefreshReport]:
-        return watcher.refresh(select())
+        records, report, clusters[0] = _refresh(history, select(), login, starts)
+        return records, report
 
     if watch:
         jobview.watch(load, interval)
         return
     records, report = load()
-    jobview.show_status(records, report, watcher.cluster, json_out, history.path)
+    jobview.show_status(records, report, clusters[0], json_out, history.path, starts)
     if report.error:
         # After the listing: the last known states are shown, then why they are not fresh.
         raise jobview.unanswered(report.error)
@@ -139,6 +208,47 @@ def _follow(watcher: JobWatcher, record: JobRecord, path: Path, offset: int, err
     err_console.print(final_line(result.record), highlight=False)
 
 
+def _connection_of(record: JobRecord, login: str | None) -> Connection | None:
+    """The login a job went through (--login DEST replaces its destination); None: here."""
+    from hpctrain.remote.connection import Target
+    from hpctrain.remote.site import connection, for_record
+
+    if login is None:
+        return for_record(record)
+    return connection(Target.of(login, record.login_config))
+
+
+def _remote_logs(history: History, conn: Connection, record: JobRecord, err: bool,
+                 tail: int | None, follow: bool) -> None:
+    """logs over the login's master: the file as it is, then (-f) what it gains until the end."""
+    from hpctrain.cli.jobview import final_line
+    from hpctrain.jobs import logs as lg
+    from hpctrain.remote import site as sites
+
+    out, path = sys.stdout.buffer, lg.log_path(record, err)
+    conn.require()
+    offset = 0
+    if tail is not None or not follow:
+        got = sites.read_file(conn, path, tail)
+        if got is None and not follow:
+            raise HpctrainError(
+                f"job {record.job_id} has no output file yet ({conn.target.host}:{path}); "
+                f"last state seen: {record.state}",
+                f"`hpctrain logs -f {record.job_id}` waits for it")
+        if got is not None:
+            _write(out, got[0])
+            offset = got[1]
+    if not follow:
+        return
+    follower = sites.RemoteFollower(conn, path, offset)
+    watcher = _watcher(history, conn, record.cluster)
+    result = lg.follow(record, watcher, lambda data: _write(out, data), _note, err=err,
+                       follower=follower, poll_s=sites.REMOTE_FILE_POLL_S)
+    if not result.saw_file:
+        _note(f"the job wrote no {'stderr' if err else 'output'} file ({path}) so far")
+    err_console.print(final_line(result.record), highlight=False)
+
+
 def logs(
     job_id: Annotated[
         str | None, typer.Argument(help="SLURM job id (default: the last job submitted).")
@@ -152,6 +262,7 @@ def logs(
     tail: Annotated[
         int | None, typer.Option("--tail", "-n", min=0, help="Start with the last N lines.")
     ] = None,
+    login: LoginOpt = None,
 ) -> None:
     """Print a job's output file; with -f follow it until the job ends."""
     from hpctrain.jobs import logs as lg
@@ -159,6 +270,10 @@ def logs(
 
     history = backends.history()
     record = tracking.pick(history, job_id)
+    conn = _connection_of(record, login)
+    if conn is not None:
+        _remote_logs(history, conn, record, err, tail, follow)
+        return
     path = lg.log_path(record, err)
     offset = _print_start(record, path, tail, follow)
     if follow:
@@ -178,6 +293,20 @@ def _confirm_all(records: list[JobRecord], yes: bool) -> None:
     typer.confirm(f"Cancel {len(records)} job(s): {ids}?", abort=True)
 
 
+def _cancel(history: History, records: list[JobRecord]) -> CancelReport:
+    """One scancel per login (here, or over its ssh master) for the records' unfinished jobs."""
+    from hpctrain.jobs.watcher import CancelReport
+
+    total = CancelReport()
+    if not records:
+        return _watcher(history).cancel(records)
+    for group in _by_login(records, None).values():
+        report = _group_watcher(history, group).cancel(group)
+        total.cancelled += report.cancelled
+        total.skipped.update(report.skipped)
+    return total
+
+
 def cancel(
     job_ids: JobIdsArg = None,
     all_jobs: Annotated[
@@ -186,9 +315,10 @@ def cancel(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Do not ask before cancelling --all.")
     ] = False,
+    login: LoginOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Cancel tracked jobs by id (a chain's job: the whole chain), or all with --all."""
+    """Cancel tracked jobs by id (a chain's or a race's job: all of it), or all with --all."""
     from hpctrain.jobs import tracking
 
     if bool(job_ids) == all_jobs:
@@ -196,15 +326,21 @@ def cancel(
             "name the jobs to cancel, or pass --all (not both)",
             "e.g. `hpctrain cancel 1234` or `hpctrain cancel --all`",
         )
-    watcher = _watcher()
-    if all_jobs:
-        records = tracking.unfinished(watcher.history, watcher.cluster)
+    _check_login(login)
+    history = backends.history()
+    if all_jobs and login is not None:
+        # --all --login DEST: the unfinished jobs submitted through that login.
+        records = [r for r in history.unfinished() if r.login == login]
+        _confirm_all(records, yes)
+    elif all_jobs:
+        records = [r for r in tracking.unfinished(history, _watcher(history).cluster)
+                   if not r.login]
         _confirm_all(records, yes)
     else:
         # A job of a chain stands for the whole run: its pending segments go too.
-        records = tracking.with_chains(watcher.history, tracking.select(watcher.history,
-                                                                        job_ids or []))
-    report = watcher.cancel(records)
+        records = tracking.with_races(history, tracking.with_chains(
+            history, tracking.select(history, job_ids or [])))
+    report = _cancel(history, records)
     if json_out:
         print_json(report.as_dict())
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from hpctrain.cli.output import console, err_console, is_tty, print_json
@@ -77,17 +77,35 @@ def job_dict(record: JobRecord) -> dict[str, object]:
         "script": record.script_path, "stdout": record.stdout_path,
         "stderr": record.stderr_path, "workdir": record.workdir, "command": record.command,
         "git_commit": record.git_commit, "git_dirty": record.git_dirty,
-        "restarts": restarts(record),
+        "login": record.login, "restarts": restarts(record),
         "chain": None if record.chain_head is None else {
             "head": record.chain_head, "segment": record.segment, "segments": record.segments},
+        "race": _race_dict(record),
     }
 
 
+def _race_dict(record: JobRecord) -> dict[str, object] | None:
+    """A --first-of alternative: the race's first id, its topologies, who claimed the run."""
+    if record.race_head is None:
+        return None
+    from hpctrain.jobs.tracking import winner
+
+    won = winner(record.run_dir)
+    return {"head": record.race_head, "first_of": record.race_of,
+            "topology": f"{record.nodes}x{record.gpus_per_node}",
+            "winner": won[0] if won else None, "winner_topology": won[1] if won else None}
+
+
 def one_row_per_chain(records: list[JobRecord]) -> list[JobRecord]:
-    """A chain's jobs as one row: the segment running (or next to run, or the last one)."""
+    """A chain's jobs as one row: the segment running (or next to run, or the last one).
+
+    A race's alternatives (--first-of) become one row too: the winner's.
+    """
+    from hpctrain.jobs.tracking import one_row_per_race
+
     shown: dict[tuple[str, str], JobRecord] = {}
     out: list[JobRecord] = []
-    for r in records:
+    for r in one_row_per_race(records):
         if r.chain_head is None:
             out.append(r)
             continue
@@ -109,12 +127,25 @@ def _chain_rank(r: JobRecord) -> tuple[int, int]:
     return order, (r.segment or 0) * (1 if order < 2 else -1)
 
 
-def _info(r: JobRecord) -> str:
+def _info(r: JobRecord, starts: Mapping[str, str | None] | None = None) -> str:
     """The column that says why: the pending reason, or how the job ended; and its requeues."""
     from hpctrain.jobs.tracking import restarts
 
     count = restarts(r)
-    return ", ".join(p for p in (_why(r), f"requeued {count}x" if count else "") if p)
+    start = _expected(r, starts)
+    return ", ".join(p for p in (_why(r), start, f"requeued {count}x" if count else "") if p)
+
+
+def _expected(r: JobRecord, starts: Mapping[str, str | None] | None) -> str:
+    """`start in 5 min (...)`: SLURM's expected start of a pending job (`squeue --start`)."""
+    start = (starts or {}).get(r.job_id)
+    if start is None or r.state != "PENDING":
+        return ""
+    from datetime import datetime
+
+    from hpctrain.slurm.starts import describe
+
+    return f"start {describe(start, datetime.now())}"
 
 
 def _why(r: JobRecord) -> str:
@@ -126,19 +157,25 @@ def _why(r: JobRecord) -> str:
 
 
 def _name(r: JobRecord) -> str:
+    if r.race_of is not None:
+        race = _race_dict(r) or {}
+        won = "won" if race.get("winner") == r.job_id else "first"
+        return f"{r.job_name} [{won} of {r.race_of}]"
     return r.job_name if r.chain_head is None else f"{r.job_name} [{r.segment}/{r.segments}]"
 
 
-def _rows(records: list[JobRecord]) -> list[tuple[str, ...]]:
+def _rows(records: list[JobRecord], starts: Mapping[str, str | None] | None = None
+          ) -> list[tuple[str, ...]]:
     return [
         (r.job_id, _name(r), r.profile, f"{r.nodes}x{r.gpus_per_node}", display_state(r),
          f"{fmt_duration(r.elapsed_s)}/{fmt_duration(r.time_limit_s)}", r.node_list or "",
-         _info(r))
+         _info(r, starts))
         for r in records
     ]
 
 
-def table(records: list[JobRecord], caption: str | None = None) -> Any:
+def table(records: list[JobRecord], caption: str | None = None,
+          starts: Mapping[str, str | None] | None = None) -> Any:
     """The jobs as a rich table, states coloured, user and SLURM text never read as markup."""
     from rich.markup import escape
     from rich.table import Table
@@ -148,7 +185,7 @@ def table(records: list[JobRecord], caption: str | None = None) -> Any:
     for col in _COLUMNS:
         free = col in _FREE_TEXT
         t.add_column(col, overflow="fold" if free else "ellipsis", no_wrap=not free)
-    for r, row in zip(records, _rows(records), strict=True):
+    for r, row in zip(records, _rows(records, starts), strict=True):
         style = "dim" if r.stale else _STATE_STYLE.get(r.state, "")
         cells = [escape(c) for c in row]
         if style:
@@ -157,9 +194,10 @@ def table(records: list[JobRecord], caption: str | None = None) -> Any:
     return t
 
 
-def plain_table(records: list[JobRecord]) -> str:
+def plain_table(records: list[JobRecord], starts: Mapping[str, str | None] | None = None
+                ) -> str:
     """The same table as aligned plain text: for pipes and long listings."""
-    rows = [_COLUMNS, *_rows(records)]
+    rows = [_COLUMNS, *_rows(records, starts)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
@@ -167,17 +205,42 @@ def plain_table(records: list[JobRecord]) -> str:
     ) + "\n"
 
 
+def _monitor(record: JobRecord) -> dict[str, Any] | None:
+    """The monitor's summary of one job's run directory (None: no samples there)."""
+    from pathlib import Path
+
+    from hpctrain.monitor.stats import job_summary
+
+    return job_summary(Path(record.run_dir)) if record.run_dir else None
+
+
+def _show_monitor(records: list[JobRecord]) -> None:
+    # One job asked for by id: its monitor summary follows (`hpctrain stats` has it all).
+    summary = _monitor(records[0]) if len(records) == 1 else None
+    if summary is not None:
+        from hpctrain.monitor.stats import status_lines
+
+        sys.stdout.write("".join(f"  {line}\n" for line in
+                                 ["monitor (hpctrain stats for more):", *status_lines(summary)]))
+
+
 def show_status(records: list[JobRecord], report: RefreshReport | None, cluster: str,
-                json_out: bool, history_path: Path) -> None:
+                json_out: bool, history_path: Path,
+                starts: Mapping[str, str | None] | None = None) -> None:
     """One status listing: JSON for scripts, a table for people, warnings on stderr.
 
-    `report` is None when SLURM was not asked (nothing to refresh).
+    `report` is None when SLURM was not asked (nothing to refresh); `starts`: the expected
+    start of pending jobs by id (`squeue --start`).
     """
     warnings = report.warnings if report else []
     if json_out:
         data: dict[str, object] = {
             "cluster": cluster or None, "slurm_calls": report.calls if report else 0,
-            "warnings": warnings, "jobs": [job_dict(r) for r in records]}
+            "warnings": warnings, "jobs": [
+                {**job_dict(r), "expected_start": (starts or {}).get(r.job_id)}
+                for r in records]}
+        if len(records) == 1:
+            data["jobs"][0]["monitor"] = _monitor(records[0])  # type: ignore[index]
         if report and report.error:
             data["error"] = {"what": report.error.what, "fix": report.error.fix}
         print_json(data)
@@ -189,9 +252,11 @@ def show_status(records: list[JobRecord], report: RefreshReport | None, cluster:
         sys.stderr.write(f"No jobs in the history ({history_path}); submit one with "
                          "`hpctrain submit --profile ...`.\n")
     elif is_tty() and len(records) <= _RICH_MAX_ROWS:
-        console.print(table(one_row_per_chain(records)))
+        console.print(table(one_row_per_chain(records), starts=starts))
     else:
-        sys.stdout.write(plain_table(one_row_per_chain(records)))
+        sys.stdout.write(plain_table(one_row_per_chain(records), starts))
+    if records:
+        _show_monitor(records)
 
 
 def _frame(load: Load, interval: float) -> Any:

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from hpctrain.profiles import Profile
 
 TOPOLOGY_PARAM = "topology"
+LoginOpt = Annotated[
+    str | None,
+    typer.Option("--login", metavar="DEST", help="Through this ssh destination (as you would "
+                 "type it after `ssh`) instead of the profile's login: (docs/remote.md)."),
+]
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,18 @@ class TopologyOptions:
         str | None,
         typer.Option("--config", help="Trainer config file for the packaged trainer."),
     ] = None
+    global_batch: Annotated[
+        int | None,
+        typer.Option("--global-batch", min=1, metavar="N",
+                     help="Packaged trainer: N samples per optimizer step on any topology "
+                     "(per-device batch and gradient accumulation follow)."),
+    ] = None
+    max_device_batch: Annotated[
+        int | None,
+        typer.Option("--max-device-batch", min=1, metavar="B",
+                     help="With --global-batch: at most B samples per device and step; "
+                     "accumulate the rest."),
+    ] = None
     python_env: Annotated[
         str | None,
         typer.Option(
@@ -86,6 +103,14 @@ class TopologyOptions:
         typer.Option("--requeue/--no-requeue", help="Packaged trainer: requeue itself after "
                      "that checkpoint (default: where the site allows it)."),
     ] = True
+    monitor: Annotated[
+        bool,
+        typer.Option("--monitor/--no-monitor", help="Sample GPUs, CPU and memory on every node "
+                     "into the run directory (see `hpctrain stats`)."),
+    ] = True
+    monitor_interval: Annotated[
+        int, typer.Option(min=1, help="Seconds between the monitor's samples.")
+    ] = 10
     command: Annotated[
         list[str] | None,
         typer.Argument(
@@ -180,7 +205,8 @@ def _python_env(choice: str | None, profile: Profile) -> str | None:
 
 
 # Options whose value the request holds in another form; the rest pass through by name.
-_CONVERTED = {"profile", "launcher", "env", "sbatch_arg", "command", "python_env"}
+_CONVERTED = {"profile", "launcher", "env", "sbatch_arg", "command", "python_env", "monitor",
+              "monitor_interval"}
 
 
 def build_request(opts: TopologyOptions) -> JobRequest:
@@ -199,5 +225,6 @@ def build_request(opts: TopologyOptions) -> JobRequest:
         command=tuple(opts.command or ()),
         python_env=_python_env(opts.python_env, profile),
         invocation=invocation(),
+        monitor_interval_s=opts.monitor_interval if opts.monitor else None,
         **same,
     )

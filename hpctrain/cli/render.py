@@ -10,6 +10,7 @@ import typer
 
 from hpctrain.cli.options import TopologyOptions, build_request, with_topology
 from hpctrain.cli.output import err_console, is_tty, print_code, print_json
+from hpctrain.cli.race import FirstOfOpt, render_race, verdict_dict
 
 if TYPE_CHECKING:
     from hpctrain.plan import JobPlan
@@ -70,13 +71,16 @@ def _print_json(
     if output is not None:
         data["written_to"] = str(output)
     if verdict is not None:
-        data["check"] = {"accepted": verdict.accepted, "message": verdict.message}
+        data["check"] = verdict_dict(verdict)
     print_json(data)
 
 
 def _show_verdict(verdict: TestOnlyVerdict) -> None:
     if verdict.accepted:
         err_console.print(f"[green]SLURM accepts the script:[/] {verdict.message}")
+        starts = verdict_dict(verdict)["starts"]
+        if starts:
+            err_console.print(f"expected start: {starts}", highlight=False)
     else:
         err_console.print(f"[red]SLURM refuses the script:[/] {verdict.message}")
         raise typer.Exit(1)
@@ -118,10 +122,15 @@ def render(
     output: OutputOpt = None,
     dry_run: DryRunOpt = False,
     check: CheckOpt = False,
+    first_of: FirstOfOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Render the sbatch script for a profile and topology; nothing is submitted."""
     from hpctrain.render import plan_script
+
+    if first_of is not None:
+        render_race(build_request(topology), first_of, output, check, json_out)
+        return
 
     plan, script = plan_script(build_request(topology), environ=os.environ)
     verdict = _ask_slurm(script) if check else None

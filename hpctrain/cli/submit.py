@@ -9,13 +9,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hpctrain.cli import backends
-from hpctrain.cli.options import TopologyOptions, build_request, with_topology
+from hpctrain.cli.options import LoginOpt, TopologyOptions, build_request, with_topology
 from hpctrain.cli.output import console, err_console, print_json
+from hpctrain.cli.race import FirstOfOpt
 from hpctrain.cli.render import show_script, show_summary
 
 if TYPE_CHECKING:
     from hpctrain.jobs.prepare import Prepared
     from hpctrain.jobs.submit import Submitted
+    from hpctrain.plan import JobRequest
+    from hpctrain.remote.connection import Connection
 
 DryRunOpt = Annotated[
     bool,
@@ -69,10 +72,33 @@ def show_submitted(done: Submitted, prep: Prepared, json_out: bool) -> None:
         err_console.print(f"[yellow]note:[/] {note}")
 
 
+def _through_login(request: JobRequest, conn: Connection, topology: TopologyOptions,
+                   dry_run: bool, json_out: bool) -> None:
+    """Submit over the login's ssh master: sync, render with the remote's facts, sbatch there."""
+    from hpctrain.remote import submit as remote
+
+    if dry_run:
+        conn.require()
+        prep, _site = remote.prepare_remote(
+            remote.remote_request(request, conn, topology.python_env), conn, Path.cwd())
+        show_dry_run(prep, json_out)
+        return
+    done = remote.submit_remote(request, conn, Path.cwd(), backends.history(),
+                                topology.python_env)
+    if not json_out:
+        err_console.print(f"synced {done.synced.files} file(s) ({done.synced.source}) to "
+                          f"{conn.target.host}:{done.prep.workdir}", highlight=False)
+        show_submitted(done.submitted, done.prep, json_out)
+        return
+    print_json({**done.submitted.as_dict(done.prep.plan), "login": conn.target.host,
+                "synced_files": done.synced.files, "ssh_round_trips": done.round_trips})
+
+
 @with_topology
 def submit(
     topology: TopologyOptions, chain: ChainOpt = 1, after: AfterOpt = None,
-    dry_run: DryRunOpt = False, json_out: JsonOpt = False,
+    login: LoginOpt = None, first_of: FirstOfOpt = None, dry_run: DryRunOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Submit a job: render it, create its run directory, sbatch it and record it."""
     from dataclasses import replace
@@ -83,6 +109,22 @@ def submit(
 
     after_ids = tuple(a.strip() for a in (after or "").split(",") if a.strip())
     request = replace(build_request(topology), chain=chain, after=after_ids)
+    from hpctrain.remote.site import for_profile
+
+    conn = for_profile(request.profile, login)
+    if first_of is not None:
+        from hpctrain.cli.race import submit_race
+
+        if conn is not None:
+            from hpctrain.errors import HpctrainError
+
+            raise HpctrainError("--first-of does not go through a login (ssh) yet",
+                                "run `hpctrain submit --first-of ...` on the login node")
+        submit_race(request, first_of, dry_run, json_out)
+        return
+    if conn is not None:
+        _through_login(request, conn, topology, dry_run, json_out)
+        return
     prep = prepare(request, Path.cwd(), environ=os.environ)
     if dry_run:
         # The dry run must fail wherever the real submit would, before SLURM is asked.

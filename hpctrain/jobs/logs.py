@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from hpctrain.errors import HpctrainError
 from hpctrain.history import JobRecord
@@ -47,6 +48,12 @@ def tail_bytes(path: Path, lines: int) -> tuple[bytes, int]:
             data = fh.read(step) + data
         kept = data.splitlines(keepends=True)[-lines:]
         return b"".join(kept), size
+
+
+class Follower(Protocol):
+    """What `follow` reads a log through: here a file, for a login a remote one."""
+
+    def read_new(self) -> bytes: ...
 
 
 @dataclass
@@ -122,7 +129,7 @@ def _ask(watcher: JobWatcher, result: FollowResult, said: JobRecord | None,
     return poll
 
 
-def _copy_new(follower: FileFollower, write: Callable[[bytes], None],
+def _copy_new(follower: Follower, write: Callable[[bytes], None],
               result: FollowResult) -> bool:
     """Write what the job appended since the last read; False if nothing was new."""
     data = follower.read_new()
@@ -143,13 +150,15 @@ def follow(
     poll_s: float = FILE_POLL_S,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    follower: Follower | None = None,
 ) -> FollowResult:
     """Print the log as it grows until the job ends, polling SLURM through the watcher.
 
     A SLURM that does not answer (controller down or stopped) is said once and asked again
     with back-off; following goes on until SLURM, back, says the job has ended.
     """
-    follower = FileFollower(log_path(record, err), start_offset)
+    # A login's file is read over ssh (hpctrain.remote.site.RemoteFollower, same interface).
+    follower = follower or FileFollower(log_path(record, err), start_offset)
     result = FollowResult(record)
     done = watcher.is_final(record)
     said: JobRecord | None = None

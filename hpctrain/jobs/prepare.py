@@ -61,10 +61,12 @@ class Prepared:
     files: tuple[RunFile, ...]
     sbatch_argv: tuple[str, ...]
     logs: LogPatterns
+    # Racing alternatives share a run directory, each with its own script (job-1x2.sbatch).
+    script_name: str = SCRIPT_NAME
 
     @property
     def script_path(self) -> Path:
-        return self.run_dir / SCRIPT_NAME
+        return self.run_dir / self.script_name
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -87,11 +89,12 @@ def segment_options(plan: JobPlan, previous: str | None) -> tuple[str, ...]:
     return ()
 
 
-def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str) -> tuple[RunFile, ...]:
+def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str,
+               script_name: str = SCRIPT_NAME) -> tuple[RunFile, ...]:
     import yaml
 
     files = [
-        RunFile(run_dir / SCRIPT_NAME, text=script, mode=0o755),
+        RunFile(run_dir / script_name, text=script, mode=0o755),
         RunFile(run_dir / PROFILE_NAME,
                 text=yaml.safe_dump(dataclasses.asdict(req.profile), sort_keys=False)),
     ]
@@ -103,7 +106,7 @@ def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str) -> tu
 
 def prepare(
     req: JobRequest, workdir: Path, *, environ: Mapping[str, str] | None = None,
-    now: datetime | None = None, token: str | None = None,
+    now: datetime | None = None, token: str | None = None, script_name: str = SCRIPT_NAME,
 ) -> Prepared:
     """Decide a submission from `workdir` without touching the filesystem or SLURM."""
     run_dir = run_dir_for(req.profile.output_dir, req.job_name, workdir, now, token)
@@ -111,8 +114,8 @@ def prepare(
     plan, script = plan_script(req, environ=environ)
     return Prepared(
         plan=plan, script=script, run_dir=run_dir, workdir=workdir,
-        files=_run_files(req, run_dir, workdir, script),
+        files=_run_files(req, run_dir, workdir, script, script_name),
         sbatch_argv=("sbatch", "--parsable", *segment_options(plan, None),
-                     str(run_dir / SCRIPT_NAME)),
-        logs=log_patterns(plan),
+                     str(run_dir / script_name)),
+        logs=log_patterns(plan), script_name=script_name,
     )

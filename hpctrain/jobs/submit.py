@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from hpctrain import __version__
 from hpctrain.errors import HistoryError, HpctrainError
@@ -57,6 +58,28 @@ def expand_log_pattern(pattern: str, job_id: str, job_name: str, user: str) -> s
         return table.get(m.group(1), m.group(0))
 
     return re.sub(r"%(.)", sub, pattern)
+
+
+class RunSite(Protocol):
+    """Where the run directory lives when not on this machine (a login: hpctrain.remote)."""
+
+    @property
+    def login(self) -> str: ...
+
+    @property
+    def login_config(self) -> str | None: ...
+
+    def create(self, prep: Prepared) -> None: ...
+
+    def write(self, path: Path, text: str) -> None: ...
+
+    def discard(self, prep: Prepared) -> None: ...
+
+    def git(self) -> GitState | None: ...
+
+
+def _write_local(path: Path, text: str) -> None:
+    path.write_text(text)
 
 
 @dataclass(frozen=True)
@@ -154,14 +177,15 @@ def _create_run_dir(prep: Prepared) -> None:
         ) from None
 
 
-def _sbatch(prep: Prepared, client: SlurmClient, previous: str | None = None) -> str:
+def _sbatch(prep: Prepared, client: SlurmClient, previous: str | None = None,
+            site: RunSite | None = None) -> str:
     try:
         return client.submit(prep.script_path, cwd=prep.workdir,
                              options=segment_options(prep.plan, previous))
     except SlurmTimeoutError as e:
         # sbatch may have queued the job before it timed out; its logs need the directory.
-        with contextlib.suppress(OSError):
-            (prep.run_dir / UNCONFIRMED_NAME).write_text(f"{e.what}\n")
+        with contextlib.suppress(OSError, HpctrainError):
+            (site.write if site else _write_local)(prep.run_dir / UNCONFIRMED_NAME, f"{e.what}\n")
         raise SlurmTimeoutError(
             f"{e.what} (run directory {prep.run_dir} kept, marked {UNCONFIRMED_NAME})", e.fix
         ) from None
@@ -173,11 +197,14 @@ def _sbatch(prep: Prepared, client: SlurmClient, previous: str | None = None) ->
                 f"cancel the queued part with `hpctrain cancel {previous}`, or let it run",
             ) from None
         # Nothing was queued: leave no run directory behind that looks like a run.
-        shutil.rmtree(prep.run_dir, ignore_errors=True)
+        if site is not None:
+            site.discard(prep)
+        else:
+            shutil.rmtree(prep.run_dir, ignore_errors=True)
         raise
 
 
-def _write_run_info(prep: Prepared, done: Queued) -> None:
+def _write_run_info(prep: Prepared, done: Queued, site: RunSite | None = None) -> None:
     info = {
         "job_id": done.job_id,
         "cluster": done.cluster,
@@ -190,11 +217,13 @@ def _write_run_info(prep: Prepared, done: Queued) -> None:
         "stderr": done.stderr_path,
     }
     # The history row holds the same facts; the job is queued either way.
-    with contextlib.suppress(OSError):
-        (prep.run_dir / RUN_INFO_NAME).write_text(json.dumps(info, indent=2) + "\n")
+    with contextlib.suppress(OSError, HpctrainError):
+        (site.write if site else _write_local)(prep.run_dir / RUN_INFO_NAME,
+                                               json.dumps(info, indent=2) + "\n")
 
 
-def _new_job(prep: Prepared, done: Queued, head: str | None, segment: int) -> NewJob:
+def _new_job(prep: Prepared, done: Queued, head: str | None, segment: int,
+             site: RunSite | None = None) -> NewJob:
     plan = prep.plan
     chained = plan.chain > 1
     return NewJob(
@@ -207,13 +236,14 @@ def _new_job(prep: Prepared, done: Queued, head: str | None, segment: int) -> Ne
         stderr_path=done.stderr_path, workdir=str(prep.workdir),
         git_commit=done.git.commit if done.git else None,
         git_dirty=done.git.dirty if done.git else None, time_limit_s=plan.time_seconds,
+        login=site.login if site else None, login_config=site.login_config if site else None,
     )
 
 
 def _record(prep: Prepared, done: Queued, history: History, head: str | None = None,
-            segment: int = 1) -> JobRecord:
+            segment: int = 1, site: RunSite | None = None) -> JobRecord:
     try:
-        return history.add(_new_job(prep, done, head, segment))
+        return history.add(_new_job(prep, done, head, segment, site))
     except HistoryError as e:
         raise HistoryError(
             f"job {done.job_id} was submitted (run directory {prep.run_dir}) but not recorded: "
@@ -222,8 +252,9 @@ def _record(prep: Prepared, done: Queued, history: History, head: str | None = N
         ) from None
 
 
-def _queued(prep: Prepared, client: SlurmClient, job_id: str, git: GitState | None) -> Queued:
-    user = getpass.getuser()
+def _queued(prep: Prepared, client: SlurmClient, job_id: str, git: GitState | None,
+            user: str | None = None) -> Queued:
+    user = user or getpass.getuser()
     name = prep.plan.job_name
     return Queued(
         job_id=job_id, cluster=client.cluster_name() or prep.plan.cluster,
@@ -233,21 +264,27 @@ def _queued(prep: Prepared, client: SlurmClient, job_id: str, git: GitState | No
     )
 
 
-def submit(prep: Prepared, client: SlurmClient, history: History) -> Submitted:
+def submit(prep: Prepared, client: SlurmClient, history: History, site: RunSite | None = None,
+           user: str | None = None) -> Submitted:
     """Create the run directory, sbatch the script, record the job; on refusal undo it all.
 
-    A chain (`plan.chain` > 1) queues that many jobs, each after the one before.
+    A chain (`plan.chain` > 1) queues that many jobs, each after the one before. With a
+    `site` (a login) the run directory is made there and `client` runs sbatch there.
     """
-    check_submission(prep)
-    _create_run_dir(prep)
-    git = git_state(prep.workdir)
-    queued = _queued(prep, client, _sbatch(prep, client), git)
-    _write_run_info(prep, queued)
-    record = _record(prep, queued, history)
+    if site is None:
+        check_submission(prep)
+        _create_run_dir(prep)
+        git = git_state(prep.workdir)
+    else:
+        site.create(prep)
+        git = site.git()
+    queued = _queued(prep, client, _sbatch(prep, client, site=site), git, user)
+    _write_run_info(prep, queued, site)
+    record = _record(prep, queued, history, site=site)
     chain = [queued.job_id]
     for segment in range(2, prep.plan.chain + 1):
-        later = _queued(prep, client, _sbatch(prep, client, previous=chain[-1]), git)
-        _record(prep, later, history, head=queued.job_id, segment=segment)
+        later = _queued(prep, client, _sbatch(prep, client, chain[-1], site), git, user)
+        _record(prep, later, history, head=queued.job_id, segment=segment, site=site)
         chain.append(later.job_id)
     return Submitted(
         job_id=queued.job_id, cluster=queued.cluster, run_dir=prep.run_dir,

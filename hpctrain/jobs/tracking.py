@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hpctrain.errors import HpctrainError
@@ -45,7 +45,11 @@ def pick(history: History, job_id: str | None) -> JobRecord:
     found = history.by_job_ids([job_id])
     if not found:
         raise _not_tracked(history, [job_id])
-    return found[-1]
+    record = found[-1]
+    if record.race_head is not None:
+        # Any alternative's id stands for the run: its logs and stats are the winner's.
+        return race_winner(history.race(record.cluster, record.race_head)) or record
+    return record
 
 
 def unfinished(history: History, cluster: str) -> list[JobRecord]:
@@ -55,10 +59,15 @@ def unfinished(history: History, cluster: str) -> list[JobRecord]:
 
 def with_chains(history: History, records: Sequence[JobRecord]) -> list[JobRecord]:
     """The records plus every other job of the chains they belong to (cancel takes them all)."""
+    return _with_groups(records, lambda r: history.chain(r.cluster, r.chain_head)
+                        if r.chain_head is not None else [])
+
+
+def _with_groups(records: Sequence[JobRecord],
+                 group: Callable[[JobRecord], list[JobRecord]]) -> list[JobRecord]:
     out = {r.id: r for r in records}
     for r in records:
-        if r.chain_head is not None:
-            out.update((c.id, c) for c in history.chain(r.cluster, r.chain_head))
+        out.update((c.id, c) for c in group(r))
     return sorted(out.values(), key=lambda r: r.id)
 
 
@@ -83,3 +92,53 @@ def restarts(record: JobRecord) -> int | None:
     starts = sum(1 for e in entries
                  if isinstance(e, dict) and e.get("slurm_job_id") == record.job_id)
     return starts - 1 if starts else None
+
+
+def with_races(history: History, records: Sequence[JobRecord]) -> list[JobRecord]:
+    """The records plus every other alternative of the races they belong to (cancel: all)."""
+    return _with_groups(records, lambda r: history.race(r.cluster, r.race_head)
+                        if r.race_head is not None else [])
+
+
+# Alternatives that lost end CANCELLED (by the winner) or COMPLETED at once (their claim failed).
+_NOT_STARTED = ("PENDING", "CANCELLED", "UNKNOWN")
+
+
+# The directory the first alternative of a race to start creates in the run directory
+# (templates/sbatch.sh.j2), with a file `winner`: "JOBID NODESxGPUS".
+CLAIM_NAME = "race-claim"
+
+
+def winner(run_dir: str | None) -> tuple[str, str] | None:
+    """(job id, topology) of the alternative that claimed the run; None before any did."""
+    if not run_dir:
+        return None
+    try:
+        text = (Path(run_dir) / CLAIM_NAME / "winner").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    parts = text.split()
+    return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
+def race_winner(alternatives: Sequence[JobRecord]) -> JobRecord | None:
+    """The alternative that claimed the run: its claim file says so, else the one that ran."""
+    for r in alternatives:
+        claim = winner(r.run_dir)
+        if claim is not None:
+            return next((a for a in alternatives if a.job_id == claim[0]), None)
+    ran = [a for a in alternatives if a.state not in _NOT_STARTED]
+    return ran[0] if len(ran) == 1 else None
+
+
+def one_row_per_race(records: Sequence[JobRecord]) -> list[JobRecord]:
+    """A race's alternatives as one row: the winner, else the first one still waiting."""
+    groups: dict[tuple[str, str], list[JobRecord]] = {}
+    for r in records:
+        if r.race_head is not None:
+            groups.setdefault((r.cluster, r.race_head), []).append(r)
+    shown = {}
+    for group in groups.values():
+        pick = race_winner(group) or next((a for a in group if not a.terminal), group[-1])
+        shown[pick.id] = pick
+    return [r for r in records if r.race_head is None or r.id in shown]

@@ -225,10 +225,15 @@ class JobWatcher:
     def _ask_all(self, ask: Sequence[JobRecord], report: RefreshReport) -> dict[int, StateUpdate]:
         """The whole squeue -> sacct -> scontrol chain now, each command once for all jobs."""
         tracks = {r.id: _Track() for r in ask}
-        updates = self._ask_squeue(ask, tracks)
-        need = [r for r in ask if tracks[r.id].source is Source.SACCT]
-        if need:
-            updates.update(self._ask_sacct(need, tracks, report))
+        # Over ssh: squeue and sacct for every job in one round trip (a no-op here).
+        self.client.prefetch([r.job_id for r in ask])
+        try:
+            updates = self._ask_squeue(ask, tracks)
+            need = [r for r in ask if tracks[r.id].source is Source.SACCT]
+            if need:
+                updates.update(self._ask_sacct(need, tracks, report))
+        finally:
+            self.client.clear_prefetch()
         fallback = [r for r in need if tracks[r.id].source is Source.SCONTROL]
         if fallback:
             updates.update(self._ask_scontrol(fallback, tracks, shown_now=True))

@@ -2,15 +2,43 @@
 
 from __future__ import annotations
 
-from hpctrain.plan.access import choose_account, choose_constraint
+from typing import Any
+
+from hpctrain.plan.access import choose_account
+from hpctrain.plan.batch import global_batch_args, world_size
 from hpctrain.plan.inputs import check_inputs, choose_command
 from hpctrain.plan.limits import choose_qos, wall_time
 from hpctrain.plan.model import JobPlan, JobRequest
+from hpctrain.plan.nodetypes import Fit, fit_node_types, selected_types
 from hpctrain.plan.outcome import Findings
-from hpctrain.plan.resources import cpus_per_task, memory, node_share
+from hpctrain.plan.resources import NodeShare, cpus_per_task, memory, node_share
 from hpctrain.plan.restart import restart_policy
 from hpctrain.plan.sbatch import sbatch_options
-from hpctrain.plan.topology import choose_partition, tasks_per_node, topology
+from hpctrain.plan.topology import Topology, choose_partition, tasks_per_node, topology
+from hpctrain.profiles.model import Partition, Profile
+
+
+def _placement(
+    req: JobRequest, part: Partition, found: Findings
+) -> tuple[Topology, int, Fit, NodeShare]:
+    """Where the job runs: nodes and GPUs, tasks per node, the node types that fit, their share."""
+    base = found.take(selected_types(req, part))
+    shape = found.take(topology(req, part, base))
+    tasks = tasks_per_node(req.launcher, shape.gpus_per_node)
+    fit = found.take(fit_node_types(req, part, base, shape.nodes, shape.gpus_per_node, tasks))
+    return shape, tasks, fit, node_share(req.profile, fit, shape.gpus_per_node)
+
+
+def _site_environment(profile: Profile) -> dict[str, Any]:
+    """The profile's environment set-up for the plan: NCCL variables, modules, set-up lines."""
+    env = profile.environment
+    return {
+        "nccl": tuple(profile.nccl.variables().items()),
+        "modules": tuple(env.modules),
+        "module_use": tuple(env.module_use),
+        "module_purge": env.purge,
+        "setup_lines": tuple(env.setup),
+    }
 
 
 def build_plan(req: JobRequest) -> JobPlan:
@@ -21,18 +49,17 @@ def build_plan(req: JobRequest) -> JobPlan:
     # what they say about fitting that stand-in would mislead, so it is left out.
     found = Findings(check_fit=not chosen.problems)
     part = found.take(chosen)
-    shape = found.take(topology(req, part))
-    tasks = tasks_per_node(req.launcher, shape.gpus_per_node)
-    share = node_share(profile, part, shape.gpus_per_node)
-    cpt = found.take(cpus_per_task(req, part, tasks, share))
-    mem_mb = found.take(memory(req, part, share))
+    shape, tasks, fit, share = _placement(req, part, found)
+    cpt = found.take(cpus_per_task(req, tasks, share))
+    mem_mb = found.take(memory(req, share))
     qos = found.take(choose_qos(req, part))
     time_s = found.take(wall_time(req, part, qos))
     account = found.take(choose_account(req))
-    constraint = found.take(choose_constraint(req, part, shape.nodes))
     inputs = found.take(check_inputs(req))
-    options = found.take(sbatch_options(req, part, shape.gpus_per_node))
+    options = found.take(sbatch_options(req, fit, shape.gpus_per_node))
     command = found.take(choose_command(req))
+    world = world_size(req, shape.nodes, shape.gpus_per_node, tasks)
+    command = (*command, *found.take(global_batch_args(req, command, world)))
     restart = found.take(restart_policy(req, command, time_s))
     found.raise_any()
 
@@ -43,32 +70,31 @@ def build_plan(req: JobRequest) -> JobPlan:
         emit_partition=not (part.implicit and req.partition is None),
         nodes=shape.nodes,
         gpus_per_node=shape.gpus_per_node,
-        gpu_type=part.gpu_type if shape.gpus_per_node else None,
+        gpu_type=fit.gpu_type,
+        node_types=fit.names,
         tasks_per_node=tasks,
         cpus_per_task=cpt,
         mem_mb=mem_mb,
         time_seconds=time_s,
         account=account,
         qos=qos,
-        constraint=constraint,
+        constraint=fit.constraint,
         job_name=req.job_name,
         launcher=req.launcher,
         gpu_option=options.gpu_option,
         extra_sbatch=options.extra,
         env=inputs.env,
-        nccl=tuple(profile.nccl.variables().items()),
-        modules=tuple(profile.environment.modules),
-        module_use=tuple(profile.environment.module_use),
-        module_purge=profile.environment.purge,
-        setup_lines=tuple(profile.environment.setup),
+        **_site_environment(profile),
         python_env=req.python_env,
         command=command,
         log_dir=inputs.log_dir,
         run_dir=req.run_dir,
         invocation=req.invocation,
+        monitor_interval_s=req.monitor_interval_s,
         grace_s=restart.grace_s,
         requeue=restart.requeue,
         chain=restart.chain,
         after=restart.after,
         notes=tuple(found.notes),
+        race=req.race,
     )

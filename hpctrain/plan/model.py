@@ -12,6 +12,7 @@ from hpctrain.units import format_time
 Launcher = Literal["lightning", "torchrun"]
 
 TRAINER_COMMAND = ("python", "-m", "hpctrain.trainer")
+DEFAULT_MONITOR_INTERVAL_S = 10
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,13 @@ class JobRequest:
     # Jobs in a chain of segments, and jobs that must end well first (afterok).
     chain: int = 1
     after: Sequence[str] = ()
+    # Seconds between the per-node monitor's samples; None leaves the monitor out.
+    monitor_interval_s: int | None = DEFAULT_MONITOR_INTERVAL_S
+    # `submit --first-of`: this alternative's NODESxGPUS; the job claims the run or bows out.
+    race: str | None = None
+    # The packaged trainer's effective batch, whatever the topology, and its per-device cap.
+    global_batch: int | None = None
+    max_device_batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,11 @@ class JobPlan:
     chain: int = 1
     after: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    monitor_interval_s: int | None = DEFAULT_MONITOR_INTERVAL_S
+    # The partition's node types the job fits on (the --constraint keeps it there).
+    node_types: tuple[str, ...] = ()
+    # `submit --first-of`: this alternative's NODESxGPUS (the script claims the run first).
+    race: str | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -120,6 +133,7 @@ class JobPlan:
             "account": self.account,
             "qos": self.qos,
             "constraint": self.constraint,
+            "node_types": list(self.node_types),
             "job_name": self.job_name,
             "launcher": self.launcher,
             "command": list(self.command),
@@ -127,5 +141,7 @@ class JobPlan:
             "requeue": self.requeue,
             "chain": self.chain,
             "after": list(self.after),
+            "monitor_interval_s": self.monitor_interval_s,
             "notes": list(self.notes),
+            "race": self.race,
         }

@@ -9,11 +9,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from hpctrain import paths
 from hpctrain.errors import SlurmError, SlurmUnavailableError
-from hpctrain.slurm import controller, parsers
+from hpctrain.slurm import controller, parsers, starts
 from hpctrain.slurm.parsers import JobInfo
+
+if TYPE_CHECKING:
+    from hpctrain.slurm import inventory
 
 DEFAULT_TIMEOUT_S = 10.0
 # Where slurm.conf is read from when SLURM_CONF is unset: Debian's default, older Debian's,
@@ -59,6 +63,18 @@ def resolve_slurm_conf() -> str | None:
     return str(conf) if conf else None
 
 
+class Transport(Protocol):
+    """Where SLURM commands run when not here: over a login's ssh master (hpctrain.remote)."""
+
+    def execute(self, argv: tuple[str, ...], input: str | None, limit: float,
+                cwd: str | Path | None) -> tuple[str, str, int]: ...
+
+    def execute_many(self, argvs: Sequence[tuple[str, ...]], limit: float
+                     ) -> list[tuple[str, str, int]]: ...
+
+    def cluster_name(self) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class Result:
     argv: tuple[str, ...]
@@ -76,6 +92,13 @@ class SlurmClient:
     calls: list[tuple[str, ...]] = field(default_factory=list)
     # time.monotonic() of each call, so that callers can check how often SLURM was asked.
     call_times: list[float] = field(default_factory=list)
+    # None: run the commands here; else on the remote behind it (one round trip per command).
+    transport: Transport | None = None
+    # The expected start (squeue's %S) of every job the last squeue answers named.
+    starts: dict[str, str | None] = field(default_factory=dict)
+    # squeue's and sacct's answers fetched together in one round trip, by command name.
+    _prefetched: dict[str, tuple[frozenset[str], Result]] = field(
+        default_factory=dict, init=False, repr=False)
 
     @classmethod
     def from_environment(cls, timeout_s: float | None = None) -> SlurmClient:
@@ -102,7 +125,8 @@ class SlurmClient:
         """Run one SLURM command; raise SlurmUnavailableError on absence, a dead controller
         or timeout."""
         argv = tuple(argv)
-        _require_program(argv[0])
+        if self.transport is None:
+            _require_program(argv[0])
         self.calls.append(argv)
         self.call_times.append(time.monotonic())
         limit = timeout_s if timeout_s is not None else self.timeout_s
@@ -119,6 +143,8 @@ class SlurmClient:
         self, argv: tuple[str, ...], input: str | None, limit: float, cwd: str | Path | None
     ) -> tuple[str, str, int]:
         """The command's output and exit status; stops it early when slurmctld is down."""
+        if self.transport is not None:
+            return self.transport.execute(argv, input, limit, cwd)
         deadline = time.monotonic() + limit
         with subprocess.Popen(
             argv, stdin=subprocess.PIPE if input is not None else None,
@@ -139,6 +165,9 @@ class SlurmClient:
 
     def controller_down(self, command: str) -> ControllerDownError | None:
         """The error naming slurmctld when no controller accepts a connection, else None."""
+        if self.transport is not None:
+            # The controller's port is reachable from the login node, not from here.
+            return None
         why = controller.unreachable(controller.controllers(self.conf_path()))
         if why is None:
             return None
@@ -204,28 +233,25 @@ class SlurmClient:
         """One `squeue` for all ids; jobs the controller has forgotten are simply absent."""
         if not job_ids:
             return {}
-        result = self.run(
-            ["squeue", "--noheader", "--states=all", "--jobs", parsers.job_id_list(job_ids),
-             "--format", parsers.SQUEUE_FORMAT],
-            check=False,
-        )
+        result = self._prefetched_result("squeue", job_ids) or self.run(
+            _squeue_argv(job_ids), check=False)
         if result.returncode != 0:
             # squeue refuses a job list in which no id is known to the controller any more.
             if "invalid job id" in result.stderr.lower():
                 return {}
             raise self.error_for(result)
-        return parsers.parse_squeue(result.stdout)
+        # The start rides on the same call (`status` shows it for pending jobs).
+        stdout, found = starts.split_squeue_starts(result.stdout)
+        self.starts.update(found)
+        return parsers.parse_squeue(stdout)
 
     def sacct(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
         """One `sacct` for all ids (allocations only); AccountingUnavailableError if it can't."""
         if not job_ids:
             return {}
         try:
-            result = self.run(
-                ["sacct", "--allocations", "--parsable2", "--noheader",
-                 "--jobs", parsers.job_id_list(job_ids), "--format", parsers.SACCT_FORMAT],
-                check=False,
-            )
+            result = self._prefetched_result("sacct", job_ids) or self.run(
+                _sacct_argv(job_ids), check=False)
         except SlurmTimeoutError as e:
             raise AccountingUnavailableError(e.what, e.fix) from None
         if result.returncode != 0:
@@ -236,6 +262,31 @@ class SlurmClient:
                 "scontrol and the last state it saw",
             )
         return parsers.parse_sacct(result.stdout)
+
+    def prefetch(self, job_ids: Sequence[str]) -> None:
+        """Over ssh: squeue and sacct for all ids in one round trip, kept for the next asks."""
+        if self.transport is None or not job_ids:
+            return
+        argvs = (_squeue_argv(job_ids), _sacct_argv(job_ids))
+        now = time.monotonic()
+        for argv in argvs:
+            self.calls.append(argv)
+            self.call_times.append(now)
+        try:
+            answers = self.transport.execute_many(argvs, self.timeout_s)
+        except subprocess.TimeoutExpired:
+            raise self._timeout_error("squeue", self.timeout_s) from None
+        ids = frozenset(job_ids)
+        self._prefetched = {argv[0]: (ids, Result(argv, code, out, err))
+                            for argv, (out, err, code) in zip(argvs, answers, strict=True)}
+
+    def clear_prefetch(self) -> None:
+        self._prefetched.clear()
+
+    def _prefetched_result(self, command: str, job_ids: Sequence[str]) -> Result | None:
+        """A prefetched answer that covers `job_ids` (used once), else None."""
+        kept = self._prefetched.pop(command, None)
+        return kept[1] if kept is not None and kept[0].issuperset(job_ids) else None
 
     def scontrol_job(self, job_id: str) -> JobInfo | None:
         """`scontrol -o show job ID`; None once the controller has forgotten the job."""
@@ -252,6 +303,11 @@ class SlurmClient:
         # does not know, so callers decide from the history which ids to send.
         if job_ids:
             self.run(["scancel", *dict.fromkeys(job_ids)])
+
+    def release(self, job_ids: Sequence[str]) -> None:
+        """`scontrol release` jobs queued with `sbatch --hold` (one call for all)."""
+        if job_ids:
+            self.run(["scontrol", "release", ",".join(dict.fromkeys(job_ids))])
 
     def queued_job_ids(self) -> list[str]:
         """Ids of every job the controller still holds (`squeue --noheader --format=%i`)."""
@@ -275,6 +331,52 @@ class SlurmClient:
         if nodes:
             self.run(["scontrol", "update", f"NodeName={','.join(nodes)}", "State=RESUME"])
 
+    # --- the cluster's inventory (`hpctrain profiles discover|check`) ----------------------
+
+    def slurm_version(self) -> tuple[int, int]:
+        """(major, minor) of the SLURM commands here, from `sinfo --version` (no daemon asked)."""
+        from hpctrain.slurm.inventory import parse_version
+
+        return parse_version(self.run(["sinfo", "--version"]).stdout)
+
+    def partition_limits(self) -> list[inventory.PartitionInfo]:
+        """Every partition with its limits (`scontrol --oneliner show partition`)."""
+        from hpctrain.slurm.inventory import parse_partitions_text
+
+        result = self.run(["scontrol", "--oneliner", "show", "partition"])
+        return parse_partitions_text(result.stdout)
+
+    def node_inventory(self, version: tuple[int, int]) -> list[inventory.NodeInfo]:
+        """Every node's shape: `sinfo --json` where SLURM has it, else `scontrol -o show node`."""
+        from hpctrain.slurm import inventory as inv
+
+        if version >= inv.SINFO_JSON_SINCE:
+            result = self.run(["sinfo", "--json"], check=False)
+            # A site without SLURM's openapi plugins refuses --json: the text path still works.
+            nodes = inv.parse_nodes_json(result.stdout) if result.returncode == 0 else None
+            if nodes is not None:
+                return nodes
+        return inv.parse_nodes_text(self.run(["scontrol", "--oneliner", "show", "node"]).stdout)
+
+    def config(self) -> dict[str, str]:
+        """slurmctld's running configuration (`scontrol show config`)."""
+        from hpctrain.slurm.inventory import parse_config
+
+        return parse_config(self.run(["scontrol", "show", "config"]).stdout)
+
+    def qos_limits(self) -> list[inventory.QosInfo]:
+        """Every QOS with its limits; SlurmError where sacctmgr is refused or absent."""
+        from hpctrain.slurm.inventory import QOS_FORMAT, parse_qos
+
+        return parse_qos(self.sacctmgr(["-P", "-n", "show", "qos", f"format={QOS_FORMAT}"]))
+
+    def associations(self, user: str) -> list[inventory.Association]:
+        """The accounts (and QOS) `user` may use; SlurmError where sacctmgr is refused."""
+        from hpctrain.slurm.inventory import ASSOC_FORMAT, parse_associations
+
+        return parse_associations(self.sacctmgr(
+            ["-P", "-n", "show", "assoc", f"user={user}", f"format={ASSOC_FORMAT}"]))
+
     def sacctmgr(self, args: Sequence[str]) -> str:
         """`sacctmgr ARGS`; return its output, or raise SlurmError with the whole command."""
         argv = ["sacctmgr", *args]
@@ -288,12 +390,16 @@ class SlurmClient:
 
     def conf_path(self) -> str | None:
         """The slurm.conf the SLURM commands read, if there is a readable one."""
+        if self.transport is not None:
+            return None
         if self.slurm_conf:
             return self.slurm_conf
         return next((p for p in SYSTEM_CONFS if os.access(p, os.R_OK)), None)
 
     def cluster_name(self) -> str | None:
         """ClusterName from slurm.conf (no SLURM call); None where no config file is readable."""
+        if self.transport is not None:
+            return self.transport.cluster_name()
         path = self.conf_path()
         if path is None:
             return os.environ.get("SLURM_CLUSTER_NAME") or None
@@ -302,6 +408,16 @@ class SlurmClient:
         except OSError:
             return None
         return parsers.parse_cluster_name(text)
+
+
+def _squeue_argv(job_ids: Sequence[str]) -> tuple[str, ...]:
+    return ("squeue", "--noheader", "--states=all", "--jobs", parsers.job_id_list(job_ids),
+            "--format", parsers.SQUEUE_FORMAT + starts.START_FIELD)
+
+
+def _sacct_argv(job_ids: Sequence[str]) -> tuple[str, ...]:
+    return ("sacct", "--allocations", "--parsable2", "--noheader",
+            "--jobs", parsers.job_id_list(job_ids), "--format", parsers.SACCT_FORMAT)
 
 
 def _require_program(name: str) -> None:
@@ -354,13 +470,16 @@ class TestOnlyVerdict:
 
     accepted: bool
     message: str
+    # When and where SLURM would start it, from the same answer (None: refused).
+    estimate: starts.StartEstimate | None = None
 
 
 def parse_test_only(result: Result) -> TestOnlyVerdict:
     """sbatch --test-only answers on stderr: 'Job N to start at ...' or 'error: ...'."""
     text = "\n".join(s for s in (result.stderr.strip(), result.stdout.strip()) if s)
     accepted = result.returncode == 0 and "to start at" in text
-    return TestOnlyVerdict(accepted=accepted, message=text or f"exit status {result.returncode}")
+    return TestOnlyVerdict(accepted=accepted, message=text or f"exit status {result.returncode}",
+                           estimate=starts.parse_test_only(text) if accepted else None)
 
 
 def sbatch_test_only(client: SlurmClient, script: str) -> TestOnlyVerdict:

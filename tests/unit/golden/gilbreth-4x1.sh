@@ -6,8 +6,8 @@
 #SBATCH --partition=a100-80gb
 #SBATCH --nodes=4
 #SBATCH --ntasks-per-node=1
-#SBATCH --cpus-per-task=32
-#SBATCH --mem=256000
+#SBATCH --cpus-per-task=16
+#SBATCH --mem=250000
 #SBATCH --gpus-per-node=1
 #SBATCH --time=04:00:00
 #SBATCH --account=lab
@@ -58,7 +58,7 @@ MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST")"
 export MASTER_ADDR="${MASTER_ADDR%%[[:space:]]*}"
 export MASTER_PORT="$((20000 + ${SLURM_JOB_ID:-0} % 20000))"
 # srun does not inherit --cpus-per-task on SLURM 22.05-23.02.
-export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-32}"
+export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-16}"
 export HPCTRAIN_RUN_DIR=hpctrain-runs/hpctrain-"${SLURM_JOB_ID:-local}"
 mkdir -p "$HPCTRAIN_RUN_DIR"
 
@@ -74,6 +74,29 @@ trap hpctrain_request_stop USR1
 HPCTRAIN_SEGMENT_START="$(date +%s.%N)"
 export HPCTRAIN_SEGMENT_START
 rm -f "$HPCTRAIN_RUN_DIR/stop-saved"
+
+# Monitoring (docs/monitoring.md): one sampler per node, every 10 s, into
+# $HPCTRAIN_RUN_DIR/monitor/. --overlap shares the training's CPUs and GPUs instead of taking
+# them; the sampler sleeps between samples. It stops when this script ends, for any reason.
+hpctrain_monitor=""
+if python -c "import hpctrain.monitor" 2>/dev/null; then
+  srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \
+    --ntasks-per-node=1 --cpus-per-task=1 --kill-on-bad-exit=0 --job-name=hpctrain-monitor \
+    --gpus-per-node=1 \
+    python -m hpctrain.monitor sample --run-dir "$HPCTRAIN_RUN_DIR" --interval 10 &
+  hpctrain_monitor=$!
+else
+  echo "hpctrain: monitor not started: python on $(hostname) cannot import hpctrain" >&2
+fi
+hpctrain_stop_monitor() {
+  [ -n "$hpctrain_monitor" ] || return 0
+  # srun forwards USR2 to its tasks; TERM would make it kill them before the last sample.
+  kill -USR2 "$hpctrain_monitor" 2>/dev/null || true
+  wait "$hpctrain_monitor" 2>/dev/null || true
+  hpctrain_monitor=""
+  python -m hpctrain.monitor summarize --run-dir "$HPCTRAIN_RUN_DIR" || true
+}
+trap hpctrain_stop_monitor EXIT
 
 # Lightning: one task per GPU; Lightning reads ranks from SLURM's variables.
 srun --kill-on-bad-exit=1 python -m hpctrain.trainer --task spiral &

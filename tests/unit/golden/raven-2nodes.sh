@@ -71,6 +71,29 @@ HPCTRAIN_SEGMENT_START="$(date +%s.%N)"
 export HPCTRAIN_SEGMENT_START
 rm -f "$HPCTRAIN_RUN_DIR/stop-saved"
 
+# Monitoring (docs/monitoring.md): one sampler per node, every 10 s, into
+# $HPCTRAIN_RUN_DIR/monitor/. --overlap shares the training's CPUs and GPUs instead of taking
+# them; the sampler sleeps between samples. It stops when this script ends, for any reason.
+hpctrain_monitor=""
+if python -c "import hpctrain.monitor" 2>/dev/null; then
+  srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \
+    --ntasks-per-node=1 --cpus-per-task=1 --kill-on-bad-exit=0 --job-name=hpctrain-monitor \
+    --gres=gpu:a100:4 \
+    python -m hpctrain.monitor sample --run-dir "$HPCTRAIN_RUN_DIR" --interval 10 &
+  hpctrain_monitor=$!
+else
+  echo "hpctrain: monitor not started: python on $(hostname) cannot import hpctrain" >&2
+fi
+hpctrain_stop_monitor() {
+  [ -n "$hpctrain_monitor" ] || return 0
+  # srun forwards USR2 to its tasks; TERM would make it kill them before the last sample.
+  kill -USR2 "$hpctrain_monitor" 2>/dev/null || true
+  wait "$hpctrain_monitor" 2>/dev/null || true
+  hpctrain_monitor=""
+  python -m hpctrain.monitor summarize --run-dir "$HPCTRAIN_RUN_DIR" || true
+}
+trap hpctrain_stop_monitor EXIT
+
 # Lightning: one task per GPU; Lightning reads ranks from SLURM's variables.
 srun --kill-on-bad-exit=1 python -m hpctrain.trainer --task spiral &
 hpctrain_step=$!

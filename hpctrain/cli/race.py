@@ -1,0 +1,162 @@
+"""`--first-of 1x4,4x1` on render and submit: every alternative's plan, SLURM's start estimate."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from hpctrain.cli.output import console, err_console, print_code, print_json
+
+if TYPE_CHECKING:
+    from hpctrain.jobs.alternatives import Race, RaceSubmitted
+    from hpctrain.plan import JobPlan, JobRequest
+    from hpctrain.slurm.client import TestOnlyVerdict
+
+FirstOfOpt = Annotated[
+    str | None,
+    typer.Option("--first-of", metavar="NxG,NxG,...",
+                 help="Race the job as these topologies (NODESxGPUS, e.g. 1x4,4x1): the first "
+                 "to start wins and cancels the others (docs/jobs.md)."),
+]
+
+
+def verdict_dict(verdict: TestOnlyVerdict) -> dict[str, object]:
+    """SLURM's answer to --test-only, with its start estimate, for --json."""
+    from datetime import datetime
+
+    from hpctrain.slurm.starts import describe, wait_seconds
+
+    est = verdict.estimate
+    now = datetime.now()
+    return {"accepted": verdict.accepted, "message": verdict.message,
+            "start": est.as_dict() if est else None,
+            "wait_s": wait_seconds(est.start, now) if est else None,
+            "starts": describe(est.start, now) if est else None}
+
+
+def ask_slurm(scripts: Sequence[str], required: bool) -> list[TestOnlyVerdict] | None:
+    """`sbatch --test-only` for each script; None (with a warning) if SLURM is out of reach
+    and the caller can do without it."""
+    from hpctrain.errors import SlurmUnavailableError
+    from hpctrain.slurm.client import SlurmClient, sbatch_test_only
+
+    client = SlurmClient.from_environment()
+    try:
+        return [sbatch_test_only(client, s) for s in scripts]
+    except SlurmUnavailableError as e:
+        if required:
+            raise
+        err_console.print(f"[yellow]warning:[/] no start estimates: {e}", highlight=False)
+        return None
+
+
+def _starts(verdict: TestOnlyVerdict | None) -> str:
+    if verdict is None:
+        return "-"
+    if not verdict.accepted:
+        return f"refused: {verdict.message.splitlines()[-1]}"
+    data = verdict_dict(verdict)
+    return f"{data['starts']} on {verdict.estimate.nodes}" if verdict.estimate else "accepted"
+
+
+def show_alternatives(plans: Sequence[JobPlan], verdicts: Sequence[TestOnlyVerdict] | None
+                      ) -> None:
+    """One row per alternative, on stderr: its shape and when SLURM would start it."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("TOPOLOGY", "GPUS", "PARTITION", "CPUS/NODE", "MEM/NODE", "TIME",
+                "SLURM EXPECTS IT TO START"):
+        t.add_column(col)
+    for i, p in enumerate(plans):
+        t.add_row(p.race or "", str(p.total_gpus), escape(p.partition), str(p.cpus_per_node),
+                  f"{p.mem_mb} MB", p.time, escape(_starts(verdicts[i] if verdicts else None)))
+    err_console.print(t)
+    for note in dict.fromkeys(n for p in plans for n in p.notes):
+        err_console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def _refused(verdicts: Sequence[TestOnlyVerdict] | None) -> None:
+    refused = [v for v in verdicts or () if not v.accepted]
+    if refused:
+        err_console.print(f"[red]SLURM refuses {len(refused)} alternative(s)[/]; "
+                          "a race needs every one to be possible")
+        raise typer.Exit(1)
+
+
+def render_race(request: JobRequest, first_of: str, output: Path | None, check: bool,
+                json_out: bool) -> None:
+    """`render --first-of`: every alternative's script, one after the other, and its plan."""
+    from hpctrain.errors import HpctrainError
+    from hpctrain.jobs.alternatives import parse_first_of, plan_race
+
+    if output is not None:
+        raise HpctrainError("--output and --first-of do not mix: each alternative has a script",
+                            "use `hpctrain submit --first-of ... --dry-run`, or render one "
+                            "topology at a time")
+    pairs = plan_race(request, parse_first_of(first_of), environ=os.environ)
+    verdicts = ask_slurm([s for _, s in pairs], required=True) if check else None
+    if json_out:
+        print_json({"first_of": first_of, "alternatives": [
+            {"topology": p.race, "plan": p.summary(), "script": s,
+             **({"check": verdict_dict(verdicts[i])} if verdicts else {})}
+            for i, (p, s) in enumerate(pairs)]})
+    else:
+        for p, script in pairs:
+            print_code(f"# ===== alternative {p.race} =====\n{script}", "bash")
+        show_alternatives([p for p, _ in pairs], verdicts)
+    _refused(verdicts)
+
+
+def race_dry_run(race: Race, json_out: bool) -> None:
+    """`submit --first-of --dry-run`: the alternatives, the run directory, SLURM's estimates."""
+    verdicts = ask_slurm([p.script for p in race.alternatives], required=False)
+    if json_out:
+        alternatives = [{**alt, "script_text": prep.script,
+                         "check": verdict_dict(verdicts[i]) if verdicts else None}
+                        for i, (alt, prep) in enumerate(zip(race.alternative_dicts(),
+                                                            race.alternatives, strict=True))]
+        print_json({"dry_run": True, "job_id": None, "run_dir": str(race.run_dir),
+                    "first_of": race.labels, "alternatives": alternatives})
+        return
+    show_alternatives([p.plan for p in race.alternatives], verdicts)
+    scripts = ", ".join(p.script_name for p in race.alternatives)
+    err_console.print(f"dry run: nothing created or submitted; the run directory would be "
+                      f"{race.run_dir} (scripts {scripts})", highlight=False, soft_wrap=True)
+
+
+def show_race_submitted(done: RaceSubmitted, json_out: bool) -> None:
+    """The alternatives' job ids, the shared run directory and how to follow the run."""
+    if json_out:
+        print_json(done.as_dict())
+        return
+    head = done.jobs[0][1]
+    alts = ", ".join(f"{topo} = job {job}" for topo, job, _ in done.jobs)
+    console.print(f"Submitted a race of {len(done.jobs)} alternatives ({alts}) on cluster "
+                  f"{done.cluster}; the first to start cancels the others", highlight=False)
+    console.print(f"run directory: {done.run_dir}", highlight=False, soft_wrap=True)
+    console.print(f"follow it:     hpctrain status {head}", highlight=False)
+    console.print(f"               hpctrain logs {head}   (the winner's, once one started)",
+                  highlight=False)
+    console.print(f"cancel all:    hpctrain cancel {head}", highlight=False)
+
+
+def submit_race(request: JobRequest, first_of: str, dry_run: bool, json_out: bool) -> None:
+    """`submit --first-of`: plan every alternative, then show it or queue the race."""
+    from hpctrain.cli import backends
+    from hpctrain.jobs.alternatives import parse_first_of, prepare_race
+    from hpctrain.jobs.alternatives import submit_race as execute
+    from hpctrain.jobs.submit import check_submission
+
+    race = prepare_race(request, parse_first_of(first_of), Path.cwd(), environ=os.environ)
+    if dry_run:
+        check_submission(race.alternatives[0])
+        race_dry_run(race, json_out)
+        return
+    client, _cluster = backends.slurm()
+    show_race_submitted(execute(race, client, backends.history()), json_out)

@@ -1,0 +1,226 @@
+"""`submit --first-of 1x4,4x1`: one run raced as alternative topologies; the first to start wins.
+
+Plan, then act: `prepare_race` decides every alternative as a value (one shared run directory,
+one script each); `submit_race` queues them all held, writes their ids into the run directory,
+records them, then releases them. The winner claims the run and cancels its siblings in its own
+script (templates/sbatch.sh.j2), so nothing has to watch from the login node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from hpctrain.errors import HpctrainError, PlanError
+from hpctrain.jobs.prepare import RUN_INFO_NAME, Prepared, RunFile, prepare, segment_options
+from hpctrain.jobs.scale import Topology as Shape  # nodes x GPUs per node
+from hpctrain.plan import JobPlan, JobRequest
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from hpctrain.history import History, JobRecord
+    from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
+
+# The job ids of a race, one "JOBID NODESxGPUS" line each: the winner's script reads it.
+IDS_NAME = "alternatives.txt"
+T = TypeVar("T")
+MAX_ALTERNATIVES = 8
+_SHAPE = re.compile(r"\s*([0-9]{1,4})\s*[xX]\s*([0-9]{1,3})\s*")
+
+
+def parse_first_of(text: str) -> tuple[Shape, ...]:
+    """`1x4,4x1,2x2` as shapes; every malformed or repeated one is an error naming it."""
+    shapes: list[Shape] = []
+    for part in text.split(","):
+        m = _SHAPE.fullmatch(part)
+        if m is None or int(m[1]) < 1:
+            raise HpctrainError(
+                f"--first-of {text!r}: {part.strip()!r} is not NODESxGPUS",
+                "give two or more topologies, e.g. --first-of 1x4,4x1,2x2",
+            )
+        shape = Shape(int(m[1]), int(m[2]))
+        if shape in shapes:
+            raise HpctrainError(f"--first-of {text!r} names {shape.label} twice",
+                                "give each topology once")
+        shapes.append(shape)
+    if not 2 <= len(shapes) <= MAX_ALTERNATIVES:
+        raise HpctrainError(
+            f"--first-of {text!r}: give 2 to {MAX_ALTERNATIVES} topologies",
+            "e.g. --first-of 1x4,4x1 (one of them alone is plain --nodes/--gpus-per-node)",
+        )
+    return tuple(shapes)
+
+
+def race_requests(req: JobRequest, shapes: Sequence[Shape]) -> tuple[JobRequest, ...]:
+    """One request per alternative: the same job on each topology, marked as racing."""
+    if req.chain > 1:
+        raise HpctrainError("--first-of and --chain do not mix",
+                            "race one job, or chain one topology")
+    return tuple(dataclasses.replace(req, nodes=s.nodes, gpus_per_node=s.gpus_per_node,
+                                     race=s.label) for s in shapes)
+
+
+def script_name(shape: str) -> str:
+    return f"job-{shape}.sbatch"
+
+
+@dataclass(frozen=True)
+class Race:
+    """Every alternative decided, sharing one run directory (this is the dry run)."""
+
+    alternatives: tuple[Prepared, ...]
+
+    @property
+    def run_dir(self) -> Path:
+        return self.alternatives[0].run_dir
+
+    @property
+    def labels(self) -> str:
+        return ",".join(p.plan.race or "" for p in self.alternatives)
+
+    def files(self) -> tuple[RunFile, ...]:
+        """Every alternative's files once (they share the profile and config snapshot)."""
+        seen: dict[Path, RunFile] = {}
+        for prep in self.alternatives:
+            seen.update((f.path, f) for f in prep.files if f.path not in seen)
+        return tuple(seen.values())
+
+    def alternative_dicts(self) -> list[dict[str, object]]:
+        return [{"topology": p.plan.race, **p.as_dict()} for p in self.alternatives]
+
+
+def prepare_race(
+    req: JobRequest, shapes: Sequence[Shape], workdir: Path, *,
+    environ: Mapping[str, str] | None = None, now: datetime | None = None,
+) -> Race:
+    """Plan every alternative; refuse the race listing each impossible one's problems."""
+    from datetime import datetime, timezone
+
+    stamp, token = now or datetime.now(timezone.utc), os.urandom(3).hex()
+    return Race(each_alternative(race_requests(req, shapes), lambda one: prepare(
+        one, workdir, environ=environ, now=stamp, token=token,
+        script_name=script_name(one.race or ""))))
+
+
+def plan_race(req: JobRequest, shapes: Sequence[Shape], *,
+              environ: Mapping[str, str] | None = None) -> tuple[tuple[JobPlan, str], ...]:
+    """Every alternative's plan and script, for `render` (no run directory)."""
+    from hpctrain.render import plan_script
+
+    return each_alternative(race_requests(req, shapes),
+                            lambda one: plan_script(one, environ=environ))
+
+
+def each_alternative(requests: Sequence[JobRequest], build: Callable[[JobRequest], T]
+                     ) -> tuple[T, ...]:
+    """`build` for each alternative; one PlanError with every impossible one's problems."""
+    done: list[T] = []
+    problems: list[str] = []
+    for one in requests:
+        try:
+            done.append(build(one))
+        except PlanError as e:
+            problems += [f"{one.race}: {p}" for p in e.problems]
+    if problems:
+        raise PlanError([*problems, "(--first-of: every alternative must be possible; "
+                         "drop or change the ones above)"])
+    return tuple(done)
+
+
+def estimates(race: Race, client: SlurmClient) -> list[TestOnlyVerdict]:
+    """SLURM's verdict and start estimate for each alternative (`sbatch --test-only`)."""
+    from hpctrain.slurm.client import sbatch_test_only
+
+    return [sbatch_test_only(client, p.script) for p in race.alternatives]
+
+
+@dataclass(frozen=True)
+class RaceSubmitted:
+    """The queued alternatives: (topology, job id, history row) each, and their run directory."""
+
+    run_dir: Path
+    cluster: str
+    jobs: tuple[tuple[str, str, JobRecord], ...]
+
+    def as_dict(self) -> dict[str, object]:
+        head = self.jobs[0][1]
+        return {"job_id": head, "cluster": self.cluster, "run_dir": str(self.run_dir),
+                "first_of": ",".join(t for t, _, _ in self.jobs),
+                "alternatives": [{"topology": t, "job_id": j, "stdout": r.stdout_path,
+                                  "script": r.script_path} for t, j, r in self.jobs],
+                "follow": [f"hpctrain status {head}", f"hpctrain logs {head}"]}
+
+
+def _queue_held(race: Race, client: SlurmClient) -> list[str]:
+    """sbatch --hold every alternative; on a refusal cancel those queued and undo the directory."""
+    ids: list[str] = []
+    for prep in race.alternatives:
+        try:
+            ids.append(client.submit(prep.script_path, cwd=prep.workdir,
+                                     options=("--hold", *segment_options(prep.plan, None))))
+        except HpctrainError as e:
+            with contextlib.suppress(HpctrainError):
+                client.scancel(ids)
+            shutil.rmtree(race.run_dir, ignore_errors=True)
+            raise HpctrainError(
+                f"alternative {prep.plan.race}: {e.what}"
+                + (f" (cancelled the ones queued: {', '.join(ids)})" if ids else ""),
+                e.fix) from None
+    return ids
+
+
+def _write_ids(race: Race, ids: Sequence[str], cluster: str) -> None:
+    from hpctrain.files import write_atomic
+
+    lines = "".join(f"{j} {p.plan.race}\n" for j, p in zip(ids, race.alternatives, strict=True))
+    write_atomic(race.run_dir / IDS_NAME, lines)
+    info = {"first_of": race.labels, "cluster": cluster, "job_ids": list(ids),
+            "alternatives": [{"topology": p.plan.race, "job_id": j, "plan": p.plan.summary()}
+                             for j, p in zip(ids, race.alternatives, strict=True)]}
+    with contextlib.suppress(OSError):
+        write_atomic(race.run_dir / RUN_INFO_NAME, json.dumps(info, indent=2) + "\n")
+
+
+def submit_race(race: Race, client: SlurmClient, history: History) -> RaceSubmitted:
+    """Create the run directory, queue every alternative held, record them, then release them.
+
+    Held until their ids are on disk: an alternative that started before would not know
+    which siblings to cancel.
+    """
+    from hpctrain.jobs.submit import (
+        _create_run_dir,
+        _new_job,
+        _queued,
+        check_submission,
+        git_state,
+    )
+
+    first = race.alternatives[0]
+    check_submission(first)
+    _create_run_dir(dataclasses.replace(first, files=race.files()))
+    git = git_state(first.workdir)
+    ids = _queue_held(race, client)
+    cluster = client.cluster_name() or first.plan.cluster
+    _write_ids(race, ids, cluster)
+    jobs = []
+    for job_id, prep in zip(ids, race.alternatives, strict=True):
+        new = _new_job(prep, _queued(prep, client, job_id, git), None, 1)
+        row = history.add(dataclasses.replace(new, race_head=ids[0], race_of=race.labels))
+        jobs.append((prep.plan.race or "", job_id, row))
+    try:
+        client.release(ids)
+    except HpctrainError as e:
+        raise HpctrainError(
+            f"alternatives {', '.join(ids)} are queued but held: {e.what}",
+            f"release them with `scontrol release {','.join(ids)}`, or "
+            f"`hpctrain cancel {ids[0]}`") from None
+    return RaceSubmitted(race.run_dir, cluster, tuple(jobs))

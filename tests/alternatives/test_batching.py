@@ -1,0 +1,81 @@
+"""The global batch split (pure): the same effective batch on every topology."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpctrain.batching import BatchSplit, split_batch
+from hpctrain.errors import ConfigError
+
+
+@pytest.mark.parametrize(("world", "cap", "per", "acc"), [
+    (1, None, 64, 1), (2, None, 32, 1), (4, None, 16, 1),
+    (1, 16, 16, 4), (2, 16, 16, 2), (4, 16, 16, 1), (4, 10, 8, 2), (3 * 7, None, None, None),
+])
+def test_64_on_every_topology(world: int, cap: int | None, per: int | None,
+                              acc: int | None) -> None:
+    if per is None:
+        with pytest.raises(ConfigError):
+            split_batch(64, world, cap)
+        return
+    split = split_batch(64, world, cap)
+    assert split == BatchSplit(64, world, per, acc or 1)
+    assert split.as_dict()["effective_batch_size"] == 64
+
+
+def test_refusal_names_the_nearest_valid_batches() -> None:
+    with pytest.raises(ConfigError) as e:
+        split_batch(64, 3)
+    assert "multiple of 3" in e.value.what and e.value.fix == "use a global batch of 63 or 66"
+
+
+def test_fixed_accumulation_is_kept_or_refused() -> None:
+    assert split_batch(64, 2, accumulation=4) == BatchSplit(64, 2, 8, 4)
+    with pytest.raises(ConfigError) as e:
+        split_batch(64, 2, max_device_batch=4, accumulation=4)
+    assert e.value.fix == "use a global batch of 32"
+    with pytest.raises(ConfigError) as e:
+        split_batch(60, 4, accumulation=8)
+    assert e.value.fix == "use a global batch of 32 or 64"
+
+
+@pytest.mark.parametrize("bad", [(0, 1), (64, 0), (64, 1, 0), (64, 1, None, 0)])
+def test_non_positive_values_are_refused(bad: tuple[int, ...]) -> None:
+    with pytest.raises(ConfigError, match="at least 1"):
+        split_batch(*bad)
+
+
+def _plan(nodes: int, gpus: int, **kw: object) -> tuple[str, ...]:
+    from hpctrain.plan import JobRequest, build_plan
+    from hpctrain.profiles import load_profile
+
+    req = JobRequest(profile=load_profile("local"), nodes=nodes, gpus_per_node=gpus, **kw)  # type: ignore[arg-type]
+    return build_plan(req).command
+
+
+def test_plan_passes_the_global_batch_to_the_trainer() -> None:
+    assert _plan(2, 2, global_batch=64, max_device_batch=8)[-4:] == (
+        "--global-batch", "64", "--max-device-batch", "8")
+    assert "--global-batch" not in _plan(1, 1)
+
+
+@pytest.mark.parametrize(("kw", "says"), [
+    ({"global_batch": 65}, "use a global batch of 64 or 68"),
+    ({"max_device_batch": 8}, "--max-device-batch needs --global-batch"),
+    ({"global_batch": 64, "command": ("python", "train.py")}, "applies to the packaged trainer"),
+])
+def test_plan_refuses_what_cannot_work(kw: dict[str, object], says: str) -> None:
+    from hpctrain.errors import PlanError
+
+    with pytest.raises(PlanError) as e:
+        _plan(2, 2, **kw)
+    assert any(says in p for p in e.value.problems)
+
+
+def test_torchrun_counts_one_process_per_gpu() -> None:
+    from hpctrain.plan import JobRequest
+    from hpctrain.plan.batch import world_size
+    from hpctrain.profiles import load_profile
+
+    req = JobRequest(profile=load_profile("local"), launcher="torchrun")
+    assert world_size(req, 2, 2, 1) == 4 and world_size(req, 2, 0, 1) == 2

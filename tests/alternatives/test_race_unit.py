@@ -1,0 +1,213 @@
+"""--first-of without a cluster: parsing, planning as values, history, status rows, estimates."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hpctrain.cli import app
+from hpctrain.cli.jobview import one_row_per_chain, plain_table
+from hpctrain.errors import HpctrainError, PlanError
+from hpctrain.history import MIGRATIONS, History
+from hpctrain.jobs import alternatives as alt
+from hpctrain.jobs import tracking
+from hpctrain.plan import JobRequest
+from hpctrain.profiles import load_profile
+from hpctrain.slurm import starts
+from hpctrain.slurm.client import Result, parse_test_only
+from tests.jobs.helpers import ReplayClient, track
+
+RECORDED = Path(__file__).resolve().parent / "recorded"
+runner = CliRunner()
+
+
+def recording(name: str) -> Result:
+    data = json.loads((RECORDED / f"{name}.json").read_text())
+    return Result(tuple(data["argv"]), data["returncode"], data["stdout"], data["stderr"])
+
+
+def test_first_of_parses_shapes() -> None:
+    shapes = alt.parse_first_of("1x4, 4X1 ,2x2")
+    assert [s.label for s in shapes] == ["1x4", "4x1", "2x2"]
+
+
+@pytest.mark.parametrize("text", ["1x4", "1x4,1x4", "0x1,1x1", "1x4,", "1x4;rm -rf /,2x2",
+                                  "$(id)x1,1x1", "-1x2,1x1", "1x2," * 9 + "1x1", "１x2,1x1"])
+def test_first_of_refuses_bad_lists(text: str) -> None:
+    with pytest.raises(HpctrainError) as e:
+        alt.parse_first_of(text)
+    assert "--first-of" in e.value.what and e.value.fix
+
+
+def request(**kw: object) -> JobRequest:
+    return JobRequest(profile=load_profile("local"), command=("hostname",), **kw)  # type: ignore[arg-type]
+
+
+def test_prepare_race_shares_one_run_dir_with_a_script_each(tmp_path: Path) -> None:
+    race = alt.prepare_race(request(job_name="it's; $(x)"), alt.parse_first_of("1x2,2x1"),
+                            tmp_path, environ={})
+    assert len({p.run_dir for p in race.alternatives}) == 1
+    assert [p.script_name for p in race.alternatives] == ["job-1x2.sbatch", "job-2x1.sbatch"]
+    assert [(p.plan.nodes, p.plan.gpus_per_node) for p in race.alternatives] == [(1, 2), (2, 1)]
+    for prep in race.alternatives:
+        assert f"this is the {prep.plan.race}" in prep.script
+        assert 'mkdir "$hpctrain_claim"' in prep.script
+        subprocess.run(["bash", "-n"], input=prep.script, text=True, check=True)
+    names = sorted(f.path.name for f in race.files())
+    assert names == ["job-1x2.sbatch", "job-2x1.sbatch", "profile.yaml"]
+    assert not race.run_dir.exists()
+
+
+def test_a_plain_job_has_no_claim_block(tmp_path: Path) -> None:
+    from hpctrain.jobs.prepare import prepare
+
+    assert "race-claim" not in prepare(request(), tmp_path, environ={}).script
+
+
+def test_impossible_alternatives_are_all_listed(tmp_path: Path) -> None:
+    with pytest.raises(PlanError) as e:
+        alt.prepare_race(request(), alt.parse_first_of("1x3,2x1,9x1"), tmp_path, environ={})
+    lines = e.value.problems
+    assert any(p.startswith("1x3: ") for p in lines) and any(p.startswith("9x1: ") for p in lines)
+    assert not any(p.startswith("2x1: ") for p in lines)
+
+
+def test_chain_and_first_of_do_not_mix() -> None:
+    with pytest.raises(HpctrainError, match="--chain"):
+        alt.race_requests(request(chain=2), alt.parse_first_of("1x1,2x1"))
+
+
+def test_render_first_of_json_has_each_alternative() -> None:
+    r = runner.invoke(app, ["render", "-P", "local", "--first-of", "1x2,2x1", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert [a["topology"] for a in data["alternatives"]] == ["1x2", "2x1"]
+    assert [a["plan"]["nodes"] for a in data["alternatives"]] == [1, 2]
+    assert all("race-claim" in a["script"] for a in data["alternatives"])
+
+
+def test_render_first_of_refuses_output(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "hpctrain", "render", "-P", "local",
+                        "--first-of", "1x2,2x1", "-o", str(tmp_path / "x.sh")],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 1 and "Error: --output and --first-of" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "x.sh").exists()
+
+
+def test_test_only_estimates_from_recorded_answers() -> None:
+    now = starts.parse_test_only(recording("test_only_now").stderr)
+    assert now == starts.StartEstimate("2026-11-23T00:45:50", 2, "node[1-2]", "debug")
+    wait = parse_test_only(recording("test_only_wait")).estimate
+    assert wait == starts.StartEstimate("2026-11-23T00:48:48", 1, "node1", "debug")
+    refused = parse_test_only(recording("test_only_refused"))
+    assert not refused.accepted and refused.estimate is None
+
+
+def test_describe_waits() -> None:
+    at = datetime(2026, 11, 23, 0, 33, 56)
+    assert starts.describe("2026-11-23T00:33:58", at) == "now"
+    assert starts.describe("2026-11-23T00:36:56", at) == "in 3 min (2026-11-23 00:36:56)"
+    assert starts.describe("2026-11-23T03:00:00", at).startswith("in 2 h 27 min")
+    assert starts.describe("2026-11-25T03:00:00", at).startswith("in 2 d 2 h")
+    assert starts.describe(None, at) == "unknown"
+    assert starts.describe("Unknown", at) == "Unknown"
+
+
+def test_squeue_starts_ride_on_the_state_listing() -> None:
+    """The client's squeue answers states as before and keeps each job's expected start."""
+    client = ReplayClient({"squeue": recording("squeue_starts")})
+    infos = client.squeue(["525", "528"])
+    assert infos["528"].reason == "Resources" and infos["525"].node_list == "node[1-2]"
+    assert client.starts == {"528": "2026-11-23T00:48:48", "525": "2026-11-23T00:45:48"}
+    client.answers["squeue"] = recording("squeue_starts_unknown")
+    client.squeue(["528"])
+    assert client.starts["528"] is None
+    # An answer without the field (another recording, an older hpctrain) parses as before.
+    text = "7|PENDING|0:00|5:00|1||Priority\n"
+    assert starts.split_squeue_starts(text) == (text, {})
+
+
+def test_migration_is_appended_once() -> None:
+    names = [name for name, _ in MIGRATIONS]
+    assert names[-1] == "0005_alternatives" and len(set(names)) == len(names)
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> History:
+    return History(tmp_path / "history.sqlite3")
+
+
+def race_rows(history: History, run_dir: Path) -> list[tracking.JobRecord]:
+    return [*track(history, "40", run_dir=str(run_dir), race_head="40", race_of="1x2,2x1",
+                   nodes=1, gpus_per_node=2),
+            *track(history, "41", run_dir=str(run_dir), race_head="40", race_of="1x2,2x1",
+                   nodes=2, gpus_per_node=1),
+            *track(history, "42")]
+
+
+def test_status_folds_a_race_into_its_winner(history: History, tmp_path: Path) -> None:
+    rows = race_rows(history, tmp_path)
+    assert [r.job_id for r in one_row_per_chain(rows)] == ["40", "42"]
+    (tmp_path / tracking.CLAIM_NAME).mkdir()
+    (tmp_path / tracking.CLAIM_NAME / "winner").write_text("41 2x1\n")
+    shown = one_row_per_chain(rows)
+    assert [r.job_id for r in shown] == ["41", "42"]
+    line = plain_table(shown).splitlines()[1]
+    assert "[won of 1x2,2x1]" in line and " 2x1 " in line
+
+
+def test_cancel_takes_every_alternative(history: History, tmp_path: Path) -> None:
+    rows = race_rows(history, tmp_path)
+    assert [r.job_id for r in tracking.with_races(history, rows[1:2])] == ["40", "41"]
+    assert [r.job_id for r in tracking.with_races(history, rows[2:])] == ["42"]
+
+
+def test_winner_ignores_a_garbled_claim(tmp_path: Path) -> None:
+    (tmp_path / tracking.CLAIM_NAME).mkdir()
+    (tmp_path / tracking.CLAIM_NAME / "winner").write_bytes(b"\xff\xfe")
+    assert tracking.winner(str(tmp_path)) is None
+    assert tracking.winner(None) is None
+
+
+def test_dry_run_without_slurm_shows_the_plans_and_says_why_no_estimates(
+        tmp_path: Path) -> None:
+    env = {**os.environ, "HPCTRAIN_HOME": str(tmp_path / "home"),
+           "SLURM_CONF": str(tmp_path / "no-slurm.conf")}
+    r = subprocess.run([sys.executable, "-m", "hpctrain", "submit", "-P", "local", "--first-of",
+                        "1x2,2x1", "--dry-run", "--json", "--", "hostname"], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["dry_run"] and data["first_of"] == "1x2,2x1"
+    assert [a["check"] for a in data["alternatives"]] == [None, None]
+    assert [a["script"].rsplit("/", 1)[1] for a in data["alternatives"]] == [
+        "job-1x2.sbatch", "job-2x1.sbatch"]
+    assert "warning: no start estimates" in r.stderr
+    assert not (tmp_path / "hpctrain-runs").exists()
+    assert not (tmp_path / "home" / "state" / "history.sqlite3").exists()
+
+
+def test_pending_rows_show_slurms_expected_start(history: History) -> None:
+    (row,) = track(history, "50")
+    later = (datetime.now() + timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%S")
+    line = plain_table([row], {"50": later}).splitlines()[1]
+    assert "start in 30 min (" in line or "start in 29 min (" in line
+    assert "start" not in plain_table([row], {"50": None}).splitlines()[1].split("PENDING")[1]
+
+
+def test_logs_and_stats_of_any_alternative_are_the_winners(history: History,
+                                                           tmp_path: Path) -> None:
+    race_rows(history, tmp_path)
+    assert tracking.pick(history, "40").job_id == "40"
+    (tmp_path / tracking.CLAIM_NAME).mkdir()
+    (tmp_path / tracking.CLAIM_NAME / "winner").write_text("41 2x1\n")
+    assert tracking.pick(history, "40").job_id == "41"
+    assert tracking.pick(history, "42").job_id == "42"
