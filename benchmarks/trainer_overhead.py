@@ -1,15 +1,23 @@
 """Trainer overhead: samples/s of hpctrain's trainer against a plain PyTorch loop, side by side.
 
-Both train the same model on the same data with the same batch size, optimizer and device, in
-one process, alternating (trainer, plain, plain, trainer, ...) over a few repeats. The trainer
-runs its real code path (`run_training` with the task's shipped config) and its figure is the
-per-epoch train throughput it records in metrics.json; the plain loop is timed the same way
-(the train phase of each epoch). The first epoch of every run is warm-up and is left out;
-a run's throughput is its total samples / total time over the remaining epochs, and the
-reported ratio is the median over repeats of trainer / plain within each back-to-back pair.
+For every case (the issue's table: the spiral MLP at batch 8192, 256 and 32, the MNIST CNN at
+batch 64) both sides train the same model on the same data with the same batch size, optimizer
+and device, in one process, alternating (trainer, plain, plain, trainer, ...) over a few repeats.
+The trainer runs its real code path (`run_training` with the task's shipped config); the plain
+loop is what a person would write: the same tensors on the device, one optimizer step per batch.
+Each side's figure is the train phase of each epoch (samples / seconds); the first epoch of every
+run is warm-up and is left out; the ratio is the median over repeats of trainer / plain within
+each back-to-back pair.
 
-    python benchmarks/trainer_overhead.py --device cpu --task spiral
-    python benchmarks/trainer_overhead.py --task mnist --repeats 3 --json
+`--clock cpu` times both sides by this process's CPU time instead of the wall clock: on a shared
+machine other processes' load then does not land on one side of a pair (use it with --threads 1,
+where CPU time is the work done). `--tutorial` adds the tutorial's setting as whole processes:
+`python -m hpctrain.trainer` against a plain-loop script, 10,000 points, batch 32, 50 epochs,
+timed from process start to exit.
+
+    python benchmarks/trainer_overhead.py --threads 1 --clock cpu --tutorial
+    python benchmarks/trainer_overhead.py --device cuda --tutorial --json
+    python benchmarks/trainer_overhead.py --cases spiral-32 --repeats 5
 """
 
 from __future__ import annotations
@@ -19,7 +27,9 @@ import contextlib
 import io
 import json
 import logging
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +38,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 import numpy as np
 import torch
 from torch import nn
@@ -37,11 +48,25 @@ from hpctrain.trainer.config import TrainConfig, load_config
 from hpctrain.trainer.datasets.fetch import locate_idx_files
 from hpctrain.trainer.datasets.idx import write_idx
 from hpctrain.trainer.datasets.images import NORMALIZATION, ImageTensors, load_split
-from hpctrain.trainer.datasets.spiral import TensorBatches, make_spiral
+from hpctrain.trainer.datasets.resident import DeviceBatches
+from hpctrain.trainer.datasets.spiral import make_spiral
 from hpctrain.trainer.models import TutorialCNN, build_optimizer, spiral_mlp
 from hpctrain.trainer.runner import run_training
 
 Batches = Callable[[int], Iterable[tuple[torch.Tensor, torch.Tensor]]]
+Epochs = list[tuple[int, float]]
+
+# case: (task, batch size or None for the shipped default, spiral points or None)
+CASES: dict[str, tuple[str, int | None, int | None]] = {
+    "spiral-8192": ("spiral", None, None),
+    "spiral-256": ("spiral", 256, 20_000),
+    "spiral-32": ("spiral", 32, 10_000),
+    "mnist-64": ("mnist", 64, None),
+}
+TUTORIAL = ["--task", "spiral", "--set", "data.samples=10000", "--batch-size", "32",
+            "--max-epochs", "50", "--lr", "0.001"]
+# The tutorial's own figure for this setting (an A100, 50 epochs), which the issue compares with.
+TUTORIAL_REFERENCE_S = 362.0
 
 
 def _sync(device: torch.device) -> None:
@@ -59,53 +84,49 @@ def write_random_mnist(directory: Path, train: int, val: int, seed: int) -> None
         write_idx(directory / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n, np.uint8))
 
 
+def _spiral_data(config: TrainConfig, device: torch.device, split: str) -> tuple[Any, Any]:
+    d = config.data
+    x, y = make_spiral(d.samples, d.noise, d.turns, config.seed)
+    n_val = max(1, round(len(x) * d.val_fraction))
+    part = slice(n_val, None) if split == "train" else slice(None, n_val)
+    return x[part].to(device), y[part].to(device)
+
+
 def plain_setup(
     config: TrainConfig, device: torch.device
 ) -> tuple[nn.Module, torch.optim.Optimizer, Batches]:
-    """The model, optimizer and per-epoch batches the trainer would build, without Lightning."""
+    """The model, optimizer and per-epoch batches, without Lightning, the data on the device."""
     torch.manual_seed(config.seed)
     bs = config.trainer.batch_size
     if config.task == "spiral":
         model: nn.Module = spiral_mlp(config.model.hidden)
-        d = config.data
-        x, y = make_spiral(d.samples, d.noise, d.turns, config.seed)
-        n_val = max(1, round(len(x) * d.val_fraction))
-        x, y = x[n_val:].to(device), y[n_val:].to(device)
-        epoch = {"n": 0}
-        batches = TensorBatches(
-            x, y, bs, shuffle=True, seed=config.seed, epoch_fn=lambda: epoch["n"]
-        )
-
-        def spiral_epoch(n: int) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
-            epoch["n"] = n
-            return batches
-
-        get_batches: Batches = spiral_epoch
+        batches = DeviceBatches(*_spiral_data(config, device, "train"), bs, shuffle=True,
+                                seed=config.seed)
     else:
-        from hpctrain.trainer.datasets.images import ImageDataModule
-
         model = TutorialCNN()
         assert config.data.dir is not None
         files = locate_idx_files(config.task, Path(config.data.dir))
         mean, std = NORMALIZATION[config.task]
-        data = ImageTensors(*load_split(files, "train", config.task), mean, std)
-        dm = ImageDataModule(
-            config.task, Path(config.data.dir), bs, config.data.num_workers, config.seed
+        images, labels = load_split(files, "train", config.task)
+        data = ImageTensors(images.to(device), labels.to(device), mean, std)
+        sampler: DistributedSampler[int] = DistributedSampler(
+            data, num_replicas=1, rank=0, shuffle=True, seed=config.seed
         )
-        loader = dm.loader(data, True, 0, 1, pin_memory=device.type == "cuda")
+        batches = DeviceBatches(data.images, data.labels, bs, sampler=sampler,
+                                transform=data.prepare)
 
-        def image_epoch(n: int) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
-            sampler = loader.sampler
-            assert isinstance(sampler, DistributedSampler)
-            sampler.set_epoch(n)
-            return loader
+    def epoch_batches(n: int) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+        batches.epoch_fn = lambda: n
+        if batches.sampler is not None:
+            batches.sampler.set_epoch(n)  # type: ignore[attr-defined]
+        return batches
 
-        get_batches = image_epoch
     model.to(device).train()
-    return model, build_optimizer(model.parameters(), config.optim, config.optim.lr), get_batches
+    optimizer = build_optimizer(model.parameters(), config.optim, config.optim.lr)
+    return model, optimizer, epoch_batches
 
 
-def plain_run(config: TrainConfig, device: torch.device) -> list[tuple[int, float]]:
+def plain_run(config: TrainConfig, device: torch.device, clock: Callable[[], float]) -> Epochs:
     """Per-epoch (samples, seconds) of a hand-written loop doing what the trainer's step does."""
     model, optimizer, get_batches = plain_setup(config, device)
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
@@ -114,10 +135,8 @@ def plain_run(config: TrainConfig, device: torch.device) -> list[tuple[int, floa
         total = torch.zeros((), device=device)
         samples = 0
         _sync(device)
-        start = time.perf_counter()
+        start = clock()
         for x, y in get_batches(epoch):
-            x = x.to(device, non_blocking=True)
-            y = y.to(device, non_blocking=True)
             n = y.shape[0]
             optimizer.zero_grad()
             loss_sum = loss_fn(model(x), y)
@@ -126,112 +145,225 @@ def plain_run(config: TrainConfig, device: torch.device) -> list[tuple[int, floa
             total.add_(loss_sum.detach())
             samples += n
         _sync(device)
-        epochs.append((samples, time.perf_counter() - start))
+        epochs.append((samples, clock() - start))
         float(total)
     return epochs
 
 
-def trainer_run(config: TrainConfig, run_dir: Path) -> list[tuple[int, float]]:
-    """Per-epoch (samples, train seconds) of the real trainer, read from its metrics.json."""
+class PhaseClock(L.Callback):
+    """The train phase of each epoch by another clock than the trainer's own (wall) one."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.times: list[float] = []
+        self._start = 0.0
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start = self.clock()
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if args[-1] + 1 >= trainer.num_training_batches:
+            self.times.append(self.clock() - self._start)
+
+
+def trainer_run(config: TrainConfig, run_dir: Path, clock: Callable[[], float] | None) -> Epochs:
+    """Per-epoch (samples, train seconds) of the real trainer, as its metrics.json has them."""
+    extra = [PhaseClock(clock)] if clock else []
     with contextlib.redirect_stdout(io.StringIO()):
-        run_training(config, run_dir=run_dir, resume="never")
+        run_training(config, run_dir=run_dir, resume="never", callbacks=extra)
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    return [(int(e["samples"]), float(e["train_time_s"])) for e in metrics["epochs"]]
+    samples = [int(e["samples"]) for e in metrics["epochs"]]
+    times = extra[0].times if extra else [float(e["train_time_s"]) for e in metrics["epochs"]]
+    return list(zip(samples, times, strict=True))
 
 
-def throughput(epochs: list[tuple[int, float]]) -> float:
+def throughput(epochs: Epochs) -> float:
     """Samples per second over all epochs: total samples / total time."""
     return sum(n for n, _ in epochs) / sum(t for _, t in epochs)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the comparison and print a table (or JSON)."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--task", choices=("spiral", "mnist"), default="spiral")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=5, help="per run; the first is warm-up")
-    p.add_argument("--batch-size", type=int, help="default: the task's shipped config")
-    p.add_argument("--samples", type=int, help="spiral points / mnist training images")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = p.parse_args(argv)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        p.error("--device cuda, but no CUDA GPU is visible")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    logging.getLogger("lightning").setLevel(logging.WARNING)
-    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore")
+def case_config(case: str, args: argparse.Namespace, tmp: Path) -> TrainConfig:
+    """The trainer config of one case, as the command line sets it."""
+    task, batch, samples = CASES[case]
+    overrides = [
+        f"trainer.max_epochs={args.epochs}",
+        f"trainer.accelerator={'gpu' if args.device == 'cuda' else 'cpu'}",
+        "logging.progress=lines",
+        "checkpoint.enabled=false",
+    ]
+    if batch:
+        overrides.append(f"trainer.batch_size={batch}")
+    if task == "mnist":
+        data_dir = tmp / "mnist"
+        if not data_dir.exists():
+            write_random_mnist(data_dir, args.mnist_images, 1024, seed=0)
+        overrides.append(f"data.dir={data_dir}")
+    elif samples:
+        overrides.append(f"data.samples={samples}")
+    return load_config(task=task, overrides=overrides)
 
-    with tempfile.TemporaryDirectory(prefix="hpctrain-bench-") as tmp:
-        overrides = [
-            f"trainer.max_epochs={args.epochs}",
-            f"trainer.accelerator={'gpu' if args.device == 'cuda' else 'cpu'}",
-            "logging.progress=lines",
-        ]
-        if args.batch_size:
-            overrides.append(f"trainer.batch_size={args.batch_size}")
-        if args.task == "mnist":
-            data_dir = Path(tmp) / "mnist"
-            write_random_mnist(data_dir, args.samples or 4096, 512, seed=0)
-            overrides.append(f"data.dir={data_dir}")
-        elif args.samples:
-            overrides.append(f"data.samples={args.samples}")
-        config = load_config(task=args.task, overrides=overrides)
-        device = torch.device("cuda" if args.device == "cuda" else "cpu")
 
-        # Untimed warm-up of both sides: lazy imports, allocator and thread pools.
-        warm = config.model_copy(
-            update={"trainer": config.trainer.model_copy(update={"max_epochs": 2})}
-        )
-        trainer_run(warm, Path(tmp) / "warm-up")
-        plain_run(warm, device)
-        runs: dict[str, list[list[tuple[int, float]]]] = {"trainer": [], "plain": []}
-        for i in range(args.repeats):
-            # Alternate the order so that neither side always runs on a warmer machine.
-            for side in ("trainer", "plain") if i % 2 == 0 else ("plain", "trainer"):
-                if side == "trainer":
-                    epochs = trainer_run(config, Path(tmp) / f"run-{i}")
-                else:
-                    epochs = plain_run(config, device)
-                runs[side].append(epochs[1:] if len(epochs) > 1 else epochs)
-
+def compare(config: TrainConfig, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Both sides of one case, alternating over the repeats."""
+    device = torch.device(args.device)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    trainer_clock = time.process_time if args.clock == "cpu" else None
+    # Untimed warm-up of both sides: lazy imports, allocator and thread pools.
+    warm = config.model_copy(
+        update={"trainer": config.trainer.model_copy(update={"max_epochs": 2})}
+    )
+    trainer_run(warm, tmp / "warm-up", trainer_clock)
+    plain_run(warm, device, clock)
+    runs: dict[str, list[Epochs]] = {"trainer": [], "plain": []}
+    for i in range(args.repeats):
+        # Alternate the order so that neither side always runs on a warmer machine.
+        for side in ("trainer", "plain") if i % 2 == 0 else ("plain", "trainer"):
+            if side == "trainer":
+                epochs = trainer_run(config, tmp / f"run-{i}", trainer_clock)
+            else:
+                epochs = plain_run(config, device, clock)
+            runs[side].append(epochs[1:] if len(epochs) > 1 else epochs)
     trainer_rates = [throughput(r) for r in runs["trainer"]]
     plain_rates = [throughput(r) for r in runs["plain"]]
     # Each repeat runs both sides back to back, so its ratio cancels slow drifts of a shared
     # machine; the median over repeats drops the odd disturbed pair.
     ratios = [t / p for t, p in zip(trainer_rates, plain_rates, strict=True)]
-    result: dict[str, Any] = {
-        "task": args.task,
-        "device": args.device,
+    return {
+        "task": config.task,
         "batch_size": config.trainer.batch_size,
-        "epochs": args.epochs,
-        "repeats": args.repeats,
-        "torch_threads": torch.get_num_threads(),
         "trainer_samples_per_s": statistics.median(trainer_rates),
         "plain_samples_per_s": statistics.median(plain_rates),
         "ratio": statistics.median(ratios),
         "repeat_ratios": ratios,
-        "trainer_runs": trainer_rates,
-        "plain_runs": plain_rates,
     }
+
+
+def plain_tutorial(device: torch.device) -> None:
+    """The tutorial's setting as a plain script: train 50 epochs, validate each, print accuracy."""
+    config = load_config(task="spiral", overrides=["data.samples=10000", "trainer.batch_size=32",
+                                                   "trainer.max_epochs=50", "optim.lr=0.001"])
+    model, optimizer, get_batches = plain_setup(config, device)
+    val_x, val_y = _spiral_data(config, device, "val")
+    loss_fn = nn.CrossEntropyLoss()
+    for epoch in range(config.trainer.max_epochs):
+        model.train()
+        for x, y in get_batches(epoch):
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        model.eval()
+        with torch.no_grad():
+            correct = sum(int((model(val_x[i : i + 32]).argmax(1) == val_y[i : i + 32]).sum())
+                          for i in range(0, len(val_y), 32))
+    print(f"val_acc={correct / len(val_y):.4f}")
+
+
+def _timed(command: list[str], env: dict[str, str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    return time.perf_counter() - start, done.stdout
+
+
+def tutorial(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """The tutorial's setting as whole processes: the trainer, and the plain script."""
+    env = dict(os.environ)
+    if args.threads:
+        env["OMP_NUM_THREADS"] = str(args.threads)
+    accelerator = "gpu" if args.device == "cuda" else "cpu"
+    run_dir = tmp / "tutorial"
+    trainer_cmd = [sys.executable, "-m", "hpctrain.trainer", *TUTORIAL, "--run-dir", str(run_dir),
+                   "--resume", "never", "--set", f"trainer.accelerator={accelerator}",
+                   "--set", "logging.progress=lines"]
+    plain_cmd = [sys.executable, __file__, "--plain-tutorial", "--device", args.device]
+    trainer_s, _ = _timed(trainer_cmd, env)
+    plain_s, plain_out = _timed(plain_cmd, env)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    return {
+        "trainer_process_s": trainer_s,
+        "plain_process_s": plain_s,
+        "ratio": plain_s / trainer_s,
+        "trainer_startup_s": metrics["startup_s"],
+        "trainer_startup_imports_s": metrics["startup_imports_s"],
+        "trainer_train_s": sum(metrics["epoch_times_s"]),
+        "trainer_val_acc": metrics["final_val_acc"],
+        "plain_val_acc": float(plain_out.strip().rpartition("=")[2]),
+        "speedup_vs_tutorial": TUTORIAL_REFERENCE_S / trainer_s,
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--cases", default=",".join(CASES),
+                   help=f"comma-separated, of: {', '.join(CASES)} (default: all)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=4, help="per run; the first is warm-up")
+    p.add_argument("--mnist-images", type=int, help="random training images (cpu 4096, cuda 60000)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="cpu: this process's CPU time (CPU device only; use with --threads 1)")
+    p.add_argument("--tutorial", action="store_true", help="also the tutorial as whole processes")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--plain-tutorial", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda, but no CUDA GPU is visible")
+    if args.device == "cuda" and args.clock == "cpu":
+        p.error("--clock cpu measures CPU work; on a GPU use the wall clock")
+    unknown = sorted(set(args.cases.split(",")) - set(CASES))
+    if unknown:
+        p.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
+    if args.mnist_images is None:
+        args.mnist_images = 60_000 if args.device == "cuda" else 4096
+    return args
+
+
+def print_table(result: dict[str, Any]) -> None:
+    """The human-readable report."""
+    print(f"trainer overhead: device {result['device']}, {result['epochs']} epochs x "
+          f"{result['repeats']} repeats, {result['torch_threads']} torch thread(s), "
+          f"{result['clock']} clock")
+    print(f"{'case':<13}{'trainer':>12}{'plain loop':>12}{'ratio':>8}   per repeat")
+    for name, r in result["cases"].items():
+        per = ", ".join(f"{v:.3f}" for v in r["repeat_ratios"])
+        print(f"{name:<13}{r['trainer_samples_per_s']:>12,.0f}{r['plain_samples_per_s']:>12,.0f}"
+              f"{r['ratio']:>8.3f}   {per}")
+    print("samples/s of the train phase; ratio = trainer / plain, target >= 0.9")
+    t = result.get("tutorial")
+    if t:
+        print(f"tutorial (10,000 points, batch 32, 50 epochs) as a whole process: trainer "
+              f"{t['trainer_process_s']:.1f} s (start-up {t['trainer_startup_s']:.1f} s, imports "
+              f"{t['trainer_startup_imports_s']:.1f} s; val_acc {t['trainer_val_acc']:.4f}), "
+              f"plain script {t['plain_process_s']:.1f} s (val_acc {t['plain_val_acc']:.4f}); "
+              f"{t['speedup_vs_tutorial']:.0f}x faster than the tutorial's 362 s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the comparison and print a table (or JSON)."""
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.plain_tutorial:
+        plain_tutorial(torch.device(args.device))
+        return 0
+    logging.getLogger("lightning").setLevel(logging.WARNING)
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore")
+    result: dict[str, Any] = {
+        "device": args.device, "epochs": args.epochs, "repeats": args.repeats,
+        "torch_threads": torch.get_num_threads(), "clock": args.clock, "cases": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="hpctrain-bench-") as name:
+        tmp = Path(name)
+        for case in args.cases.split(","):
+            result["cases"][case] = compare(case_config(case, args, tmp), args, tmp / case)
+        if args.tutorial:
+            result["tutorial"] = tutorial(args, tmp)
     if args.json:
         print(json.dumps(result, indent=2))
-        return 0
-    print(
-        f"trainer overhead: task {args.task}, device {args.device}, batch {result['batch_size']}, "
-        f"{args.epochs} epochs x {args.repeats} repeats, {result['torch_threads']} torch thread(s)"
-    )
-    print(f"{'':<12}{'median':>12}   per repeat")
-    rows = (
-        ("trainer", result["trainer_samples_per_s"], trainer_rates, ",.0f"),
-        ("plain loop", result["plain_samples_per_s"], plain_rates, ",.0f"),
-        ("ratio", result["ratio"], ratios, ".3f"),
-    )
-    for name, median, values, fmt in rows:
-        print(f"{name:<12}{median:>12{fmt}}   {', '.join(format(v, fmt) for v in values)}")
-    print("samples/s of the train phase; ratio = trainer / plain, target >= 0.9 on the CPU")
+    else:
+        print_table(result)
     return 0
 
 

@@ -49,6 +49,11 @@ class DataConfig(_Section):
     num_workers: int = Field(
         default=2, ge=0, description="DataLoader workers per process (file tasks)"
     )
+    on_device: bool | Literal["auto"] = Field(
+        default="auto",
+        description="file tasks: hold the images on the training device (uint8, normalized per "
+        "batch) instead of a DataLoader; auto: when they fit in half its free memory",
+    )
     samples: int = Field(default=200000, ge=8, description="spiral: points in total (train + val)")
     val_fraction: float = Field(default=0.2, gt=0, lt=1, description="spiral: share held out")
     noise: float = Field(
@@ -80,6 +85,19 @@ class TrainerSection(_Section):
 
     max_epochs: PositiveInt = 20
     batch_size: PositiveInt = Field(default=256, description="per device (process)")
+    global_batch: PositiveInt | None = Field(
+        default=None,
+        description="samples per optimizer step over all devices: sets the per-device batch "
+        "(batch_size is then ignored) and the accumulation it needs, whatever the topology",
+    )
+    max_device_batch: PositiveInt | None = Field(
+        default=None, description="with global_batch: at most this many samples per device"
+    )
+    accumulate_grad_batches: PositiveInt | None = Field(
+        default=None,
+        description="batches per optimizer step (gradient accumulation); unset: 1, or what "
+        "global_batch needs under max_device_batch",
+    )
     accelerator: Literal["auto", "cpu", "gpu"] = "auto"
     devices: Literal["auto"] | PositiveInt = "auto"
     num_nodes: Literal["auto"] | PositiveInt = "auto"
@@ -95,7 +113,14 @@ class TrainerSection(_Section):
     num_sanity_val_steps: int = Field(default=0, ge=0)
     stop_check_every_n_steps: PositiveInt = Field(
         default=10,
-        description="how often all ranks agree whether a stop was asked for (also at epoch ends)",
+        description="how often all ranks agree whether a stop was asked for (also at epoch "
+        "ends), in training_step calls (a built-in task's call runs batches_per_call batches)",
+    )
+    batches_per_call: Literal["auto"] | PositiveInt = Field(
+        default="auto",
+        description="built-in tasks with data on the device: batches (optimizer steps) per "
+        "Lightning training_step call; auto: 8192 samples' worth for the spiral MLP, 2048 for "
+        "the CNN on a GPU, at most 64 (1 for the CNN on a CPU); custom tasks: 1",
     )
     slurm_auto_requeue: bool = Field(
         default=True,
@@ -152,6 +177,15 @@ class TrainConfig(_Section):
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
     custom: CustomSection = Field(default_factory=CustomSection)
+
+    @model_validator(mode="after")
+    def _batches_per_call(self) -> TrainConfig:
+        if self.task == "custom" and self.trainer.batches_per_call not in ("auto", 1):
+            raise ValueError(
+                "trainer.batches_per_call applies to the built-in tasks only (a custom module's "
+                "training_step takes one batch); leave it auto"
+            )
+        return self
 
     @model_validator(mode="after")
     def _custom_classes(self) -> TrainConfig:
@@ -331,6 +365,8 @@ def shortcut_overrides(
     lr: float | None = None,
     seed: int | None = None,
     scale_lr: str | None = None,
+    global_batch: int | None = None,
+    max_device_batch: int | None = None,
 ) -> list[str]:
     """The --set items that the shortcut flags stand for (applied after explicit --set)."""
     pairs = [
@@ -339,5 +375,7 @@ def shortcut_overrides(
         ("optim.lr", lr),
         ("seed", seed),
         ("optim.scale_lr", scale_lr),
+        ("trainer.global_batch", global_batch),
+        ("trainer.max_device_batch", max_device_batch),
     ]
     return [f"{key}={value}" for key, value in pairs if value is not None]

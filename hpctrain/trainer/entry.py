@@ -49,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--scale-lr", choices=("none", "linear"), help="linear: lr x world size (optim.scale_lr)"
     )
+    p.add_argument("--global-batch", type=int, metavar="N",
+                   help="samples per optimizer step on any topology "
+                   "(= --set trainer.global_batch=N)")
+    p.add_argument("--max-device-batch", type=int, metavar="B",
+                   help="with --global-batch: at most B per device, accumulate the rest")
     p.add_argument("--run-dir", metavar="DIR", help="checkpoints, logs and metrics.json go here")
     p.add_argument(
         "--resume",
@@ -65,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     overrides = [
         *args.sets,
-        *shortcut_overrides(args.max_epochs, args.batch_size, args.lr, args.seed, args.scale_lr),
+        *shortcut_overrides(args.max_epochs, args.batch_size, args.lr, args.seed, args.scale_lr,
+                            args.global_batch, args.max_device_batch),
     ]
     try:
         config = load_config(args.config, args.task, overrides)

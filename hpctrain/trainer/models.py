@@ -8,6 +8,7 @@ import lightning as L
 import torch
 from torch import nn
 
+from hpctrain.trainer import fastpath
 from hpctrain.trainer.config import OptimConfig
 
 
@@ -64,12 +65,16 @@ class Classifier(L.LightningModule):
         optim: OptimConfig,
         lr: float,
         gradient_clip_val: float | None = None,
+        accumulate: int = 1,
     ) -> None:
         super().__init__()
         self.net = network
         self.optim = optim
         self.lr = lr
         self.gradient_clip_val = gradient_clip_val
+        # Batches per optimizer step: manual optimization accumulates itself (Lightning's
+        # accumulate_grad_batches applies to automatic optimization only).
+        self.accumulate = accumulate
         # Manual optimization: Lightning's automatic-optimization closure machinery costs tens of
         # microseconds per step, a large share of a small model's step on a CPU.
         self.automatic_optimization = False
@@ -81,6 +86,9 @@ class Classifier(L.LightningModule):
         self._val_loss = torch.zeros(())
         self._val_correct = torch.zeros(())
         self._val_count = 0
+        self._batch: int | None = None
+        self._chunk = 1
+        self._direct = False
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Lightning sets _current_fx_name around every hook, ~40 times per step; nn.Module's
@@ -97,6 +105,12 @@ class Classifier(L.LightningModule):
         return build_optimizer(self.parameters(), self.optim, self.lr)
 
     def on_train_start(self) -> None:
+        # The data module serves chunks of `chunk` batches of `batch_size` (1 and the whole
+        # batch without a data module).
+        data = getattr(self.trainer, "datamodule", None)
+        self._batch = getattr(data, "batch_size", None)
+        self._chunk = getattr(data, "chunk", 1)
+        self._direct = fastpath.hooks_do_nothing(self.trainer)
         # Lightning skips on_train_epoch_start when it resumes in the middle of an epoch.
         self.on_train_epoch_start()
 
@@ -106,18 +120,48 @@ class Classifier(L.LightningModule):
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         x, y = batch
-        n = y.shape[0]
         optimizer = self.optimizers()
         assert isinstance(optimizer, L.pytorch.core.optimizer.LightningOptimizer)
-        optimizer.zero_grad()
+        # A chunk of several batches (datasets/resident.py): one optimizer step per batch, so
+        # that Lightning's fixed work per call is paid once per chunk.
+        size = self._batch or max(y.shape[0], 1)
+        count = -(-y.shape[0] // size)
+        last_call = batch_idx + 1 >= self.trainer.num_training_batches
+        for j in range(count):
+            part = slice(j * size, (j + 1) * size)
+            last = last_call and j == count - 1
+            self._train_batch(optimizer, x[part], y[part], batch_idx * self._chunk + j, last)
+
+    def _train_batch(
+        self,
+        optimizer: L.pytorch.core.optimizer.LightningOptimizer,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        batch_idx: int,
+        last: bool,
+    ) -> None:
+        n = y.shape[0]
+        acc = self.accumulate
+        if batch_idx % acc == 0:
+            optimizer.zero_grad()
         loss_sum = self.loss_fn(self.net(x), y)
-        # manual_backward, not loss.backward(): under DDP it prepares the gradient all-reduce.
-        self.manual_backward(loss_sum / max(n, 1))
-        if self.gradient_clip_val is not None:
-            self.clip_gradients(optimizer.optimizer, gradient_clip_val=self.gradient_clip_val)
-        optimizer.step()
+        # The strategy's backward, not a bare loss.backward(): under DDP it prepares the gradient
+        # all-reduce. Divided by the accumulation too: the step sees the mean over all its batches.
+        loss = loss_sum / (max(n, 1) * acc)
+        if self._direct:
+            fastpath.backward(self.trainer, loss)
+        else:
+            self.manual_backward(loss)
         self._train_loss.add_(loss_sum.detach())
         self._train_count += n
+        if acc > 1 and (batch_idx + 1) % acc and not last:
+            return
+        if self.gradient_clip_val is not None:
+            self.clip_gradients(optimizer.optimizer, gradient_clip_val=self.gradient_clip_val)
+        if self._direct:
+            fastpath.step(optimizer)
+        else:
+            optimizer.step()
 
     def on_train_epoch_end(self) -> None:
         stats = torch.stack([self._train_loss, self._count_tensor(self._train_count)])

@@ -82,8 +82,14 @@ class RunRecorder(Checkpoint):
         static: dict[str, Any] | None = None,
         epochs: list[dict[str, Any]] | None = None,
         restarts: list[dict[str, Any]] | None = None,
+        startup: tuple[float, str, float | None] | None = None,
     ) -> None:
         super().__init__()
+        # (origin wall time, what the origin is, when the trainer's imports were done).
+        self._startup = startup
+        self.startup: dict[str, Any] = {
+            "startup_s": None, "startup_from": None, "startup_imports_s": None
+        }
         self.run_dir, self.task, self.ckpt = run_dir, task, checkpoint
         self.print_lines, self.banner = print_lines, banner
         self.resumed_from = resumed_from
@@ -169,9 +175,18 @@ class RunRecorder(Checkpoint):
         """Batch size and learning rates as the run has them (loaders and optimizers set up)."""
         batch = train_batch_size(trainer)
         rates = learning_rates(trainer)
-        effective = batch * trainer.world_size * trainer.accumulate_grad_batches if batch else None
+        acc = trainer.accumulate_grad_batches
+        if not trainer.lightning_module.automatic_optimization:
+            # The built-in modules optimize manually and accumulate themselves.
+            acc = getattr(trainer.lightning_module, "accumulate", acc)
+        effective = batch * trainer.world_size * acc if batch else None
+        data = getattr(trainer, "datamodule", None) if self.task != "custom" else None
         self.facts = {
             "batch_size_per_device": batch or UNKNOWN,
+            "accumulate_grad_batches": acc,
+            # Built-in tasks: batches per training_step call, and whether the data is on the device.
+            "batches_per_call": getattr(data, "chunk", 1),
+            "data_on_device": getattr(data, "resident", None),
             "effective_batch_size": effective or UNKNOWN,
             "learning_rate": lr_value(rates),
             "learning_rate_text": lr_text(rates),
@@ -212,12 +227,28 @@ class RunRecorder(Checkpoint):
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
+        if self._startup is not None:
+            self._note_startup(trainer)
         # Counted before the step, so that a save from any callback's batch-end hook includes it.
         self._batch_samples = batch_size_of(batch)
         if self._batch_samples is None:
             self._uncounted += 1
         else:
             self._samples += self._batch_samples
+
+    def _note_startup(self, trainer: L.Trainer) -> None:
+        assert self._startup is not None
+        origin, label, imported = self._startup
+        self._startup = None
+        now = time.time()
+        imports = imported - origin if imported is not None else None
+        self.startup = {
+            "startup_s": now - origin, "startup_from": label, "startup_imports_s": imports
+        }
+        if trainer.is_global_zero:
+            detail = f" (imports {imports:.2f} s)" if imports is not None else ""
+            print(f"startup: first training step {now - origin:.2f} s after the {label}{detail}",
+                  flush=True)
 
     def on_train_batch_end(
         self,
@@ -383,6 +414,7 @@ class RunRecorder(Checkpoint):
             **self.static,
             **facts,
             "wall_time_s": time.perf_counter() - self._fit_start,
+            **self.startup,
             "epoch_times_s": [e["time_s"] for e in self.epochs],
             "samples_per_s": samples / train_time if samples and train_time > 0 else None,
             "epoch_samples_per_s": [e["samples_per_s"] for e in self.epochs],

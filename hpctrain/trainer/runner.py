@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +40,9 @@ from hpctrain.trainer.signals import (
     segment_start,
 )
 from hpctrain.trainer.stopping import SafeStop, hand_signals_to_hpctrain
+
+# When torch, Lightning and the trainer's modules were imported: start-up's largest part.
+IMPORTED_AT = time.time()
 
 
 class CheckedSLURMEnvironment(SLURMEnvironment):
@@ -122,18 +126,32 @@ def _accelerator(config: TrainConfig, topo: Topology) -> str:
     return accelerator
 
 
+def batches_per_call(config: TrainConfig, accelerator: str) -> int:
+    """How many batches a built-in task's training_step call runs (trainer.batches_per_call)."""
+    wanted = config.trainer.batches_per_call
+    if wanted != "auto":
+        return wanted
+    # Lightning's fixed work per call (~0.5 ms on a 2-core CPU) is as long as a small batch's
+    # step of the spiral MLP; the CNN's step on a CPU is long enough by itself, and a long call
+    # would delay the safe stop, which is checked between calls.
+    samples = {"spiral": 8192}.get(config.task, 2048 if accelerator == "gpu" else 0)
+    return max(1, min(64, samples // config.trainer.batch_size))
+
+
 def build_task(
-    config: TrainConfig, lr: float
+    config: TrainConfig, lr: float, accelerator: str = "cpu"
 ) -> tuple[L.LightningModule, L.LightningDataModule | None]:
     """The LightningModule and LightningDataModule of the configured task."""
     batch_size = config.trainer.batch_size
+    chunk = batches_per_call(config, accelerator)
     clip = config.trainer.gradient_clip_val
+    acc = config.trainer.accumulate_grad_batches or 1
     if config.task == "spiral":
         from hpctrain.trainer.datasets.spiral import SpiralDataModule
         from hpctrain.trainer.models import Classifier, spiral_mlp
 
-        module = Classifier(spiral_mlp(config.model.hidden), config.optim, lr, clip)
-        return module, SpiralDataModule(config.data, batch_size, config.seed)
+        module = Classifier(spiral_mlp(config.model.hidden), config.optim, lr, clip, acc)
+        return module, SpiralDataModule(config.data, batch_size, config.seed, chunk)
     if config.task in FILE_TASKS:
         from hpctrain.trainer.datasets.images import ImageDataModule
         from hpctrain.trainer.models import Classifier, TutorialCNN
@@ -144,9 +162,10 @@ def build_task(
         # Fail before Lightning starts anything, with the fetch command in the message.
         locate_idx_files(config.task, directory.absolute())
         data = ImageDataModule(
-            config.task, directory.absolute(), batch_size, config.data.num_workers, config.seed
+            config.task, directory.absolute(), batch_size, config.data.num_workers, config.seed,
+            on_device=config.data.on_device, chunk=chunk,
         )
-        return Classifier(TutorialCNN(), config.optim, lr, clip), data
+        return Classifier(TutorialCNN(), config.optim, lr, clip, acc), data
     return build_custom(config.custom, lr, batch_size)
 
 
@@ -176,6 +195,9 @@ def _banner(
         f" learning_rate={facts['learning_rate_text']} {origin}",
         f"epochs={config.trainer.max_epochs} resume: {resume}",
     ]
+    if facts["accumulate_grad_batches"] != 1 or config.trainer.global_batch:
+        lines.insert(3, f"accumulate_grad_batches={facts['accumulate_grad_batches']} "
+                     f"global_batch={config.trainer.global_batch or 'unset'}")
     if config.task == "custom":
         lines.append(f"samples/s counts {facts['samples_counted_as']}")
     return "\n".join(lines)
@@ -201,7 +223,8 @@ def _resume_text(checkpoint: Path | None, header: dict[str, Any] | None, config:
 
 def _recorder(config: TrainConfig, topo: Topology, path: Path, resume_text: str,
               checkpoint: Path | None, print_lines: bool,
-              history: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> RunRecorder:
+              history: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+              startup: tuple[float, str, float | None]) -> RunRecorder:
     return RunRecorder(
         run_dir=path,
         task=config.task,
@@ -216,6 +239,7 @@ def _recorder(config: TrainConfig, topo: Topology, path: Path, resume_text: str,
         },
         epochs=history[0],
         restarts=history[1],
+        startup=startup,
     )
 
 
@@ -262,11 +286,40 @@ def _trainer(config: TrainConfig, topo: Topology, path: Path, accelerator: str,
         default_root_dir=path,
         num_sanity_val_steps=config.trainer.num_sanity_val_steps,
         check_val_every_n_epoch=config.trainer.check_val_every_n_epoch,
-        # The built-in modules optimize manually and clip themselves.
+        # The built-in modules optimize manually: they clip and accumulate themselves.
         gradient_clip_val=config.trainer.gradient_clip_val if config.task == "custom" else None,
+        accumulate_grad_batches=(config.trainer.accumulate_grad_batches or 1)
+        if config.task == "custom" else 1,
         log_every_n_steps=config.logging.every_n_steps,
         benchmark=accelerator == "gpu",
     )
+
+
+def resolve_batch(config: TrainConfig, world: int) -> TrainConfig:
+    """trainer.global_batch split for the world size this run got: per-device batch and
+    accumulation written into the config (config.yaml in the run directory shows them)."""
+    t = config.trainer
+    if t.global_batch is None:
+        if t.max_device_batch is not None:
+            raise ConfigError("trainer.max_device_batch applies only with trainer.global_batch",
+                              "set trainer.global_batch (--global-batch N) or drop it")
+        return config
+    from hpctrain.batching import split_batch
+
+    try:
+        split = split_batch(t.global_batch, world, t.max_device_batch, t.accumulate_grad_batches)
+    except ConfigError as e:
+        raise ConfigError(f"trainer.global_batch: {e.what}", e.fix) from None
+    batch = {"batch_size": split.per_device, "accumulate_grad_batches": split.accumulation}
+    return config.model_copy(update={"trainer": t.model_copy(update=batch)})
+
+
+def _startup_origin(run_started: float) -> tuple[float, str, float | None]:
+    """Where start-up is measured from, and when the imports were done (from process start)."""
+    from hpctrain.trainer.startup import PROCESS_START, origin
+
+    start, label = origin(run_started)
+    return start, label, IMPORTED_AT if label == PROCESS_START else None
 
 
 def _print_done(summary: dict[str, Any], path: Path) -> None:
@@ -311,6 +364,7 @@ def _run(
     signals: StopSignals,
 ) -> dict[str, Any]:
     topo = detect_topology(os.environ, config.trainer.devices, config.trainer.num_nodes)
+    config = resolve_batch(config, topo.world_size)
     path = resolve_run_dir(run_dir, config.task, topo)
     if topo.launch == "local" and topo.world_size > 1:
         # Lightning re-runs this command for the other local processes; they must name the
@@ -323,7 +377,7 @@ def _run(
 
     lr = config.optim.lr * (topo.world_size if config.optim.scale_lr == "linear" else 1)
     L.seed_everything(config.seed, workers=True, verbose=False)
-    module, datamodule = build_task(config, lr)
+    module, datamodule = build_task(config, lr, accelerator)
     checkpoint = choose_checkpoint(resume, path)
     header = validate_checkpoint(checkpoint, module, config.task) if checkpoint else None
     resume_text = _resume_text(checkpoint, header, config, topo)
@@ -340,7 +394,8 @@ def _run(
     progress = config.logging.progress
     bar = progress == "bar" or (progress == "auto" and sys.stdout.isatty())
     history = run_history(path / METRICS, resume, checkpoint, header, os.environ)
-    recorder = _recorder(config, topo, path, resume_text, checkpoint, not bar, history)
+    recorder = _recorder(config, topo, path, resume_text, checkpoint, not bar, history,
+                         _startup_origin(signals.started))
     stop = SafeStop(signals, recorder, config.trainer.stop_check_every_n_steps, since,
                     check_file=topo.local_rank == 0, launch=topo.launch)
     exact = ExactResume(config.seed, mid_epoch=bool(header and header["mid_epoch"]))

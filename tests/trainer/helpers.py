@@ -20,6 +20,8 @@ OTHER_VARS = ("HPCTRAIN_RUN_DIR", "HPCTRAIN_DATA_DIR", "HPCTRAIN_DATA_URL", "COM
 
 # Small enough to train in about a second, large enough to learn the spirals.
 TINY_SPIRAL = ["data.samples=4096", "trainer.batch_size=256", "optim.lr=0.01"]
+# Tests that stop or save at a given batch: one batch per training_step call, as Lightning counts.
+ONE_BATCH_PER_CALL = "trainer.batches_per_call=1"
 
 # The built-in tasks' epoch line.
 EPOCH_LINE = re.compile(

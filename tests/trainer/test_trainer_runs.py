@@ -18,7 +18,7 @@ from hpctrain.trainer.callbacks import AtomicCheckpointIO
 from hpctrain.trainer.datasets.idx import write_idx
 from hpctrain.trainer.entry import main as trainer_main
 
-from .helpers import EPOCH_LINE, TINY_SPIRAL, epochs_in, run_module
+from .helpers import EPOCH_LINE, ONE_BATCH_PER_CALL, TINY_SPIRAL, epochs_in, run_module
 
 METRICS_KEYS = {
     "wall_time_s",
@@ -287,7 +287,7 @@ def test_requeue_checkpoint_saved_mid_epoch_resumes_in_that_epoch(
     from hpctrain.trainer.runner import run_training
 
     run = tmp_path / "run"
-    config = load_config(overrides=[*TINY_SPIRAL, "trainer.max_epochs=3"])
+    config = load_config(overrides=[*TINY_SPIRAL, ONE_BATCH_PER_CALL, "trainer.max_epochs=3"])
     with pytest.raises(_Preempted):
         run_training(config, run, callbacks=[_Preempt(run)])
     assert epochs_in(capsys.readouterr().out) == [1]

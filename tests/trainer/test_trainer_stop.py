@@ -18,10 +18,12 @@ from hpctrain.trainer.config import load_config
 from hpctrain.trainer.runner import run_training
 from hpctrain.trainer.signals import EXIT_REQUEUE, STOP_REQUESTED, STOP_SAVED, TrainingStopped
 
-from .helpers import TINY_SPIRAL, epochs_in
+from .helpers import ONE_BATCH_PER_CALL, TINY_SPIRAL, epochs_in
 
 # 13 training batches per epoch; a check every 2 batches.
-SPIRAL = [*TINY_SPIRAL, "trainer.max_epochs=3", "trainer.stop_check_every_n_steps=2"]
+SPIRAL = [
+    *TINY_SPIRAL, ONE_BATCH_PER_CALL, "trainer.max_epochs=3", "trainer.stop_check_every_n_steps=2"
+]
 FULL_EPOCH = 3277
 
 

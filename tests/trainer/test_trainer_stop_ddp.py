@@ -14,7 +14,7 @@ import torch
 
 from hpctrain.trainer.signals import EXIT_REQUEUE, STOP_REQUESTED, STOP_SAVED
 
-from .helpers import clean_env
+from .helpers import ONE_BATCH_PER_CALL, clean_env
 from .test_trainer_ddp import free_port, run_ranks
 
 pytestmark = pytest.mark.slow
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 # About 300 batches of 64 per rank and epoch: an epoch lasts long enough to be interrupted.
 SPIRAL = [
     "--task", "spiral", "--max-epochs", "3", "--set=data.samples=50000",
-    "--set=trainer.batch_size=64", "--set=optim.lr=0.005",
+    "--set=trainer.batch_size=64", "--set=optim.lr=0.005", f"--set={ONE_BATCH_PER_CALL}",
 ]
 BLOBS = [
     "--task", "custom", "--max-epochs", "3",

@@ -1,4 +1,4 @@
-"""MNIST and FashionMNIST from local IDX files: DataLoader workers, pinned memory on GPUs."""
+"""MNIST and FashionMNIST from local IDX files: held on the device when they fit, else loaded."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from hpctrain.errors import ConfigError
 from hpctrain.trainer.datasets.fetch import locate_idx_files
 from hpctrain.trainer.datasets.idx import read_idx
+from hpctrain.trainer.datasets.resident import DeviceBatches, fits_on_device
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -30,17 +31,18 @@ class ImageTensors(Dataset[Batch]):
     def __len__(self) -> int:
         return self.images.shape[0]
 
-    def _prepare(self, images: torch.Tensor) -> torch.Tensor:
+    def prepare(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 images (N, 28, 28) as normalized float input (N, 1, 28, 28)."""
         return ((images.float() / 255.0 - self.mean) / self.std).unsqueeze(-3)
 
     def __getitem__(self, index: int) -> Batch:
-        return self._prepare(self.images[index]), self.labels[index]
+        return self.prepare(self.images[index]), self.labels[index]
 
     def __getitems__(self, indices: list[int]) -> Batch:
         # The DataLoader hands a whole batch of indices to __getitems__ when it exists: one
         # tensor gather per batch instead of a Python call and a collation per sample.
         index = torch.as_tensor(indices)
-        return self._prepare(self.images[index]), self.labels[index]
+        return self.prepare(self.images[index]), self.labels[index]
 
 
 def whole_batch(batch: Any) -> Any:
@@ -73,11 +75,21 @@ class ImageDataModule(L.LightningDataModule):
     """Serves one of the MNIST-style datasets from a directory of IDX files."""
 
     def __init__(
-        self, dataset: str, directory: Path, batch_size: int, num_workers: int, seed: int
+        self,
+        dataset: str,
+        directory: Path,
+        batch_size: int,
+        num_workers: int,
+        seed: int,
+        on_device: bool | str = False,
+        chunk: int = 1,
     ) -> None:
         super().__init__()
         self.dataset, self.directory = dataset, directory
         self.batch_size, self.num_workers, self.seed = batch_size, num_workers, seed
+        self.on_device, self.chunk = on_device, chunk
+        # Decided in setup, once the device is known: True when the data is held there.
+        self.resident = False
         self._train: ImageTensors | None = None
         self._val: ImageTensors | None = None
 
@@ -88,6 +100,17 @@ class ImageDataModule(L.LightningDataModule):
         mean, std = NORMALIZATION[self.dataset]
         self._train = ImageTensors(*load_split(files, "train", self.dataset), mean, std)
         self._val = ImageTensors(*load_split(files, "val", self.dataset), mean, std)
+        device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")
+        size = sum(d.images.numel() + d.labels.numel() * 8 for d in (self._train, self._val))
+        self.resident = self.on_device is True or (
+            self.on_device == "auto" and fits_on_device(size, device)
+        )
+        if self.resident:
+            for data in (self._train, self._val):
+                data.images, data.labels = data.images.to(device), data.labels.to(device)
+        else:
+            # A DataLoader serves one batch at a time.
+            self.chunk = 1
 
     def loader(
         self, data: ImageTensors, shuffle: bool, rank: int, world: int, pin_memory: bool
@@ -106,16 +129,28 @@ class ImageDataModule(L.LightningDataModule):
             collate_fn=whole_batch,
         )
 
-    def _loader(self, data: ImageTensors, shuffle: bool) -> DataLoader[Batch]:
+    def batches(self, data: ImageTensors, shuffle: bool, rank: int, world: int) -> DeviceBatches:
+        """The device-resident batches of one rank's shard: the loader's batches, in its order."""
+        sampler: DistributedSampler[int] = DistributedSampler(
+            data, num_replicas=world, rank=rank, shuffle=shuffle, seed=self.seed
+        )
+        return DeviceBatches(
+            data.images, data.labels, self.batch_size, rank, world,
+            chunk=self.chunk, sampler=sampler, transform=data.prepare,
+        )
+
+    def _loader(self, data: ImageTensors, shuffle: bool) -> DataLoader[Batch] | DeviceBatches:
         trainer = self.trainer
         rank, world = (trainer.global_rank, trainer.world_size) if trainer else (0, 1)
+        if self.resident:
+            return self.batches(data, shuffle, rank, world)
         on_gpu = bool(trainer and trainer.strategy.root_device.type == "cuda")
         return self.loader(data, shuffle, rank, world, pin_memory=on_gpu)
 
-    def train_dataloader(self) -> DataLoader[Batch]:
+    def train_dataloader(self) -> DataLoader[Batch] | DeviceBatches:
         assert self._train is not None
         return self._loader(self._train, shuffle=True)
 
-    def val_dataloader(self) -> DataLoader[Batch]:
+    def val_dataloader(self) -> DataLoader[Batch] | DeviceBatches:
         assert self._val is not None
         return self._loader(self._val, shuffle=False)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
 
 import lightning as L
 import torch
 
 from hpctrain.trainer.config import DataConfig
+from hpctrain.trainer.datasets.resident import DeviceBatches
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -28,70 +28,14 @@ def make_spiral(
     return points[order].float(), labels[order]
 
 
-class TensorBatches:
-    """Batches of in-memory tensors for one rank, without DataLoader workers or collation."""
-
-    # Training shards are reshuffled every epoch from seed + epoch, identically on every rank,
-    # and are equally long on every rank so that DDP's collectives line up.
-
-    def __init__(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        batch_size: int,
-        rank: int = 0,
-        world_size: int = 1,
-        shuffle: bool = False,
-        seed: int = 0,
-        epoch_fn: Callable[[], int] | None = None,
-    ) -> None:
-        self.x, self.y = x, y
-        self.batch_size = batch_size
-        self.rank, self.world_size = rank, world_size
-        self.shuffle, self.seed = shuffle, seed
-        self.epoch_fn = epoch_fn
-        self._epochs_iterated = 0
-        n = x.shape[0]
-        if shuffle:
-            # Equal shards: the few samples past a multiple of world_size sit out this epoch
-            # (a different few each epoch), as with DistributedSampler(drop_last=True).
-            self.shard_size = n // world_size
-            self._start = self._stop = 0
-            longest = self.shard_size
-        else:
-            self._start, self._stop = rank * n // world_size, (rank + 1) * n // world_size
-            self.shard_size = self._stop - self._start
-            longest = -(-n // world_size)
-        # Every rank yields the same number of batches (a validation shard one sample short
-        # may end with an empty batch).
-        self._batches = -(-longest // batch_size)
-
-    def __len__(self) -> int:
-        return self._batches
-
-    def _epoch(self) -> int:
-        return self.epoch_fn() if self.epoch_fn is not None else self._epochs_iterated
-
-    def __iter__(self) -> Iterator[Batch]:
-        if self.shuffle:
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + self._epoch())
-            order = torch.randperm(self.x.shape[0], generator=g)
-            index = order[self.rank :: self.world_size][: self.shard_size].to(self.x.device)
-            xs, ys = self.x[index], self.y[index]
-        else:
-            xs, ys = self.x[self._start : self._stop], self.y[self._start : self._stop]
-        self._epochs_iterated += 1
-        b = self.batch_size
-        for i in range(self._batches):
-            yield xs[i * b : (i + 1) * b], ys[i * b : (i + 1) * b]
-
-
 class SpiralDataModule(L.LightningDataModule):
-    """Generates the spirals once per process and serves per-rank TensorBatches on the device."""
+    """Generates the spirals once per process and serves per-rank DeviceBatches on the device."""
 
-    def __init__(self, data: DataConfig, batch_size: int, seed: int) -> None:
+    resident = True
+
+    def __init__(self, data: DataConfig, batch_size: int, seed: int, chunk: int = 1) -> None:
         super().__init__()
-        self.data, self.batch_size, self.seed = data, batch_size, seed
+        self.data, self.batch_size, self.seed, self.chunk = data, batch_size, seed, chunk
         self._train: Batch | None = None
         self._val: Batch | None = None
 
@@ -107,11 +51,11 @@ class SpiralDataModule(L.LightningDataModule):
     def _rank(self) -> tuple[int, int]:
         return (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
 
-    def train_dataloader(self) -> TensorBatches:
+    def train_dataloader(self) -> DeviceBatches:
         assert self._train is not None
         rank, world = self._rank()
         trainer = self.trainer
-        return TensorBatches(
+        return DeviceBatches(
             *self._train,
             batch_size=self.batch_size,
             rank=rank,
@@ -119,9 +63,12 @@ class SpiralDataModule(L.LightningDataModule):
             shuffle=True,
             seed=self.seed,
             epoch_fn=(lambda: trainer.current_epoch) if trainer else None,
+            chunk=self.chunk,
         )
 
-    def val_dataloader(self) -> TensorBatches:
+    def val_dataloader(self) -> DeviceBatches:
         assert self._val is not None
         rank, world = self._rank()
-        return TensorBatches(*self._val, batch_size=self.batch_size, rank=rank, world_size=world)
+        return DeviceBatches(
+            *self._val, batch_size=self.batch_size, rank=rank, world_size=world, chunk=self.chunk
+        )
