@@ -15,7 +15,7 @@ from hpctrain.errors import HpctrainError
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
-    from hpctrain.jobs.watcher import CancelReport, JobWatcher, RefreshReport
+    from hpctrain.jobs.watcher import JobWatcher, RefreshReport
     from hpctrain.remote.connection import Connection
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/jobs.md).")]
@@ -25,22 +25,11 @@ JobIdsArg = Annotated[
 _COPY_CHUNK = 1 << 16
 
 
-def _watcher(history: History | None = None, conn: Connection | None = None,
-             known: str = "") -> JobWatcher:
-    """The job watcher for the cluster the SLURM commands talk to (over `conn` if given).
+def _watcher(history: History, conn: Connection | None = None, known: str = "") -> JobWatcher:
+    """The job watcher for this cluster's SLURM, or a login's over `conn`."""
+    from hpctrain.remote import watchers
 
-    `known`: the cluster the jobs were recorded on, for a login whose SLURM does not say.
-    """
-    from hpctrain.jobs.watcher import JobWatcher
-
-    if conn is not None:
-        from hpctrain.remote.site import slurm_client
-
-        client = slurm_client(conn)
-        cluster = client.cluster_name() or known
-    else:
-        client, cluster = backends.slurm()
-    return JobWatcher(client, history if history is not None else backends.history(), cluster)
+    return watchers.watcher(history, backends.slurm, conn, known)
 
 
 def _check_login(login: str | None) -> None:
@@ -49,49 +38,6 @@ def _check_login(login: str | None) -> None:
         from hpctrain.remote.connection import check_destination
 
         check_destination(login)
-
-
-def _by_login(records: list[JobRecord], login: str | None
-              ) -> dict[tuple[str | None, str | None], list[JobRecord]]:
-    """The records grouped by the login they went through (--login DEST: only its jobs)."""
-    groups: dict[tuple[str | None, str | None], list[JobRecord]] = {}
-    for r in records:
-        if login is None or r.login == login:
-            groups.setdefault((r.login, r.login_config), []).append(r)
-    return groups
-
-
-def _group_watcher(history: History, group: list[JobRecord]) -> JobWatcher:
-    """The watcher for jobs of one login (all went through the same one, or none)."""
-    from hpctrain.remote.site import for_record
-
-    known = {r.cluster for r in group}
-    return _watcher(history, for_record(group[0]), known.pop() if len(known) == 1 else "")
-
-
-def _refresh(history: History, records: list[JobRecord], login: str | None,
-             starts: dict[str, str | None] | None = None
-             ) -> tuple[list[JobRecord], RefreshReport, str]:
-    """Refresh each login's jobs through its own watcher (one round trip each over ssh).
-
-    `starts` gets the expected start squeue gave for each job (the same call).
-    """
-    from hpctrain.jobs.watcher import RefreshReport
-
-    fresh: dict[int, JobRecord] = {}
-    total, clusters = RefreshReport(), []
-    for key, group in _by_login(records, login).items():
-        watcher = _group_watcher(history, group)
-        rows, report = watcher.refresh(group)
-        fresh.update((r.id, r) for r in rows)
-        if starts is not None:
-            starts.update(watcher.client.starts)
-        clusters.append(f"{watcher.cluster} via {key[0]}" if key[0] else watcher.cluster)
-        total.asked += report.asked
-        total.calls += report.calls
-        total.warnings += report.warnings
-        total.error = total.error or report.error
-    return [fresh[r.id] for r in records if r.id in fresh], total, ", ".join(clusters)
 
 
 def status(
@@ -115,6 +61,7 @@ def status(
     """Show tracked jobs: unfinished ones and the last 20 (or the given ids, or --all)."""
     from hpctrain.cli import jobview
     from hpctrain.jobs import tracking
+    from hpctrain.remote import watchers
 
     if watch and json_out:
         raise HpctrainError("--watch and --json do not mix", "run --json in a loop instead")
@@ -134,7 +81,8 @@ def status(
     starts: dict[str, str | None] = {}
 
     def load() -> tuple[list[JobRecord], RefreshReport]:
-        records, report, clusters[0] = _refresh(history, select(), login, starts)
+        records, report, clusters[0] = watchers.refresh(history, backends.slurm, select(), login,
+                                                        starts)
         return records, report
 
     if watch:
@@ -208,16 +156,6 @@ def _follow(watcher: JobWatcher, record: JobRecord, path: Path, offset: int, err
     err_console.print(final_line(result.record), highlight=False)
 
 
-def _connection_of(record: JobRecord, login: str | None) -> Connection | None:
-    """The login a job went through (--login DEST replaces its destination); None: here."""
-    from hpctrain.remote.connection import Target
-    from hpctrain.remote.site import connection, for_record
-
-    if login is None:
-        return for_record(record)
-    return connection(Target.of(login, record.login_config))
-
-
 def _remote_logs(history: History, conn: Connection, record: JobRecord, err: bool,
                  tail: int | None, follow: bool) -> None:
     """logs over the login's master: the file as it is, then (-f) what it gains until the end."""
@@ -267,10 +205,11 @@ def logs(
     """Print a job's output file; with -f follow it until the job ends."""
     from hpctrain.jobs import logs as lg
     from hpctrain.jobs import tracking
+    from hpctrain.remote.watchers import connection_of
 
     history = backends.history()
     record = tracking.pick(history, job_id)
-    conn = _connection_of(record, login)
+    conn = connection_of(record, login)
     if conn is not None:
         _remote_logs(history, conn, record, err, tail, follow)
         return
@@ -293,20 +232,6 @@ def _confirm_all(records: list[JobRecord], yes: bool) -> None:
     typer.confirm(f"Cancel {len(records)} job(s): {ids}?", abort=True)
 
 
-def _cancel(history: History, records: list[JobRecord]) -> CancelReport:
-    """One scancel per login (here, or over its ssh master) for the records' unfinished jobs."""
-    from hpctrain.jobs.watcher import CancelReport
-
-    total = CancelReport()
-    if not records:
-        return _watcher(history).cancel(records)
-    for group in _by_login(records, None).values():
-        report = _group_watcher(history, group).cancel(group)
-        total.cancelled += report.cancelled
-        total.skipped.update(report.skipped)
-    return total
-
-
 def cancel(
     job_ids: JobIdsArg = None,
     all_jobs: Annotated[
@@ -320,6 +245,7 @@ def cancel(
 ) -> None:
     """Cancel tracked jobs by id (a chain's or a race's job: all of it), or all with --all."""
     from hpctrain.jobs import tracking
+    from hpctrain.remote import watchers
 
     if bool(job_ids) == all_jobs:
         raise HpctrainError(
@@ -340,7 +266,7 @@ def cancel(
         # A job of a chain stands for the whole run: its pending segments go too.
         records = tracking.with_races(history, tracking.with_chains(
             history, tracking.select(history, job_ids or [])))
-    report = _cancel(history, records)
+    report = watchers.cancel(history, backends.slurm, records)
     if json_out:
         print_json(report.as_dict())
         return

@@ -23,23 +23,20 @@ def login(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Open the one ssh connection later commands reuse (your password or OTP, asked once)."""
-    import re
-
     from hpctrain.errors import HpctrainError
-    from hpctrain.remote.site import for_name
+    from hpctrain.remote.connection import check_persist
+    from hpctrain.remote.site import for_name, login_state, open_login
 
     if check and close:
         raise HpctrainError("--check and --close do not mix", "pass one of them")
-    if not re.fullmatch(r"\d+[smhdw]?|yes", persist):
-        raise HpctrainError(f"--persist {persist!r} is not a duration",
-                            "e.g. --persist 8h, 30m or yes")
+    check_persist(persist)
     conn = for_name(name, ssh_config)
     host = conn.target.host
     if check or close:
-        was_open = conn.close() if close else conn.alive()
+        state = login_state(conn, close)
+        was_open = bool(state["open"] or state["closed"])
         if json_out:
-            print_json({"login": host, "socket": str(conn.socket),
-                        "open": was_open and not close, "closed": close and was_open})
+            print_json(state)
         elif close:
             console.print(f"closed the connection to {host}" if was_open
                           else f"no connection to {host} was open", highlight=False)
@@ -48,17 +45,14 @@ def login(
         if check and not was_open:
             conn.require()
         return
-    opened = conn.open(persist)
-    facts = conn.facts()
-    summary = {"login": host, "socket": str(conn.socket), "opened": opened,
-               "persist": persist, "cluster": facts["cluster"] or None,
-               "remote_home": facts["home"], "remote_user": facts["user"]}
+    summary = open_login(conn, persist)
     if json_out:
         print_json(summary)
         return
-    what = "opened" if opened else "already open:"
-    console.print(f"{what} connection to {host} (SLURM cluster {facts['cluster'] or '?'}, "
-                  f"user {facts['user']}); it closes after {persist} unused", highlight=False)
+    what = "opened" if summary["opened"] else "already open:"
+    console.print(f"{what} connection to {host} (SLURM cluster {summary['cluster'] or '?'}, "
+                  f"user {summary['remote_user']}); it closes after {persist} unused",
+                  highlight=False)
     err_console.print(f"later commands reuse it: hpctrain submit/status/logs/cancel ... "
                       f"(close it with `hpctrain login {conn.name} --close`)", highlight=False)
 

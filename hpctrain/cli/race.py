@@ -42,11 +42,12 @@ def ask_slurm(scripts: Sequence[str], required: bool) -> list[TestOnlyVerdict] |
     """`sbatch --test-only` for each script; None (with a warning) if SLURM is out of reach
     and the caller can do without it."""
     from hpctrain.errors import SlurmUnavailableError
-    from hpctrain.slurm.client import SlurmClient, sbatch_test_only
+    from hpctrain.jobs.alternatives import ask_test_only
+    from hpctrain.slurm.client import SlurmClient
 
     client = SlurmClient.from_environment()
     try:
-        return [sbatch_test_only(client, s) for s in scripts]
+        return ask_test_only(client, scripts)
     except SlurmUnavailableError as e:
         if required:
             raise

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from hpctrain.cli.output import console, print_json
-from hpctrain.errors import HpctrainError
 
 
 def _fmt(value: Any, unit: str = "", digits: int = 0) -> str:
@@ -74,20 +72,6 @@ def show_summary(summary: dict[str, Any]) -> None:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
 
 
-def run_dir_of(job: str | None) -> tuple[Path, str | None]:
-    """The run directory of a tracked job id (None: the last one), or a run directory."""
-    from hpctrain.cli import backends
-    from hpctrain.jobs import tracking
-
-    if job is not None and ("/" in job or Path(job).is_dir()):
-        return Path(job), None
-    record = tracking.pick(backends.history(), job)
-    if not record.run_dir:
-        raise HpctrainError(f"job {job} has no run directory in the history",
-                            "it was not submitted by `hpctrain submit`")
-    return Path(record.run_dir), record.job_id
-
-
 def stats(
     job: Annotated[
         str | None, typer.Argument(help="Job id or run directory (default: the last job).")
@@ -95,16 +79,11 @@ def stats(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Per node and per GPU: utilization, memory, power and energy, with notes on waste."""
-    from hpctrain.monitor.stats import job_summary
+    from hpctrain.cli import backends
+    from hpctrain.jobs.tracking import monitor_summary
 
-    run_dir, job_id = run_dir_of(job)
-    summary = job_summary(run_dir)
-    if summary is None:
-        raise HpctrainError(
-            f"no monitor samples for {'job ' + job_id if job_id else run_dir} in {run_dir}/monitor",
-            "the job has not started yet, or ran with --no-monitor; the monitor is on by default",
-        )
-    summary = {"job_id": job_id, **summary}
+    summary, run_dir = monitor_summary(job, backends.history)
+    job_id = summary["job_id"]
     if json_out:
         print_json(summary)
         return

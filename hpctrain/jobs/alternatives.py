@@ -136,11 +136,16 @@ def each_alternative(requests: Sequence[JobRequest], build: Callable[[JobRequest
     return tuple(done)
 
 
-def estimates(race: Race, client: SlurmClient) -> list[TestOnlyVerdict]:
-    """SLURM's verdict and start estimate for each alternative (`sbatch --test-only`)."""
+def ask_test_only(client: SlurmClient, scripts: Sequence[str]) -> list[TestOnlyVerdict]:
+    """SLURM's verdict and start estimate for each script (`sbatch --test-only`)."""
     from hpctrain.slurm.client import sbatch_test_only
 
-    return [sbatch_test_only(client, p.script) for p in race.alternatives]
+    return [sbatch_test_only(client, s) for s in scripts]
+
+
+def estimates(race: Race, client: SlurmClient) -> list[TestOnlyVerdict]:
+    """SLURM's verdict and start estimate for each alternative (`sbatch --test-only`)."""
+    return ask_test_only(client, [p.script for p in race.alternatives])
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from hpctrain.errors import HpctrainError
 from hpctrain.history import History, JobRecord
@@ -142,3 +143,29 @@ def one_row_per_race(records: Sequence[JobRecord]) -> list[JobRecord]:
         pick = race_winner(group) or next((a for a in group if not a.terminal), group[-1])
         shown[pick.id] = pick
     return [r for r in records if r.race_head is None or r.id in shown]
+
+
+def run_dir_of(job: str | None, history: Callable[[], History]) -> tuple[Path, str | None]:
+    """The run directory of a tracked job id (None: the last one), or a run directory given."""
+    if job is not None and ("/" in job or Path(job).is_dir()):
+        return Path(job), None
+    record = pick(history(), job)
+    if not record.run_dir:
+        raise HpctrainError(f"job {job} has no run directory in the history",
+                            "it was not submitted by `hpctrain submit`")
+    return Path(record.run_dir), record.job_id
+
+
+def monitor_summary(job: str | None, history: Callable[[], History]
+                    ) -> tuple[dict[str, Any], Path]:
+    """What a job's monitor sampled, summed up (with its job id), and its run directory."""
+    from hpctrain.monitor.stats import job_summary
+
+    run_dir, job_id = run_dir_of(job, history)
+    summary = job_summary(run_dir)
+    if summary is None:
+        raise HpctrainError(
+            f"no monitor samples for {'job ' + job_id if job_id else run_dir} in {run_dir}/monitor",
+            "the job has not started yet, or ran with --no-monitor; the monitor is on by default",
+        )
+    return {"job_id": job_id, **summary}, run_dir

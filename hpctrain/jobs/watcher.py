@@ -1,7 +1,8 @@
 """The one job watcher: what SLURM says about tracked jobs, stored in the history.
 
-`status` refreshes many jobs at once, `logs -f` polls one job with back-off, `cancel` skips
-the jobs known to have ended; every one of them asks through JobWatcher.
+`status` refreshes many jobs at once, `logs -f` polls one job with back-off, `scale --wait`
+refreshes a study's runs with back-off until they end, `cancel` skips the jobs known to have
+ended; every one of them asks through JobWatcher.
 """
 
 from __future__ import annotations
@@ -349,6 +350,26 @@ class JobWatcher:
                 return poll
             record = poll.record
             sleep(poll.wait_s)
+
+    # --- many jobs until they end (scale --wait) ----------------------------------------------
+
+    def wait_until_ended(
+        self, records: Sequence[JobRecord], timeout_s: float | None = None, *,
+        sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+    ) -> tuple[list[JobRecord], list[JobRecord]]:
+        """Refresh the jobs together, backing off while nothing shown changes, until all have
+        ended or `timeout_s` has passed; return them and the ones still unfinished."""
+        interval, started = POLL_INTERVAL_S, clock()
+        while True:
+            # A SLURM that does not answer leaves the jobs stale and unfinished: ask again later.
+            fresh, _report = self.refresh(records)
+            left = [r for r in fresh if not self.is_final(r)]
+            if not left or (timeout_s is not None and clock() - started > timeout_s):
+                return fresh, left
+            same = [_shown(r) for r in records] == [_shown(r) for r in fresh]
+            interval = _backed_off(interval) if same else POLL_INTERVAL_S
+            records = fresh
+            sleep(interval)
 
     # --- cancel ------------------------------------------------------------------------------
 

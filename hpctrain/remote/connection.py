@@ -33,6 +33,8 @@ _SOCKET_SAFE = re.compile(r"^[A-Za-z0-9_./-]+$")
 CHECK_TIMEOUT_S = 2.0
 _GONE = "the connection expired, was closed, or was never opened"
 DEFAULT_PERSIST = "8h"
+# ControlPersist: seconds, a time with one unit, or yes (until closed).
+_PERSIST = re.compile(r"\d+[smhdw]?|yes")
 DEFAULT_TIMEOUT_S = 60.0
 # ssh exits 255 for its own failures; a remote command's status is passed through otherwise.
 SSH_FAILED = 255
@@ -47,6 +49,14 @@ def check_destination(host: str) -> str:
             "options belong in your ssh config",
         )
     return host
+
+
+def check_persist(persist: str) -> str:
+    """The ControlPersist value unchanged, or RemoteError if ssh would not read a duration."""
+    if not _PERSIST.fullmatch(persist):
+        raise RemoteError(f"--persist {persist!r} is not a duration",
+                          "e.g. --persist 8h, 30m or yes")
+    return persist
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,22 @@ def for_name(name: str, ssh_config: str | None = None) -> Connection:
     return connection(Target.of(name, ssh_config))
 
 
+def login_state(conn: Connection, close: bool) -> dict[str, object]:
+    """Whether the login's master is open (`close`: after closing it, and whether it was)."""
+    was_open = conn.close() if close else conn.alive()
+    return {"login": conn.target.host, "socket": str(conn.socket),
+            "open": was_open and not close, "closed": close and was_open}
+
+
+def open_login(conn: Connection, persist: str) -> dict[str, object]:
+    """Open the login's master (or reuse it); what it is and what the remote side says."""
+    opened = conn.open(persist)
+    facts = conn.facts()
+    return {"login": conn.target.host, "socket": str(conn.socket), "opened": opened,
+            "persist": persist, "cluster": facts["cluster"] or None,
+            "remote_home": facts["home"], "remote_user": facts["user"]}
+
+
 def for_record(record: JobRecord) -> Connection | None:
     """The connection a job was submitted through; None for a job submitted here."""
     if not record.login:

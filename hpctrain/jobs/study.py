@@ -1,0 +1,220 @@
+"""A scaling study run: planned as a value, submitted run by run, waited for, reported."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpctrain.errors import HpctrainError
+from hpctrain.jobs import scale
+from hpctrain.jobs.scale import Topology
+
+if TYPE_CHECKING:
+    from hpctrain.history import History, JobRecord, StudyRecord
+    from hpctrain.jobs.watcher import JobWatcher
+    from hpctrain.plan import JobRequest
+    from hpctrain.slurm.client import SlurmClient
+
+# The SLURM client and its cluster's name, asked for only when a study needs SLURM.
+Connect = Callable[[], "tuple[SlurmClient, str]"]
+
+
+def trainer_args(task: str | None, config: str | None, max_epochs: int | None,
+                 sets: Sequence[str]) -> tuple[str, ...]:
+    """The packaged trainer's options every run of the study shares."""
+    args: list[str] = []
+    if task:
+        args += ["--task", task]
+    if config:
+        # Absolute: the job starts in the submit directory, and a leading '-' is no option.
+        args += ["--config", os.path.abspath(config)]
+    if max_epochs is not None:
+        args += ["--max-epochs", str(max_epochs)]
+    for item in sets:
+        args += ["--set", item]
+    return tuple(args)
+
+
+def default_batch(task: str | None, config: str | None, sets: Sequence[str]) -> int:
+    """The trainer's per-device batch size for these options (its config, without torch)."""
+    from hpctrain.trainer.config import load_config
+
+    return int(load_config(config, task, list(sets)).trainer.batch_size)
+
+
+def plan_runs(topologies: str, *, strong: bool, batch_size: int | None, task: str | None,
+              config: str | None, sets: Sequence[str]) -> tuple[tuple[Topology, int], ...]:
+    """Each topology with its per-device batch (weak: the same; strong: the global split)."""
+    topos = scale.parse_topologies(topologies)
+    batch = batch_size or default_batch(task, config, sets) * (topos[0].gpus if strong else 1)
+    batches = scale.per_device_batches(topos, strong, batch)
+    return tuple((t, batches[t]) for t in topos)
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """A study before anything is submitted: the job every run shares, the runs, the trainer."""
+
+    base: JobRequest
+    runs: tuple[tuple[Topology, int], ...]
+    strong: bool
+    trainer_args: tuple[str, ...]
+
+    @property
+    def mode(self) -> str:
+        return "strong" if self.strong else "weak"
+
+    def request(self, topo: Topology, batch: int) -> JobRequest:
+        """One run's job: the shared one at this topology, with its per-device batch."""
+        return replace(self.base, nodes=topo.nodes, gpus_per_node=topo.gpus_per_node,
+                       job_name=f"{self.base.job_name}-{topo.label}",
+                       command=scale.trainer_command(self.trainer_args, batch))
+
+
+def study_dir(profile_dir: str, name: str | None) -> Path:
+    """Where the study's table and plot go (its name's run directory)."""
+    from hpctrain.jobs.prepare import run_dir_for
+
+    return run_dir_for(profile_dir, name or "scale", Path.cwd())
+
+
+class Studies:
+    """The scaling studies in the history; SLURM is asked only when a study needs it."""
+
+    def __init__(self, history: History, connect: Connect) -> None:
+        self.history = history
+        self._connect = connect
+        self._slurm: tuple[SlurmClient, str] | None = None
+        self._watcher: JobWatcher | None = None
+
+    def slurm(self) -> tuple[SlurmClient, str]:
+        """The client and its cluster's name, asked for once."""
+        if self._slurm is None:
+            self._slurm = self._connect()
+        return self._slurm
+
+    def watcher(self) -> JobWatcher:
+        """The one job watcher for the study's runs."""
+        from hpctrain.jobs.watcher import JobWatcher
+
+        if self._watcher is None:
+            client, cluster = self.slurm()
+            self._watcher = JobWatcher(client, self.history, cluster)
+        return self._watcher
+
+    def find(self, name: str | None) -> StudyRecord:
+        """The study by name or id (None: the last one)."""
+        studies = self.history.studies()
+        found = self.history.study(name) if name else (studies[-1] if studies else None)
+        if found is None:
+            raise HpctrainError(
+                f"no study {name!r} in the history" if name else "no scaling study yet",
+                "start one with `hpctrain scale --profile P --topologies 1x1,1x2`")
+        return found
+
+    def start(self, plan: StudyPlan, name: str | None) -> StudyRecord:
+        """Record the study with every run 'not submitted yet' (a refused name: nothing)."""
+        from hpctrain.history import StudyRecord
+
+        if name is not None and self.history.study(name) is not None:
+            raise HpctrainError(f"a study named {name!r} exists already", "choose another --name")
+        directory = study_dir(plan.base.profile.output_dir, name)
+        _client, cluster = self.slurm()
+        return self.history.add_study(StudyRecord(
+            name=name or directory.name, profile=plan.base.profile.name, mode=plan.mode,
+            directory=str(directory),
+            runs=[scale.run_record(t, b, None, cluster, None, "not submitted yet")
+                  for t, b in plan.runs]))
+
+    def submit_run(self, plan: StudyPlan, topo: Topology, batch: int) -> dict[str, Any]:
+        """Submit one topology's run; a refused one is recorded with its error, not hidden."""
+        from hpctrain.jobs.prepare import prepare
+        from hpctrain.jobs.submit import submit
+
+        client, cluster = self.slurm()
+        try:
+            done = submit(prepare(plan.request(topo, batch), Path.cwd(), environ=os.environ),
+                          client, self.history)
+        except HpctrainError as e:
+            return scale.run_record(topo, batch, None, cluster, None, str(e))
+        return scale.run_record(topo, batch, done.job_id, done.cluster, str(done.run_dir))
+
+    def submit(self, study: StudyRecord, plan: StudyPlan, *, one_at_a_time: bool,
+               timeout_s: float | None,
+               on_run: Callable[[dict[str, Any]], None] = lambda run: None) -> None:
+        """Submit the runs in order (`on_run` hears of each); one at a time, each waits until
+        the one before has ended."""
+        started = time.monotonic()
+        runs = list(study.runs)
+        for i, (topo, batch) in enumerate(plan.runs):
+            runs[i] = self.submit_run(plan, topo, batch)
+            on_run(runs[i])
+            self.history.update_study_runs(study.id or 0, runs)
+            if one_at_a_time and runs[i]["job_id"] and i + 1 < len(plan.runs):
+                left = None if timeout_s is None else timeout_s - (time.monotonic() - started)
+                self.wait(replace(study, runs=[runs[i]]), left)
+        study.runs[:] = runs
+
+    def records(self, study: StudyRecord) -> dict[str, JobRecord]:
+        """The study's submitted runs as the history has them."""
+        ids = [str(r["job_id"]) for r in study.runs if r.get("job_id")]
+        return {r.job_id: r for r in self.history.by_job_ids(ids)
+                if any(r.cluster == run.get("cluster") for run in study.runs)}
+
+    def refresh(self, study: StudyRecord) -> dict[str, JobRecord]:
+        """The study's jobs with states fresh from SLURM (one squeue, one sacct)."""
+        records = self.records(study)
+        if records and not all(r.terminal for r in records.values()):
+            fresh, _report = self.watcher().refresh(list(records.values()))
+            records = {r.job_id: r for r in fresh}
+        return records
+
+    def wait(self, study: StudyRecord, timeout_s: float | None) -> dict[str, JobRecord]:
+        """The study's jobs once every one has ended; raise after `timeout_s` seconds."""
+        records = self.records(study)
+        if not records or all(r.terminal for r in records.values()):
+            return records
+        fresh, left = self.watcher().wait_until_ended(list(records.values()), timeout_s)
+        if left:
+            ids = [r.job_id for r in left]
+            raise HpctrainError(
+                f"runs {', '.join(ids)} of study {study.name} still not ended after "
+                f"{timeout_s:g} s",
+                f"see them with `hpctrain status {' '.join(ids)}`; the table comes with "
+                f"`hpctrain scale-report {study.name}` once they end")
+        return {r.job_id: r for r in fresh}
+
+    def report(self, study: StudyRecord, records: dict[str, JobRecord]
+               ) -> tuple[dict[str, Any], list[str]]:
+        """The table (written with its plot once every run has ended) and the runs pending."""
+        rows = scale.table(results(study, records))
+        pending = [r.job_id for r in records.values() if not r.terminal]
+        if pending:
+            return {"study": study.name, "mode": study.mode, "directory": study.directory,
+                    "plot": None, "runs": rows}, pending
+        return scale.report(study.name, study.mode, rows, Path(study.directory)), pending
+
+
+def results(study: StudyRecord, records: dict[str, JobRecord]) -> list[scale.RunResult]:
+    """Each run with its SLURM state, metrics and the monitor's mean GPU utilization."""
+    from hpctrain.monitor.stats import job_summary
+
+    out = []
+    for run in study.runs:
+        rec = records.get(str(run.get("job_id")))
+        state = "NOT SUBMITTED" if not run.get("job_id") else rec.state if rec else "UNKNOWN"
+        summary = job_summary(Path(run["run_dir"])) if run.get("run_dir") else None
+        out.append(scale.RunResult(run, state, scale.read_metrics(run.get("run_dir")),
+                                   summary["gpu_util_mean_pct"] if summary else None))
+    return out
+
+
+def can_plot() -> bool:
+    """True when matplotlib is installed (the plot's optional dependency)."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
