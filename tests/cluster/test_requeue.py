@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-# A spiral that trains several times longer than one segment (at most ~200 epochs here).
-LONG_SPIRAL = "task: spiral\ntrainer: {max_epochs: 450, batch_size: 256}\ndata: {samples: 4096}\n"
+# A spiral that trains several times longer than one segment. A segment trains for 12 to 42 s
+# (the warning comes 20 to 50 s into a 1-minute job, after start-up); 2-node epochs of 16384
+# samples take about 0.15 to 0.25 s here, so 600 of them need at least three segments.
+LONG_SPIRAL = "task: spiral\ntrainer: {max_epochs: 600, batch_size: 256}\ndata: {samples: 16384}\n"
 
 
 def submit(dc: DevClusterHandle, cwd: Path, *args: str) -> dict[str, Any]:
@@ -44,11 +46,14 @@ def assert_every_epoch_once(m: dict[str, Any], max_epochs: int) -> None:
     assert [e["epoch"] for e in m["epochs"]] == list(range(1, max_epochs + 1))
 
 
-@pytest.mark.parametrize("launcher", ["lightning", "torchrun"])
+# torchrun needs only to show one requeue (its own exit-code mapping); half the data keeps it
+# longer than one segment, at about half the test's time.
+@pytest.mark.parametrize(("launcher", "samples", "min_stops"),
+                         [("lightning", "16384", 2), ("torchrun", "8192", 1)])
 def test_long_training_survives_the_limit_by_requeueing(
-    devcluster: DevClusterHandle, tmp_path: Path, launcher: str
+    devcluster: DevClusterHandle, tmp_path: Path, launcher: str, samples: str, min_stops: int
 ) -> None:
-    (tmp_path / "long.yaml").write_text(LONG_SPIRAL)
+    (tmp_path / "long.yaml").write_text(LONG_SPIRAL.replace("16384", samples))
     job = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "2", "--time", "1",
                  "--grace", "10", "--launcher", launcher, "--config", "long.yaml")
     row = devcluster.wait_job(str(job["job_id"]), timeout_s=600)
@@ -56,9 +61,9 @@ def test_long_training_survives_the_limit_by_requeueing(
     assert row["State"] == "COMPLETED", log
     m = metrics(job)
     assert m["status"] == "completed"
-    assert_every_epoch_once(m, 450)
+    assert_every_epoch_once(m, 600)
     stops = [r["end"] for r in m["restarts"] if r["end"] and r["end"]["how"] == "stopped"]
-    assert len(stops) >= 2, m["restarts"]
+    assert len(stops) >= min_stops, m["restarts"]
     assert log.count("requeueing job") == len(stops)
     assert all(s["signal_to_checkpoint_s"] < 10 for s in stops)
     assert {r["slurm_job_id"] for r in m["restarts"]} == {str(job["job_id"])}
@@ -72,7 +77,7 @@ def test_external_requeue_mid_epoch_resumes_from_that_step(
     devcluster: DevClusterHandle, tmp_path: Path
 ) -> None:
     """A preemption: SLURM requeues the job (SIGTERM to the ranks); it resumes mid-epoch."""
-    (tmp_path / "short.yaml").write_text(LONG_SPIRAL.replace("450", "120"))
+    (tmp_path / "short.yaml").write_text(LONG_SPIRAL.replace("600", "120"))
     job = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "2", "--time", "5",
                  "--config", "short.yaml")
     job_id = str(job["job_id"])
@@ -104,20 +109,21 @@ def hpctrain(dc: DevClusterHandle, cwd: Path, *args: str) -> subprocess.Complete
 def test_chain_without_requeue_carries_the_run_on(
     devcluster: DevClusterHandle, tmp_path: Path
 ) -> None:
-    (tmp_path / "chain.yaml").write_text(LONG_SPIRAL.replace("450", "150"))
+    # Longer than one segment (so a later one carries it on), shorter than four.
+    (tmp_path / "chain.yaml").write_text(LONG_SPIRAL.replace("600", "200"))
     job = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "2", "--time", "1",
-                 "--grace", "10", "--no-requeue", "--chain", "4", "--config", "chain.yaml")
+                 "--grace", "10", "--no-requeue", "--chain", "5", "--config", "chain.yaml")
     ids = job["chain"]
-    assert len(ids) == 4 and ids[0] == job["job_id"]
+    assert len(ids) == 5 and ids[0] == job["job_id"]
     shown = hpctrain(devcluster, tmp_path, "status", *ids).stdout
-    assert shown.count("/4]") == 1  # one row for the whole chain
+    assert shown.count("/5]") == 1  # one row for the whole chain
     rows = [devcluster.wait_job(i, timeout_s=600) for i in ids]
-    assert [r["State"] for r in rows] == ["COMPLETED"] * 4
+    assert [r["State"] for r in rows] == ["COMPLETED"] * 5
     m = metrics(job)
     assert m["status"] == "completed"
-    assert_every_epoch_once(m, 150)
+    assert_every_epoch_once(m, 200)
     trained = {r["slurm_job_id"] for r in m["restarts"]}
-    assert trained and ids[0] in trained and ids[-1] not in trained
+    assert ids[0] in trained and len(trained) >= 2 and ids[-1] not in trained, m["restarts"]
     run_dir = Path(job["run_dir"])
     for job_id in ids:
         log = (run_dir / f"hpctrain-{job_id}.out").read_text()
@@ -125,7 +131,7 @@ def test_chain_without_requeue_carries_the_run_on(
         if job_id not in trained:  # after the end: out at once
             assert "nothing left to do" in log
     listed = json.loads(hpctrain(devcluster, tmp_path, "status", "--json", *ids).stdout)
-    assert [j["chain"]["segment"] for j in listed["jobs"]] == [1, 2, 3, 4]
+    assert [j["chain"]["segment"] for j in listed["jobs"]] == [1, 2, 3, 4, 5]
 
 
 def test_cancelling_one_job_of_a_chain_cancels_the_chain(
