@@ -66,8 +66,8 @@ def _selects(part: Partition, op: str, terms: Sequence[str]) -> Callable[[NodeTy
     return lambda t: any(has(t, f) for f in terms)
 
 
-def _base(req: JobRequest, part: Partition) -> Outcome[list[NodeType]]:
-    """The types the user's (or the partition's default) constraint selects."""
+def selected_types(req: JobRequest, part: Partition) -> Outcome[list[NodeType]]:
+    """The partition's node types that the job's constraint (given or default) selects."""
     types = part.types()
     expr = req.constraint or part.default_constraint
     if expr is None:
@@ -97,11 +97,6 @@ def _base(req: JobRequest, part: Partition) -> Outcome[list[NodeType]]:
             f"its types: {listing(part, types)}",
         ))
     return Outcome(chosen)
-
-
-def selected_types(req: JobRequest, part: Partition) -> Outcome[list[NodeType]]:
-    """The partition's node types that the job's constraint (given or default) selects."""
-    return _base(req, part)
 
 
 # A stage keeps the types that can give what the request asks, or says why none can.

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.cluster.test_training_jobs import submit
+
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
 
@@ -25,16 +27,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 # (the warning comes 20 to 50 s into a 1-minute job, after start-up); 2-node epochs of 16384
 # samples take about 0.15 to 0.25 s here, so 600 of them need at least three segments.
 LONG_SPIRAL = "task: spiral\ntrainer: {max_epochs: 600, batch_size: 256}\ndata: {samples: 16384}\n"
-
-
-def submit(dc: DevClusterHandle, cwd: Path, *args: str) -> dict[str, Any]:
-    r = subprocess.run(
-        [sys.executable, "-m", "hpctrain", "submit", "--json", *args],
-        cwd=cwd, env=dc.env(), capture_output=True, text=True, timeout=120, check=False,
-    )
-    assert r.returncode == 0, r.stderr
-    data: dict[str, Any] = json.loads(r.stdout)
-    return data
 
 
 def metrics(job: dict[str, Any]) -> dict[str, Any]:

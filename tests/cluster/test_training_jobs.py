@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,14 +17,14 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
-def submit(dc: DevClusterHandle, cwd: Path, *args: str) -> dict[str, object]:
+def submit(dc: DevClusterHandle, cwd: Path, *args: str) -> dict[str, Any]:
     """`hpctrain submit ... --json` from `cwd`, as a user in a project directory would."""
     r = subprocess.run(
         [sys.executable, "-m", "hpctrain", "submit", "--json", *args],
         cwd=cwd, env=dc.env(), capture_output=True, text=True, timeout=120, check=False,
     )
     assert r.returncode == 0, r.stderr
-    data: dict[str, object] = json.loads(r.stdout)
+    data: dict[str, Any] = json.loads(r.stdout)
     return data
 
 
