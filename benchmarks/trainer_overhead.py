@@ -2,18 +2,22 @@
 
 For every case (the issue's table: the spiral MLP at batch 8192, 256 and 32, the MNIST CNN at
 batch 64) both sides train the same model on the same data with the same batch size, optimizer
-and device, in one process, alternating (trainer, plain, plain, trainer, ...) over a few repeats.
+and device, in one process, in a rotating order (trainer, plain, graphs; plain, graphs,
+trainer; ...) over a few repeats.
 The trainer runs its real code path (`run_training` with the task's shipped config); the plain
 loop is what a person would write: the same tensors on the device, one optimizer step per batch.
 Each side's figure is the train phase of each epoch (samples / seconds); the first epoch of every
-run is warm-up and is left out; the ratio is the median over repeats of trainer / plain within
-each back-to-back pair.
+run is warm-up and is left out, and a run's rate is the median of its other epochs' rates; the
+ratio is the median over repeats of trainer / plain within each back-to-back repeat. The
+trainer runs with `trainer.cuda_graphs=false`, so that both sides do the same work per step; on
+a GPU a third side, "graphs", runs the trainer with its optimizer step replayed as one CUDA graph
+(`trainer.cuda_graphs=true`), against the same plain loop.
 
 `--clock cpu` times both sides by this process's CPU time instead of the wall clock: on a shared
 machine other processes' load then does not land on one side of a pair (use it with --threads 1,
 where CPU time is the work done). `--tutorial` adds the tutorial's setting as whole processes:
 `python -m hpctrain.trainer` against a plain-loop script, 10,000 points, batch 32, 50 epochs,
-timed from process start to exit.
+timed from process start to exit, the trainer with its defaults (CUDA graphs where they apply).
 
     python benchmarks/trainer_overhead.py --threads 1 --clock cpu --tutorial
     python benchmarks/trainer_overhead.py --device cuda --tutorial --json
@@ -178,14 +182,19 @@ def trainer_run(config: TrainConfig, run_dir: Path, clock: Callable[[], float] |
 
 
 def throughput(epochs: Epochs) -> float:
-    """Samples per second over all epochs: total samples / total time."""
-    return sum(n for n, _ in epochs) / sum(t for _, t in epochs)
+    """Samples per second of one run: the median of its timed epochs' rates.
+
+    An epoch disturbed by another process on the machine (a GPU host's epochs of 30 ms vary by
+    a tenth) moves the median less than it would move the total.
+    """
+    return statistics.median(n / t for n, t in epochs)
 
 
 def case_config(case: str, args: argparse.Namespace, tmp: Path) -> TrainConfig:
-    """The trainer config of one case, as the command line sets it."""
+    """The trainer config of one case, as the command line sets it (eager steps)."""
     task, batch, samples = CASES[case]
     overrides = [
+        "trainer.cuda_graphs=false",
         f"trainer.max_epochs={args.epochs}",
         f"trainer.accelerator={'gpu' if args.device == 'cuda' else 'cpu'}",
         "logging.progress=lines",
@@ -203,39 +212,55 @@ def case_config(case: str, args: argparse.Namespace, tmp: Path) -> TrainConfig:
     return load_config(task=task, overrides=overrides)
 
 
+def with_trainer(config: TrainConfig, **changes: Any) -> TrainConfig:
+    """The config with some trainer settings changed."""
+    return config.model_copy(update={"trainer": config.trainer.model_copy(update=changes)})
+
+
 def compare(config: TrainConfig, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """Both sides of one case, alternating over the repeats."""
     device = torch.device(args.device)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     trainer_clock = time.process_time if args.clock == "cpu" else None
-    # Untimed warm-up of both sides: lazy imports, allocator and thread pools.
-    warm = config.model_copy(
-        update={"trainer": config.trainer.model_copy(update={"max_epochs": 2})}
-    )
-    trainer_run(warm, tmp / "warm-up", trainer_clock)
-    plain_run(warm, device, clock)
-    runs: dict[str, list[Epochs]] = {"trainer": [], "plain": []}
+    configs = {"trainer": config, "plain": config}
+    if device.type == "cuda":
+        configs["graphs"] = with_trainer(config, cuda_graphs=True)
+    # Untimed warm-up of every side: lazy imports, allocator and thread pools.
+    for side, side_config in configs.items():
+        run_side(side, with_trainer(side_config, max_epochs=2), device, clock, trainer_clock,
+                 tmp / "warm-up")
+    runs: dict[str, list[Epochs]] = {side: [] for side in configs}
+    sides = list(configs)
     for i in range(args.repeats):
-        # Alternate the order so that neither side always runs on a warmer machine.
-        for side in ("trainer", "plain") if i % 2 == 0 else ("plain", "trainer"):
-            if side == "trainer":
-                epochs = trainer_run(config, tmp / f"run-{i}", trainer_clock)
-            else:
-                epochs = plain_run(config, device, clock)
+        # Rotate the order so that no side always runs on a warmer machine.
+        for side in sides[i % len(sides):] + sides[: i % len(sides)]:
+            epochs = run_side(side, configs[side], device, clock, trainer_clock, tmp / f"run-{i}")
             runs[side].append(epochs[1:] if len(epochs) > 1 else epochs)
-    trainer_rates = [throughput(r) for r in runs["trainer"]]
-    plain_rates = [throughput(r) for r in runs["plain"]]
-    # Each repeat runs both sides back to back, so its ratio cancels slow drifts of a shared
-    # machine; the median over repeats drops the odd disturbed pair.
-    ratios = [t / p for t, p in zip(trainer_rates, plain_rates, strict=True)]
-    return {
+    rates = {side: [throughput(r) for r in runs[side]] for side in configs}
+    # Each repeat runs the sides back to back, so its ratio cancels slow drifts of a shared
+    # machine; the median over repeats drops the odd disturbed repeat.
+    ratios = [t / p for t, p in zip(rates["trainer"], rates["plain"], strict=True)]
+    result = {
         "task": config.task,
         "batch_size": config.trainer.batch_size,
-        "trainer_samples_per_s": statistics.median(trainer_rates),
-        "plain_samples_per_s": statistics.median(plain_rates),
+        "trainer_samples_per_s": statistics.median(rates["trainer"]),
+        "plain_samples_per_s": statistics.median(rates["plain"]),
         "ratio": statistics.median(ratios),
         "repeat_ratios": ratios,
     }
+    if "graphs" in rates:
+        graph_ratios = [g / p for g, p in zip(rates["graphs"], rates["plain"], strict=True)]
+        result["graphs_samples_per_s"] = statistics.median(rates["graphs"])
+        result["graphs_ratio"] = statistics.median(graph_ratios)
+    return result
+
+
+def run_side(side: str, config: TrainConfig, device: torch.device, clock: Callable[[], float],
+             trainer_clock: Callable[[], float] | None, run_dir: Path) -> Epochs:
+    """One run of one side: the plain loop, or the trainer (eager or graphed steps)."""
+    if side == "plain":
+        return plain_run(config, device, clock)
+    return trainer_run(config, run_dir / side, trainer_clock)
 
 
 def plain_tutorial(device: torch.device) -> None:
@@ -279,6 +304,7 @@ def tutorial(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     plain_s, plain_out = _timed(plain_cmd, env)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     return {
+        "trainer_cuda_graphs": metrics["cuda_graphs"],
         "trainer_process_s": trainer_s,
         "plain_process_s": plain_s,
         "ratio": plain_s / trainer_s,
@@ -298,7 +324,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cases", default=",".join(CASES),
                    help=f"comma-separated, of: {', '.join(CASES)} (default: all)")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=4, help="per run; the first is warm-up")
+    p.add_argument("--epochs", type=int,
+                   help="per run, the first is warm-up (default: cpu 4, cuda 6)")
     p.add_argument("--mnist-images", type=int, help="random training images (cpu 4096, cuda 60000)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
@@ -314,6 +341,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = sorted(set(args.cases.split(",")) - set(CASES))
     if unknown:
         p.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
+    if args.epochs is None:
+        args.epochs = 6 if args.device == "cuda" else 4
     if args.mnist_images is None:
         args.mnist_images = 60_000 if args.device == "cuda" else 4096
     return args
@@ -324,17 +353,24 @@ def print_table(result: dict[str, Any]) -> None:
     print(f"trainer overhead: device {result['device']}, {result['epochs']} epochs x "
           f"{result['repeats']} repeats, {result['torch_threads']} torch thread(s), "
           f"{result['clock']} clock")
-    print(f"{'case':<13}{'trainer':>12}{'plain loop':>12}{'ratio':>8}   per repeat")
+    graphs = any("graphs_ratio" in r for r in result["cases"].values())
+    extra = f"{'graphs':>12}{'ratio':>8}" if graphs else ""
+    print(f"{'case':<13}{'trainer':>12}{'plain loop':>12}{'ratio':>8}{extra}   per repeat")
     for name, r in result["cases"].items():
         per = ", ".join(f"{v:.3f}" for v in r["repeat_ratios"])
+        extra = (f"{r['graphs_samples_per_s']:>12,.0f}{r['graphs_ratio']:>8.3f}"
+                 if "graphs_ratio" in r else "")
         print(f"{name:<13}{r['trainer_samples_per_s']:>12,.0f}{r['plain_samples_per_s']:>12,.0f}"
-              f"{r['ratio']:>8.3f}   {per}")
-    print("samples/s of the train phase; ratio = trainer / plain, target >= 0.9")
+              f"{r['ratio']:>8.3f}{extra}   {per}")
+    print("samples/s of the train phase; ratio = trainer (eager steps) / plain, target >= 0.9"
+          + ("; graphs: the trainer's step as one CUDA graph, against the same plain loop"
+             if graphs else ""))
     t = result.get("tutorial")
     if t:
         print(f"tutorial (10,000 points, batch 32, 50 epochs) as a whole process: trainer "
               f"{t['trainer_process_s']:.1f} s (start-up {t['trainer_startup_s']:.1f} s, imports "
-              f"{t['trainer_startup_imports_s']:.1f} s; val_acc {t['trainer_val_acc']:.4f}), "
+              f"{t['trainer_startup_imports_s']:.1f} s; cuda graphs {t['trainer_cuda_graphs']}; "
+              f"val_acc {t['trainer_val_acc']:.4f}), "
               f"plain script {t['plain_process_s']:.1f} s (val_acc {t['plain_val_acc']:.4f}); "
               f"{t['speedup_vs_tutorial']:.0f}x faster than the tutorial's 362 s")
 

@@ -32,7 +32,7 @@ trap cleanup EXIT
 
 echo "== pytest"
 set +e
-"$venv/pytest" "$@"
+"$venv/pytest" --durations=15 "$@"
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then

@@ -15,6 +15,7 @@ from hpctrain.plan.resources import NodeShare, cpus_per_task, memory, node_share
 from hpctrain.plan.restart import restart_policy
 from hpctrain.plan.sbatch import sbatch_options
 from hpctrain.plan.topology import Topology, choose_partition, tasks_per_node, topology
+from hpctrain.plan.trainer_options import cuda_graphs_problems
 from hpctrain.profiles.model import Partition, Profile
 
 
@@ -60,6 +61,7 @@ def build_plan(req: JobRequest) -> JobPlan:
     command = found.take(choose_command(req))
     world = world_size(req, shape.nodes, shape.gpus_per_node, tasks)
     command = (*command, *found.take(global_batch_args(req, command, world)))
+    found.take(cuda_graphs_problems(command, world, shape.gpus_per_node))
     restart = found.take(restart_policy(req, command, time_s))
     found.raise_any()
 

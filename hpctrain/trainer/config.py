@@ -119,8 +119,15 @@ class TrainerSection(_Section):
     batches_per_call: Literal["auto"] | PositiveInt = Field(
         default="auto",
         description="built-in tasks with data on the device: batches (optimizer steps) per "
-        "Lightning training_step call; auto: 8192 samples' worth for the spiral MLP, 2048 for "
-        "the CNN on a GPU, at most 64 (1 for the CNN on a CPU); custom tasks: 1",
+        "Lightning training_step call; auto: 64 for the spiral MLP on a GPU, 8192 samples' worth "
+        "on a CPU, 2048 for the CNN on a GPU, at most 64 (1 for the CNN on a CPU); custom "
+        "tasks: 1",
+    )
+    cuda_graphs: Literal["auto"] | bool = Field(
+        default="auto",
+        description="built-in tasks: replay each optimizer step as one CUDA graph (one launch "
+        "instead of one per kernel); auto: where it applies (one GPU, 32-true, no clipping or "
+        "accumulation), true: stop with the reason where it does not",
     )
     slurm_auto_requeue: bool = Field(
         default=True,
@@ -184,6 +191,11 @@ class TrainConfig(_Section):
             raise ValueError(
                 "trainer.batches_per_call applies to the built-in tasks only (a custom module's "
                 "training_step takes one batch); leave it auto"
+            )
+        if self.task == "custom" and self.trainer.cuda_graphs is True:
+            raise ValueError(
+                "trainer.cuda_graphs applies to the built-in tasks only (a custom module's step "
+                "is its own); leave it auto"
             )
         return self
 

@@ -46,3 +46,9 @@ def step(optimizer: LightningOptimizer) -> None:
     optimizer._on_before_step()
     optimizer.optimizer.step()
     optimizer._on_after_step()
+
+
+def count_step(optimizer: LightningOptimizer) -> None:
+    """Count a step taken outside the optimizer's own call (a replayed CUDA graph's)."""
+    optimizer._on_before_step()
+    optimizer._on_after_step()

@@ -8,7 +8,8 @@ import lightning as L
 import torch
 from torch import nn
 
-from hpctrain.trainer import fastpath
+from hpctrain.errors import ConfigError
+from hpctrain.trainer import fastpath, graphs
 from hpctrain.trainer.config import OptimConfig
 
 
@@ -66,6 +67,7 @@ class Classifier(L.LightningModule):
         lr: float,
         gradient_clip_val: float | None = None,
         accumulate: int = 1,
+        cuda_graphs: bool | str = "auto",
     ) -> None:
         super().__init__()
         self.net = network
@@ -75,6 +77,10 @@ class Classifier(L.LightningModule):
         # Batches per optimizer step: manual optimization accumulates itself (Lightning's
         # accumulate_grad_batches applies to automatic optimization only).
         self.accumulate = accumulate
+        self.cuda_graphs = cuda_graphs
+        # "on", or "off: <why>" once the optimizer exists; metrics.json and the banner show it.
+        self.cuda_graphs_state = "off: not started"
+        self._graphed: graphs.GraphedStep | None = None
         # Manual optimization: Lightning's automatic-optimization closure machinery costs tens of
         # microseconds per step, a large share of a small model's step on a CPU.
         self.automatic_optimization = False
@@ -102,7 +108,15 @@ class Classifier(L.LightningModule):
         return self.net(x)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return build_optimizer(self.parameters(), self.optim, self.lr)
+        optimizer = build_optimizer(self.parameters(), self.optim, self.lr)
+        why = "trainer.cuda_graphs=false"
+        if self.cuda_graphs is not False:
+            why = graphs.unavailable(self.trainer, self, optimizer) or ""
+        if why and self.cuda_graphs is True:
+            raise ConfigError(f"trainer.cuda_graphs=true, but this run cannot use them: {why}",
+                              "set trainer.cuda_graphs=auto (or false)")
+        self.cuda_graphs_state = f"off: {why}" if why else "on"
+        return optimizer
 
     def on_train_start(self) -> None:
         # The data module serves chunks of `chunk` batches of `batch_size` (1 and the whole
@@ -111,6 +125,13 @@ class Classifier(L.LightningModule):
         self._batch = getattr(data, "batch_size", None)
         self._chunk = getattr(data, "chunk", 1)
         self._direct = fastpath.hooks_do_nothing(self.trainer)
+        self._graphed = None
+        if self.cuda_graphs_state == "on" and self._batch:
+            optimizer = self.optimizers()
+            assert isinstance(optimizer, L.pytorch.core.optimizer.LightningOptimizer)
+            self._graphed = graphs.GraphedStep(
+                self.net, self.loss_fn, optimizer.optimizer, self._batch
+            )
         # Lightning skips on_train_epoch_start when it resumes in the middle of an epoch.
         self.on_train_epoch_start()
 
@@ -141,6 +162,11 @@ class Classifier(L.LightningModule):
         last: bool,
     ) -> None:
         n = y.shape[0]
+        if self._graphed is not None and n == self._graphed.batch:
+            self._train_loss.add_(self._graphed(x, y))
+            self._train_count += n
+            fastpath.count_step(optimizer)
+            return
         acc = self.accumulate
         if batch_idx % acc == 0:
             optimizer.zero_grad()

@@ -187,6 +187,8 @@ class RunRecorder(Checkpoint):
             # Built-in tasks: batches per training_step call, and whether the data is on the device.
             "batches_per_call": getattr(data, "chunk", 1),
             "data_on_device": getattr(data, "resident", None),
+            # Built-in tasks: "on", or "off: <why>" (trainer.cuda_graphs).
+            "cuda_graphs": getattr(trainer.lightning_module, "cuda_graphs_state", None),
             "effective_batch_size": effective or UNKNOWN,
             "learning_rate": lr_value(rates),
             "learning_rate_text": lr_text(rates),

@@ -132,8 +132,11 @@ def batches_per_call(config: TrainConfig, accelerator: str) -> int:
     if wanted != "auto":
         return wanted
     # Lightning's fixed work per call (~0.5 ms on a 2-core CPU) is as long as a small batch's
-    # step of the spiral MLP; the CNN's step on a CPU is long enough by itself, and a long call
-    # would delay the safe stop, which is checked between calls.
+    # step of the spiral MLP; on a GPU, where its step is launches whatever the batch, as long
+    # as any batch's. The CNN's step on a CPU is long enough by itself, and a long call would
+    # delay the safe stop, which is checked between calls.
+    if config.task == "spiral" and accelerator == "gpu":
+        return 64
     samples = {"spiral": 8192}.get(config.task, 2048 if accelerator == "gpu" else 0)
     return max(1, min(64, samples // config.trainer.batch_size))
 
@@ -146,11 +149,14 @@ def build_task(
     chunk = batches_per_call(config, accelerator)
     clip = config.trainer.gradient_clip_val
     acc = config.trainer.accumulate_grad_batches or 1
+    graphs = config.trainer.cuda_graphs
     if config.task == "spiral":
         from hpctrain.trainer.datasets.spiral import SpiralDataModule
         from hpctrain.trainer.models import Classifier, spiral_mlp
 
-        module = Classifier(spiral_mlp(config.model.hidden), config.optim, lr, clip, acc)
+        module = Classifier(
+            spiral_mlp(config.model.hidden), config.optim, lr, clip, acc, graphs
+        )
         return module, SpiralDataModule(config.data, batch_size, config.seed, chunk)
     if config.task in FILE_TASKS:
         from hpctrain.trainer.datasets.images import ImageDataModule
@@ -165,7 +171,7 @@ def build_task(
             config.task, directory.absolute(), batch_size, config.data.num_workers, config.seed,
             on_device=config.data.on_device, chunk=chunk,
         )
-        return Classifier(TutorialCNN(), config.optim, lr, clip, acc), data
+        return Classifier(TutorialCNN(), config.optim, lr, clip, acc, graphs), data
     return build_custom(config.custom, lr, batch_size)
 
 
@@ -198,6 +204,8 @@ def _banner(
     if facts["accumulate_grad_batches"] != 1 or config.trainer.global_batch:
         lines.insert(3, f"accumulate_grad_batches={facts['accumulate_grad_batches']} "
                      f"global_batch={config.trainer.global_batch or 'unset'}")
+    if accelerator == "gpu" and facts.get("cuda_graphs"):
+        lines.append(f"cuda graphs: {facts['cuda_graphs']}")
     if config.task == "custom":
         lines.append(f"samples/s counts {facts['samples_counted_as']}")
     return "\n".join(lines)

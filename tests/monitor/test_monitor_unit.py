@@ -58,6 +58,28 @@ def test_nvidia_smi_csv_recorded_output() -> None:
     assert gpu._number("81.25 W") == 81.25
 
 
+def test_nvidia_smi_csv_recorded_on_an_h100() -> None:
+    idle, busy = (gpu.parse_smi_csv((RECORDED / f"nvidia-smi-h100-{s}.csv").read_text())
+                  for s in ("idle", "busy"))
+    assert idle == [gpu.GpuReading(0, "NVIDIA H100 80GB HBM3", 0.0, 0.0, 81559.0, 138.38, 53.0)]
+    assert busy == [gpu.GpuReading(0, "NVIDIA H100 80GB HBM3", 10.0, 839.0, 81559.0, 138.3, 53.0)]
+
+
+def test_recorded_h100_rows_summarize_with_nvml_readings(tmp_path: Path) -> None:
+    (tmp_path / "monitor").mkdir()
+    (tmp_path / "monitor" / "gpu-node.jsonl").write_text(
+        (RECORDED / "h100-node.jsonl").read_text())
+    summary = stats.job_summary(tmp_path)
+    assert summary is not None
+    node = summary["nodes"][0]
+    assert node["gpu_source"] == "nvml" and node["cpus"] == 16 and node["samples"] == 32
+    (g,) = node["gpus"]
+    assert g["name"] == "NVIDIA H100 80GB HBM3" and g["mem_total_mib"] == 81559.0
+    assert 0 < g["util_mean_pct"] < g["util_peak_pct"] <= 100 and g["energy_wh"] > 0
+    # An eager small-model step leaves the H100 mostly idle: the note says so.
+    assert any(n.startswith("GPU 0 on gpu-node idle") for n in summary["notes"])
+
+
 def test_without_a_gpu_the_source_says_why() -> None:
     source, why = gpu.open_source()
     if source is not None:

@@ -17,7 +17,7 @@ from hpctrain.errors import ConfigError
 from hpctrain.trainer.config import load_config
 from hpctrain.trainer.datasets.idx import write_idx
 from hpctrain.trainer.datasets.images import ImageDataModule
-from hpctrain.trainer.runner import run_training
+from hpctrain.trainer.runner import batches_per_call, run_training
 from hpctrain.trainer.startup import PROCESS_START, RUN_CALL, process_age
 
 from .helpers import TINY_SPIRAL, epochs_in, run_module
@@ -179,6 +179,9 @@ def test_process_age_reads_the_kernels_start_time() -> None:
         (["trainer.batches_per_call=0"], "spiral", "trainer.batches_per_call"),
         (["trainer.batches_per_call=many"], "spiral", "trainer.batches_per_call"),
         (["data.on_device=sometimes"], "mnist", "data.on_device"),
+        (["trainer.cuda_graphs=true", "custom.module=x.y:Z"], "custom",
+         "trainer.cuda_graphs applies to the built-in tasks only"),
+        (["trainer.cuda_graphs=sometimes"], "spiral", "trainer.cuda_graphs"),
     ],
 )
 def test_new_options_are_validated(overrides: list[str], task: str, message: str) -> None:
@@ -216,3 +219,18 @@ def test_direct_step_under_bf16_autocast_matches_lightnings_path(tmp_path: Path)
     run_training(config, tmp_path / "hooked", resume="never", callbacks=[watcher])
     assert watcher.calls == 13
     assert _same_weights(tmp_path / "direct" / "last.ckpt", tmp_path / "hooked" / "last.ckpt")
+
+
+def test_cuda_graphs_on_a_cpu_auto_says_off_and_true_stops(train: Any, tmp_path: Path) -> None:
+    _, summary = train(tmp_path / "auto", "trainer.max_epochs=1")
+    assert summary["cuda_graphs"] == "off: not on a GPU"
+    with pytest.raises(ConfigError, match="trainer.cuda_graphs=true, but this run cannot use "
+                       "them: not on a GPU"):
+        train(tmp_path / "true", "trainer.max_epochs=1", "trainer.cuda_graphs=true")
+
+
+def test_batches_per_call_auto_fills_a_call_on_a_gpu() -> None:
+    spiral = load_config(task="spiral")
+    assert batches_per_call(spiral, "cpu") == 1 and batches_per_call(spiral, "gpu") == 64
+    small = load_config(task="spiral", overrides=["trainer.batch_size=32"])
+    assert batches_per_call(small, "cpu") == batches_per_call(small, "gpu") == 64

@@ -279,3 +279,32 @@ def test_problems_come_in_rule_order() -> None:
     assert "9 GPUs on one node is impossible" in gpus
     assert "over the limit of partition" in time
     assert "account is required" in account and "--job-name is empty" in name
+
+
+TRAINER = ("python", "-m", "hpctrain.trainer")
+
+
+@pytest.mark.parametrize("forced", [("--set", "trainer.cuda_graphs=true"),
+                                    ("--set=trainer.cuda_graphs=yes",),
+                                    ("--set", "trainer.cuda_graphs=false",
+                                     "--set", "trainer.cuda_graphs=True")])
+def test_forced_cuda_graphs_refused_where_the_shape_rules_them_out(forced: tuple[str, ...]
+                                                                    ) -> None:
+    command = (*TRAINER, *forced)
+    several = refused("local", nodes=2, command=command)
+    assert "trainer.cuda_graphs=true needs one training process on one GPU; this job has 4" \
+        in several and "leave trainer.cuda_graphs auto" in several
+    assert "needs a GPU; this job has none" in refused("local", gpus_per_node=0, command=command)
+    assert plan("local", gpus_per_node=1, command=command).command == command
+
+
+@pytest.mark.parametrize("args", [("--set", "trainer.cuda_graphs=auto"),
+                                  ("--set", "trainer.cuda_graphs=true",
+                                   "--set", "trainer.cuda_graphs=false"),
+                                  ("--set", "trainer.cuda_graphs=[unclosed"),
+                                  ("--set",), ("--set", "trainer.cuda_graphs_x=true")])
+def test_cuda_graphs_left_to_the_trainer_unless_forced(args: tuple[str, ...]) -> None:
+    assert plan("local", nodes=2, command=(*TRAINER, *args)).nodes == 2
+    # Another program's --set is its own business.
+    assert plan("local", nodes=2, command=("python", "train.py", "--set",
+                                           "trainer.cuda_graphs=true")).nodes == 2
