@@ -42,20 +42,19 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DistributedSampler
 
+# No Lightning at the top: the plain tutorial script (--plain-tutorial, its own process) must
+# not pay for imports a plain PyTorch script would not make. The trainer's side imports it.
 from hpctrain.trainer.config import TrainConfig, load_config
 from hpctrain.trainer.datasets.fetch import locate_idx_files
 from hpctrain.trainer.datasets.idx import write_idx
-from hpctrain.trainer.datasets.images import NORMALIZATION, ImageTensors, load_split
+from hpctrain.trainer.datasets.points import make_spiral
 from hpctrain.trainer.datasets.resident import DeviceBatches
-from hpctrain.trainer.datasets.spiral import make_spiral
-from hpctrain.trainer.models import TutorialCNN, build_optimizer, spiral_mlp
-from hpctrain.trainer.runner import run_training
+from hpctrain.trainer.networks import TutorialCNN, build_optimizer, spiral_mlp
 
 Batches = Callable[[int], Iterable[tuple[torch.Tensor, torch.Tensor]]]
 Epochs = list[tuple[int, float]]
@@ -107,6 +106,8 @@ def plain_setup(
         batches = DeviceBatches(*_spiral_data(config, device, "train"), bs, shuffle=True,
                                 seed=config.seed)
     else:
+        from hpctrain.trainer.datasets.images import NORMALIZATION, ImageTensors, load_split
+
         model = TutorialCNN()
         assert config.data.dir is not None
         files = locate_idx_files(config.task, Path(config.data.dir))
@@ -154,25 +155,30 @@ def plain_run(config: TrainConfig, device: torch.device, clock: Callable[[], flo
     return epochs
 
 
-class PhaseClock(L.Callback):
-    """The train phase of each epoch by another clock than the trainer's own (wall) one."""
+def phase_clock(clock: Callable[[], float]) -> Any:
+    """A callback timing the train phase of each epoch by another clock than the trainer's."""
+    import lightning as L
 
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self.clock = clock
-        self.times: list[float] = []
-        self._start = 0.0
+    class PhaseClock(L.Callback):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+            self._start = 0.0
 
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._start = self.clock()
+        def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+            self._start = clock()
 
-    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        if args[-1] + 1 >= trainer.num_training_batches:
-            self.times.append(self.clock() - self._start)
+        def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+            if args[-1] + 1 >= trainer.num_training_batches:
+                self.times.append(clock() - self._start)
+
+    return PhaseClock()
 
 
 def trainer_run(config: TrainConfig, run_dir: Path, clock: Callable[[], float] | None) -> Epochs:
     """Per-epoch (samples, train seconds) of the real trainer, as its metrics.json has them."""
-    extra = [PhaseClock(clock)] if clock else []
+    from hpctrain.trainer.runner import run_training
+
+    extra = [phase_clock(clock)] if clock else []
     with contextlib.redirect_stdout(io.StringIO()):
         run_training(config, run_dir=run_dir, resume="never", callbacks=extra)
     metrics = json.loads((run_dir / "metrics.json").read_text())

@@ -152,7 +152,8 @@ def build_task(
     graphs = config.trainer.cuda_graphs
     if config.task == "spiral":
         from hpctrain.trainer.datasets.spiral import SpiralDataModule
-        from hpctrain.trainer.models import Classifier, spiral_mlp
+        from hpctrain.trainer.models import Classifier
+        from hpctrain.trainer.networks import spiral_mlp
 
         module = Classifier(
             spiral_mlp(config.model.hidden), config.optim, lr, clip, acc, graphs
@@ -160,7 +161,8 @@ def build_task(
         return module, SpiralDataModule(config.data, batch_size, config.seed, chunk)
     if config.task in FILE_TASKS:
         from hpctrain.trainer.datasets.images import ImageDataModule
-        from hpctrain.trainer.models import Classifier, TutorialCNN
+        from hpctrain.trainer.models import Classifier
+        from hpctrain.trainer.networks import TutorialCNN
 
         directory = (
             Path(config.data.dir).expanduser() if config.data.dir else default_data_dir(config.task)

@@ -195,6 +195,51 @@ def test_wait_for_change_sleeps_with_back_off(history: History) -> None:
     assert last.done and last.record.state == "COMPLETED"
 
 
+# slurmctld down, as squeue reports it (see slurm/client.py's markers).
+DOWN = Result(("squeue",), 1, "", "slurm_load_jobs error: Unable to contact slurm controller "
+              "(connect failure)\n")
+
+
+def _answers(*squeues: Result) -> ReplayClient:
+    """squeue answers these in turn, then "after" (the jobs gone); sacct: COMPLETED and so on."""
+    answers = iter(squeues)
+    return ReplayClient({"squeue": lambda argv: next(answers, recording("squeue_after")),
+                         "sacct": recording("sacct_after")})
+
+
+def test_wait_until_ended_refreshes_the_jobs_together_until_all_end(history: History) -> None:
+    recs = track(history, J["running2"], J["dependency"])
+    client = _answers(*[recording("squeue_mixed")] * 4)
+    slept: list[float] = []
+    fresh, left = JobWatcher(client, history, CLUSTER).wait_until_ended(recs, sleep=slept.append)
+    assert left == [] and [r.state for r in fresh] == ["COMPLETED", "COMPLETED"]
+    assert all(r.terminal for r in fresh)
+    # One refresh (squeue, then sacct only once squeue has let the jobs go) per round: running
+    # shows as a change, then the unchanged rounds back off.
+    assert [c[0] for c in client.calls] == ["squeue"] * 5 + ["sacct"]
+    assert slept == [5.0, 7.5, 11.25, 15.0]
+
+
+def test_wait_until_ended_rides_out_a_slurm_outage_and_keeps_its_timeout(
+    history: History,
+) -> None:
+    recs = track(history, J["running2"])
+    client = _answers(recording("squeue_mixed"), DOWN, DOWN, recording("squeue_mixed"))
+    slept: list[float] = []
+    watcher = JobWatcher(client, history, CLUSTER)
+    fresh, left = watcher.wait_until_ended(recs, sleep=slept.append)
+    # The outage is no end: the job is asked about again, and ends when SLURM says so.
+    assert left == [] and fresh[0].state == "COMPLETED" and len(slept) == 4
+
+    recs = track(history, "4711")
+    forever = ReplayClient({"squeue": recording("squeue_mixed"), "sacct": recording("sacct_after")})
+    slept = []
+    fresh, left = JobWatcher(forever, history, CLUSTER).wait_until_ended(
+        recs, timeout_s=30, sleep=slept.append, clock=lambda: sum(slept))
+    # 4711 is in no answer: unfinished, given up on once 30 s have passed.
+    assert [r.job_id for r in left] == ["4711"] and sum(slept) > 30 and sum(slept[:-1]) <= 30
+
+
 def test_restarts_come_from_the_trainers_metrics(history: History, tmp_path: Path) -> None:
     from dataclasses import replace
 

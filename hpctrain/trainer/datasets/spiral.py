@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 import lightning as L
 import torch
 
 from hpctrain.trainer.config import DataConfig
+from hpctrain.trainer.datasets.points import make_spiral
 from hpctrain.trainer.datasets.resident import DeviceBatches
 
 Batch = tuple[torch.Tensor, torch.Tensor]
-
-
-def make_spiral(
-    samples: int, noise: float, turns: float, seed: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two interleaved spiral arms in 2-D (class 0 and 1), shuffled; the same for every seed."""
-    g = torch.Generator().manual_seed(seed)
-    labels = torch.arange(samples) % 2
-    # sqrt spreads the points evenly over the disc instead of crowding the centre.
-    t = torch.rand(samples, generator=g).sqrt()
-    angle = t * turns * 2 * math.pi + labels * math.pi
-    points = torch.stack([t * torch.cos(angle), t * torch.sin(angle)], dim=1)
-    points += noise * torch.randn(samples, 2, generator=g)
-    order = torch.randperm(samples, generator=g)
-    return points[order].float(), labels[order]
 
 
 class SpiralDataModule(L.LightningDataModule):
