@@ -14,7 +14,8 @@ from hpctrain.cli.output import console, err_console, print_code, print_json
 if TYPE_CHECKING:
     from hpctrain.jobs.alternatives import Race, RaceSubmitted
     from hpctrain.plan import JobPlan, JobRequest
-    from hpctrain.slurm.client import TestOnlyVerdict
+    from hpctrain.remote.connection import Connection
+    from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
 
 FirstOfOpt = Annotated[
     str | None,
@@ -38,14 +39,15 @@ def verdict_dict(verdict: TestOnlyVerdict) -> dict[str, object]:
             "starts": describe(est.start, now) if est else None}
 
 
-def ask_slurm(scripts: Sequence[str], required: bool) -> list[TestOnlyVerdict] | None:
-    """`sbatch --test-only` for each script; None (with a warning) if SLURM is out of reach
-    and the caller can do without it."""
+def ask_slurm(scripts: Sequence[str], required: bool, client: SlurmClient | None = None
+              ) -> list[TestOnlyVerdict] | None:
+    """`sbatch --test-only` for each script (here, or through `client`); None (with a warning)
+    if SLURM is out of reach and the caller can do without it."""
     from hpctrain.errors import SlurmUnavailableError
     from hpctrain.jobs.alternatives import ask_test_only
     from hpctrain.slurm.client import SlurmClient
 
-    client = SlurmClient.from_environment()
+    client = client or SlurmClient.from_environment()
     try:
         return ask_test_only(client, scripts)
     except SlurmUnavailableError as e:
@@ -114,9 +116,9 @@ def render_race(request: JobRequest, first_of: str, output: Path | None, check: 
     _refused(verdicts)
 
 
-def race_dry_run(race: Race, json_out: bool) -> None:
+def race_dry_run(race: Race, json_out: bool, client: SlurmClient | None = None) -> None:
     """`submit --first-of --dry-run`: the alternatives, the run directory, SLURM's estimates."""
-    verdicts = ask_slurm([p.script for p in race.alternatives], required=False)
+    verdicts = ask_slurm([p.script for p in race.alternatives], required=False, client=client)
     if json_out:
         alternatives = [{**alt, "script_text": prep.script,
                          "check": verdict_dict(verdicts[i]) if verdicts else None}
@@ -161,3 +163,29 @@ def submit_race(request: JobRequest, first_of: str, dry_run: bool, json_out: boo
         return
     client, _cluster = backends.slurm()
     show_race_submitted(execute(race, client, backends.history()), json_out)
+
+
+def race_through_login(request: JobRequest, first_of: str, conn: Connection,
+                       python_choice: str | None, dry_run: bool, json_out: bool) -> None:
+    """`submit --login L --first-of ...`: sync, then the race at the login over its master."""
+    from hpctrain.cli import backends
+    from hpctrain.jobs.alternatives import parse_first_of
+    from hpctrain.remote import submit as remote
+    from hpctrain.remote.site import slurm_client
+
+    shapes = parse_first_of(first_of)
+    if dry_run:
+        conn.require()
+        race, _site = remote.prepare_race_remote(
+            remote.remote_request(request, conn, python_choice), shapes, conn, Path.cwd())
+        race_dry_run(race, json_out, slurm_client(conn))
+        return
+    done = remote.submit_race_remote(request, shapes, conn, Path.cwd(), backends.history(),
+                                     python_choice)
+    if json_out:
+        print_json({**done.submitted.as_dict(), "login": conn.target.host,
+                    "synced_files": done.synced.files, "ssh_round_trips": done.round_trips})
+        return
+    err_console.print(f"synced {done.synced.files} file(s) ({done.synced.source}) to "
+                      f"{conn.target.host}", highlight=False)
+    show_race_submitted(done.submitted, json_out)

@@ -113,14 +113,13 @@ def submit(
 
     conn = for_profile(request.profile, login)
     if first_of is not None:
-        from hpctrain.cli.race import submit_race
+        from hpctrain.cli import race
 
         if conn is not None:
-            from hpctrain.errors import HpctrainError
-
-            raise HpctrainError("--first-of does not go through a login (ssh) yet",
-                                "run `hpctrain submit --first-of ...` on the login node")
-        submit_race(request, first_of, dry_run, json_out)
+            race.race_through_login(request, first_of, conn, topology.python_env, dry_run,
+                                    json_out)
+        else:
+            race.submit_race(request, first_of, dry_run, json_out)
         return
     if conn is not None:
         _through_login(request, conn, topology, dry_run, json_out)

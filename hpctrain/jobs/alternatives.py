@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from hpctrain.history import History, JobRecord
+    from hpctrain.jobs.submit import GitState, RunSite
     from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
 
 # The job ids of a race, one "JOBID NODESxGPUS" line each: the winner's script reads it.
@@ -165,7 +166,31 @@ class RaceSubmitted:
                 "follow": [f"hpctrain status {head}", f"hpctrain logs {head}"]}
 
 
-def _queue_held(race: Race, client: SlurmClient) -> list[str]:
+def _create(race: Race, site: RunSite | None) -> GitState | None:
+    """The shared run directory with every alternative's files, here or at the login."""
+    from hpctrain.jobs.submit import _create_run_dir, check_submission, git_state
+
+    first = dataclasses.replace(race.alternatives[0], files=race.files())
+    if site is not None:
+        site.create(first)
+        return site.git()
+    check_submission(first)
+    _create_run_dir(first)
+    return git_state(first.workdir)
+
+
+def _undo(race: Race, ids: Sequence[str], client: SlurmClient, site: RunSite | None) -> None:
+    """Cancel the alternatives queued so far and remove the run directory (nothing ran yet)."""
+    with contextlib.suppress(HpctrainError):
+        client.scancel(ids)
+    if site is None:
+        shutil.rmtree(race.run_dir, ignore_errors=True)
+    else:
+        with contextlib.suppress(HpctrainError):
+            site.discard(race.alternatives[0])
+
+
+def _queue_held(race: Race, client: SlurmClient, site: RunSite | None) -> list[str]:
     """sbatch --hold every alternative; on a refusal cancel those queued and undo the directory."""
     ids: list[str] = []
     for prep in race.alternatives:
@@ -173,9 +198,7 @@ def _queue_held(race: Race, client: SlurmClient) -> list[str]:
             ids.append(client.submit(prep.script_path, cwd=prep.workdir,
                                      options=("--hold", *segment_options(prep.plan, None))))
         except HpctrainError as e:
-            with contextlib.suppress(HpctrainError):
-                client.scancel(ids)
-            shutil.rmtree(race.run_dir, ignore_errors=True)
+            _undo(race, ids, client, site)
             raise HpctrainError(
                 f"alternative {prep.plan.race}: {e.what}"
                 + (f" (cancelled the ones queued: {', '.join(ids)})" if ids else ""),
@@ -183,42 +206,44 @@ def _queue_held(race: Race, client: SlurmClient) -> list[str]:
     return ids
 
 
-def _write_ids(race: Race, ids: Sequence[str], cluster: str) -> None:
+def _write_ids(race: Race, ids: Sequence[str], cluster: str, site: RunSite | None) -> None:
     from hpctrain.files import write_atomic
 
+    write = site.write if site else write_atomic
     lines = "".join(f"{j} {p.plan.race}\n" for j, p in zip(ids, race.alternatives, strict=True))
-    write_atomic(race.run_dir / IDS_NAME, lines)
+    # Written before any alternative is released: none starts without knowing its siblings.
+    write(race.run_dir / IDS_NAME, lines)
     info = {"first_of": race.labels, "cluster": cluster, "job_ids": list(ids),
             "alternatives": [{"topology": p.plan.race, "job_id": j, "plan": p.plan.summary()}
                              for j, p in zip(ids, race.alternatives, strict=True)]}
-    with contextlib.suppress(OSError):
-        write_atomic(race.run_dir / RUN_INFO_NAME, json.dumps(info, indent=2) + "\n")
+    with contextlib.suppress(OSError, HpctrainError):
+        write(race.run_dir / RUN_INFO_NAME, json.dumps(info, indent=2) + "\n")
 
 
-def submit_race(race: Race, client: SlurmClient, history: History) -> RaceSubmitted:
+def submit_race(race: Race, client: SlurmClient, history: History, site: RunSite | None = None,
+                user: str | None = None) -> RaceSubmitted:
     """Create the run directory, queue every alternative held, record them, then release them.
 
     Held until their ids are on disk: an alternative that started before would not know
-    which siblings to cancel.
+    which siblings to cancel. With a `site` (a login) the run directory is made there and
+    `client` runs SLURM's commands there.
     """
-    from hpctrain.jobs.submit import (
-        _create_run_dir,
-        _new_job,
-        _queued,
-        check_submission,
-        git_state,
-    )
+    from hpctrain.jobs.submit import _new_job, _queued
 
-    first = race.alternatives[0]
-    check_submission(first)
-    _create_run_dir(dataclasses.replace(first, files=race.files()))
-    git = git_state(first.workdir)
-    ids = _queue_held(race, client)
-    cluster = client.cluster_name() or first.plan.cluster
-    _write_ids(race, ids, cluster)
+    git = _create(race, site)
+    ids = _queue_held(race, client, site)
+    cluster = client.cluster_name() or race.alternatives[0].plan.cluster
+    try:
+        _write_ids(race, ids, cluster, site)
+    except (OSError, HpctrainError) as e:
+        _undo(race, ids, client, site)
+        raise HpctrainError(
+            f"cannot write the race's job ids into {race.run_dir}: {getattr(e, 'what', e)} "
+            f"(cancelled the held alternatives {', '.join(ids)})",
+            "check that the run directory is writable") from None
     jobs = []
     for job_id, prep in zip(ids, race.alternatives, strict=True):
-        new = _new_job(prep, _queued(prep, client, job_id, git), None, 1)
+        new = _new_job(prep, _queued(prep, client, job_id, git, user), None, 1, site)
         row = history.add(dataclasses.replace(new, race_head=ids[0], race_of=race.labels))
         jobs.append((prep.plan.race or "", job_id, row))
     try:

@@ -184,8 +184,14 @@ class RemoteSite:
                 "choose a writable login.workdir or output_dir in the profile")
 
     def write(self, path: Path, text: str) -> None:
-        """Write one small file there (run.json, the unconfirmed-submit marker)."""
-        self.conn.run(f"cat > {shlex.quote(str(path))}", input=text.encode())
+        """Write one small file there, whole or not at all (run.json, a race's job ids)."""
+        target, partial = shlex.quote(str(path)), shlex.quote(f"{path}.partial")
+        _out, err, code = self.conn.run(f"cat > {partial} && mv -f -- {partial} {target}",
+                                        input=text.encode())
+        if code != 0:
+            raise RemoteError(f"cannot write {path} on {self.login}: "
+                              f"{err.decode(errors='replace').strip()}",
+                              "check that the run directory is writable there")
 
     def discard(self, prep: Prepared) -> None:
         """Remove the run directory again (sbatch refused the job)."""

@@ -13,7 +13,10 @@ from hpctrain.remote import sync as syncing
 from hpctrain.remote.connection import Connection
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from hpctrain.history import History
+    from hpctrain.jobs.alternatives import Race, RaceSubmitted, Shape
     from hpctrain.jobs.prepare import Prepared
     from hpctrain.jobs.submit import Submitted
     from hpctrain.plan import JobRequest
@@ -47,17 +50,42 @@ def remote_request(req: JobRequest, conn: Connection, python_choice: str | None)
     return dataclasses.replace(req, profile=profile, python_env=remote_python)
 
 
+@dataclass(frozen=True)
+class RemoteRace:
+    """What a `--first-of` race through a login did: the alternatives, and what was synced."""
+
+    submitted: RaceSubmitted
+    synced: syncing.SyncReport
+    round_trips: int
+
+
+def _site(req: JobRequest, conn: Connection, local_root: Path) -> sites.RemoteSite:
+    from hpctrain.jobs.submit import git_state
+
+    workdir = sites.remote_workdir(conn, req.profile.login, local_root)
+    return sites.RemoteSite(conn, local_root, workdir, git_state(local_root))
+
+
 def prepare_remote(req: JobRequest, conn: Connection, local_root: Path
                    ) -> tuple[Prepared, sites.RemoteSite]:
     """The submission as a value, with the run directory under the remote work directory."""
     from hpctrain.jobs.prepare import prepare
-    from hpctrain.jobs.submit import git_state
 
-    workdir = sites.remote_workdir(conn, req.profile.login, local_root)
-    prep = prepare(req, Path(workdir), environ=os.environ)
-    site = sites.RemoteSite(conn, local_root, workdir, git_state(local_root))
+    site = _site(req, conn, local_root)
+    prep = prepare(req, Path(site.workdir), environ=os.environ)
     _check_configs(prep, site)
     return prep, site
+
+
+def prepare_race_remote(req: JobRequest, shapes: Sequence[Shape], conn: Connection,
+                        local_root: Path) -> tuple[Race, sites.RemoteSite]:
+    """Every alternative of a race as a value, sharing one run directory at the login."""
+    from hpctrain.jobs.alternatives import prepare_race
+
+    site = _site(req, conn, local_root)
+    race = prepare_race(req, shapes, Path(site.workdir), environ=os.environ)
+    _check_configs(race.alternatives[0], site)
+    return race, site
 
 
 def _check_configs(prep: Prepared, site: sites.RemoteSite) -> None:
@@ -91,3 +119,18 @@ def submit_remote(req: JobRequest, conn: Connection, local_root: Path, history: 
     client = sites.slurm_client(conn)
     done = submit(prep, client, history, site, user=conn.facts()["user"])
     return RemoteSubmission(done, prep, synced, conn.round_trips)
+
+
+def submit_race_remote(req: JobRequest, shapes: Sequence[Shape], conn: Connection,
+                       local_root: Path, history: History, python_choice: str | None
+                       ) -> RemoteRace:
+    """Sync `local_root` to the login's work directory and queue the race there; record it."""
+    from hpctrain.jobs.alternatives import submit_race
+
+    conn.require()
+    req = remote_request(req, conn, python_choice)
+    race, site = prepare_race_remote(req, shapes, conn, local_root)
+    synced = syncing.sync(conn, local_root, site.workdir, _excluded(req.profile.output_dir))
+    done = submit_race(race, sites.slurm_client(conn), history, site,
+                       user=conn.facts()["user"])
+    return RemoteRace(done, synced, conn.round_trips)

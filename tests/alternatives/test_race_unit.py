@@ -211,3 +211,24 @@ def test_logs_and_stats_of_any_alternative_are_the_winners(history: History,
     (tmp_path / tracking.CLAIM_NAME / "winner").write_text("41 2x1\n")
     assert tracking.pick(history, "40").job_id == "41"
     assert tracking.pick(history, "42").job_id == "42"
+
+
+def test_a_race_whose_ids_cannot_be_written_is_cancelled_and_removed(
+        history: History, tmp_path: Path) -> None:
+    from tests.jobs.helpers import recording as jobs_recording
+
+    race = alt.prepare_race(request(), alt.parse_first_of("1x2,2x1"), tmp_path, environ={})
+
+    def sbatch(argv: tuple[str, ...]) -> Result:
+        # Something already holds the ids file's name: it cannot be written.
+        (race.run_dir / alt.IDS_NAME).mkdir(exist_ok=True)
+        return jobs_recording("sbatch_parsable")
+
+    client = ReplayClient({"sbatch": sbatch, "scancel": jobs_recording("scancel_done")})
+    with pytest.raises(HpctrainError) as e:
+        alt.submit_race(race, client, history)
+    assert "cannot write the race's job ids" in e.value.what
+    assert "cancelled the held alternatives" in e.value.what
+    assert [c[0] for c in client.calls] == ["sbatch", "sbatch", "scancel"]
+    assert all("--hold" in c for c in client.calls[:2])
+    assert not race.run_dir.exists() and history.all() == []

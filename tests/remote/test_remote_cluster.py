@@ -4,6 +4,7 @@ cluster: submit a 2-node job, status, logs -f and cancel, all over one ssh conne
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -67,4 +68,47 @@ def test_submit_status_logs_cancel_over_one_connection(
     for _ in range(10):
         lap.ok("status", "--json")
     assert sshd.connections() == connections, "every command must reuse the one master"
+    assert not marker.exists()
+
+
+RACE_TRAIN = "echo TRAINED job=$SLURM_JOB_ID nodes=$SLURM_JOB_NUM_NODES"
+
+
+def test_first_of_race_through_the_login(
+    devcluster: DevClusterHandle, sshd: Sshd, laptop: Callable[..., Laptop], tmp_path: Path
+) -> None:
+    marker = tmp_path / "pwned"
+    workdir = sshd.remote_home / f"race 'q' $(touch {marker}); x"
+    lap = laptop(str(workdir))
+    lap.ok("login", "remote")
+    connections = sshd.connections()
+    race = ("submit", "--profile", "remote", "--first-of", "1x1,2x1", "--time", "2",
+            "--no-monitor", "--json")
+
+    # The dry run asks the login's SLURM (the laptop has none) for each alternative's start.
+    dry = json.loads(lap.ok(*race, "--dry-run", "--", "sh", "-c", RACE_TRAIN).stdout)
+    assert [a["check"]["accepted"] for a in dry["alternatives"]] == [True, True], dry
+    assert not workdir.exists() or not (workdir / "hpctrain-runs").exists()
+
+    done = json.loads(lap.ok(*race, "--", "sh", "-c", RACE_TRAIN).stdout)
+    ids = {a["topology"]: a["job_id"] for a in done["alternatives"]}
+    run_dir = Path(str(done["run_dir"]))
+    assert done["login"] == "testlogin" and str(run_dir).startswith(str(workdir) + "/")
+    assert (run_dir / "alternatives.txt").read_text().split() == [
+        ids["1x1"], "1x1", ids["2x1"], "2x1"]
+    assert {p.name for p in run_dir.glob("job-*.sbatch")} == {"job-1x1.sbatch", "job-2x1.sbatch"}
+
+    deadline = time.monotonic() + 120
+    while True:
+        jobs = json.loads(lap.ok("status", ids["2x1"], "--json").stdout)["jobs"]
+        if all(j["terminal"] for j in jobs):
+            break
+        assert time.monotonic() < deadline, jobs
+        time.sleep(2)
+    winner = (run_dir / "race-claim" / "winner").read_text().split()
+    assert winner[0] in ids.values() and {j["race"]["winner"] for j in jobs} == {winner[0]}
+    trained = [line for f in sorted(run_dir.glob("*.out"))
+               for line in f.read_text().splitlines() if line.startswith("TRAINED")]
+    assert trained and {line.split()[1] for line in trained} == {f"job={winner[0]}"}
+    assert sshd.connections() == connections, "the race must go over the one master"
     assert not marker.exists()
