@@ -19,13 +19,20 @@ def _job(lap: Laptop, job_id: str) -> dict[str, object]:
     return dict(job)
 
 
+def _logged_in(sshd: Sshd, laptop: Callable[..., Laptop], tmp_path: Path, name: str
+               ) -> tuple[Laptop, Path, Path]:
+    """A laptop whose remote workdir has a hostile name, logged in: (laptop, workdir, marker)."""
+    marker = tmp_path / "pwned"
+    workdir = sshd.remote_home / f"{name} 'q' $(touch {marker}); x"
+    lap = laptop(str(workdir))
+    lap.ok("login", "remote")
+    return lap, workdir, marker
+
+
 def test_submit_status_logs_cancel_over_one_connection(
     devcluster: DevClusterHandle, sshd: Sshd, laptop: Callable[..., Laptop], tmp_path: Path
 ) -> None:
-    marker = tmp_path / "pwned"
-    workdir = sshd.remote_home / f"proj 'q' $(touch {marker}); x"
-    lap = laptop(str(workdir))
-    lap.ok("login", "remote")
+    lap, workdir, marker = _logged_in(sshd, laptop, tmp_path, "proj")
     connections = sshd.connections()
     assert connections == 1
 
@@ -77,10 +84,7 @@ RACE_TRAIN = "echo TRAINED job=$SLURM_JOB_ID nodes=$SLURM_JOB_NUM_NODES"
 def test_first_of_race_through_the_login(
     devcluster: DevClusterHandle, sshd: Sshd, laptop: Callable[..., Laptop], tmp_path: Path
 ) -> None:
-    marker = tmp_path / "pwned"
-    workdir = sshd.remote_home / f"race 'q' $(touch {marker}); x"
-    lap = laptop(str(workdir))
-    lap.ok("login", "remote")
+    lap, workdir, marker = _logged_in(sshd, laptop, tmp_path, "race")
     connections = sshd.connections()
     race = ("submit", "--profile", "remote", "--first-of", "1x1,2x1", "--time", "2",
             "--no-monitor", "--json")
