@@ -13,7 +13,6 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from hpctrain.history import History, JobRecord
-    from hpctrain.jobs.submit import GitState, RunSite
+    from hpctrain.jobs.submit import RunSite
     from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
 
 # The job ids of a race, one "JOBID NODESxGPUS" line each: the winner's script reads it.
@@ -166,28 +165,14 @@ class RaceSubmitted:
                 "follow": [f"hpctrain status {head}", f"hpctrain logs {head}"]}
 
 
-def _create(race: Race, site: RunSite | None) -> GitState | None:
-    """The shared run directory with every alternative's files, here or at the login."""
-    from hpctrain.jobs.submit import _create_run_dir, check_submission, git_state
-
-    first = dataclasses.replace(race.alternatives[0], files=race.files())
-    if site is not None:
-        site.create(first)
-        return site.git()
-    check_submission(first)
-    _create_run_dir(first)
-    return git_state(first.workdir)
-
-
 def _undo(race: Race, ids: Sequence[str], client: SlurmClient, site: RunSite | None) -> None:
     """Cancel the alternatives queued so far and remove the run directory (nothing ran yet)."""
+    from hpctrain.jobs.submit import discard_run_dir
+
     with contextlib.suppress(HpctrainError):
         client.scancel(ids)
-    if site is None:
-        shutil.rmtree(race.run_dir, ignore_errors=True)
-    else:
-        with contextlib.suppress(HpctrainError):
-            site.discard(race.alternatives[0])
+    with contextlib.suppress(HpctrainError):
+        discard_run_dir(race.alternatives[0], site)
 
 
 def _queue_held(race: Race, client: SlurmClient, site: RunSite | None) -> list[str]:
@@ -228,9 +213,10 @@ def submit_race(race: Race, client: SlurmClient, history: History, site: RunSite
     which siblings to cancel. With a `site` (a login) the run directory is made there and
     `client` runs SLURM's commands there.
     """
-    from hpctrain.jobs.submit import _new_job, _queued
+    from hpctrain.jobs.submit import _new_job, _queued, create_run_dir
 
-    git = _create(race, site)
+    # One directory for all: the first alternative's, holding every alternative's files.
+    git = create_run_dir(dataclasses.replace(race.alternatives[0], files=race.files()), site)
     ids = _queue_held(race, client, site)
     cluster = client.cluster_name() or race.alternatives[0].plan.cluster
     try:

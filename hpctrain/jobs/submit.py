@@ -177,6 +177,24 @@ def _create_run_dir(prep: Prepared) -> None:
         ) from None
 
 
+def create_run_dir(prep: Prepared, site: RunSite | None = None) -> GitState | None:
+    """Make the run directory with its files, here or at the login (`site`); the git state."""
+    if site is not None:
+        site.create(prep)
+        return site.git()
+    check_submission(prep)
+    _create_run_dir(prep)
+    return git_state(prep.workdir)
+
+
+def discard_run_dir(prep: Prepared, site: RunSite | None = None) -> None:
+    """Remove a run directory that nothing ran in, here or at the login."""
+    if site is not None:
+        site.discard(prep)
+    else:
+        shutil.rmtree(prep.run_dir, ignore_errors=True)
+
+
 def _sbatch(prep: Prepared, client: SlurmClient, previous: str | None = None,
             site: RunSite | None = None) -> str:
     try:
@@ -197,10 +215,7 @@ def _sbatch(prep: Prepared, client: SlurmClient, previous: str | None = None,
                 f"cancel the queued part with `hpctrain cancel {previous}`, or let it run",
             ) from None
         # Nothing was queued: leave no run directory behind that looks like a run.
-        if site is not None:
-            site.discard(prep)
-        else:
-            shutil.rmtree(prep.run_dir, ignore_errors=True)
+        discard_run_dir(prep, site)
         raise
 
 
@@ -271,13 +286,7 @@ def submit(prep: Prepared, client: SlurmClient, history: History, site: RunSite 
     A chain (`plan.chain` > 1) queues that many jobs, each after the one before. With a
     `site` (a login) the run directory is made there and `client` runs sbatch there.
     """
-    if site is None:
-        check_submission(prep)
-        _create_run_dir(prep)
-        git = git_state(prep.workdir)
-    else:
-        site.create(prep)
-        git = site.git()
+    git = create_run_dir(prep, site)
     queued = _queued(prep, client, _sbatch(prep, client, site=site), git, user)
     _write_run_info(prep, queued, site)
     record = _record(prep, queued, history, site=site)
