@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.jobs.helpers import cluster_env, hpctrain
+from tests.waits import wait_for
 
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
@@ -78,9 +78,7 @@ def test_64_on_1x2_2x1_2x2_jobs(devcluster: DevClusterHandle, tmp_path: Path) ->
 def wait_metrics(cluster: DevClusterHandle, run_dir: Path, job_id: str) -> dict[str, Any]:
     row = cluster.wait_job(job_id, timeout_s=240)
     assert row["State"] == "COMPLETED", (row, _logs(run_dir))
-    deadline = time.monotonic() + 10
-    while not (run_dir / "metrics.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_for((run_dir / "metrics.json").exists, 60, f"metrics.json in {run_dir}")
     return dict(json.loads((run_dir / "metrics.json").read_text()))
 
 

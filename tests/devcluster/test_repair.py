@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.waits import wait_for
+
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
 
@@ -29,11 +31,8 @@ def _job_field(dc: DevClusterHandle, job: str, key: str) -> str:
     return fields.get(key, "")
 
 
-def _wait(check: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
+def _wait(check: Callable[[], bool], what: str, timeout_s: float = 120.0) -> None:
+    wait_for(check, timeout_s, what, poll_s=0.2)
 
 
 def _running_job(dc: DevClusterHandle, tmp_path: Path) -> tuple[str, Path]:
@@ -42,7 +41,7 @@ def _running_job(dc: DevClusterHandle, tmp_path: Path) -> tuple[str, Path]:
     script.write_text("#!/bin/bash\necho started\n"
                       "while [ ! -e go ]; do sleep 0.2; done\necho finished\n")
     job = dc.sbatch(script, "-n1", "--mem=100", "--time=00:02:00", "--output=job-%j.out")
-    _wait(lambda: _job_field(dc, job, "JobState") == "RUNNING", f"job {job} did not start")
+    _wait(lambda: _job_field(dc, job, "JobState") == "RUNNING", f"start of job {job}")
     return job, tmp_path / f"job-{job}.out"
 
 
@@ -51,7 +50,7 @@ def _wait_state_saved(dc: DevClusterHandle) -> None:
     # controller killed sooner comes back without the job's start, whatever `up` does.
     job_state = dc.directory / "spool" / "ctld" / "job_state"
     since = time.time()
-    _wait(lambda: job_state.stat().st_mtime > since, "slurmctld did not save its state", 8.0)
+    _wait(lambda: job_state.stat().st_mtime > since, "state save by slurmctld", 60.0)
 
 
 def _victims(dc: DevClusterHandle, job: str, which: str) -> list[str]:

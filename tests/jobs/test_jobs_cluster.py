@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from hpctrain.slurm.client import PROBE_AFTER_S
+from tests.waits import assert_prompt, timed, wait_for
 
 from .helpers import cluster_env, hpctrain
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
 
 pytestmark = pytest.mark.cluster
+# What `hpctrain status` shows, COMPLETING before COMPLETED (which it does not contain).
+STATES = ("PENDING", "RUNNING", "COMPLETING", "COMPLETED", "FAILED")
 
 
 class Cli:
@@ -51,13 +54,8 @@ class Cli:
 
     def wait(self, job_id: str, done: Callable[[dict[str, Any]], bool],
              timeout_s: float = 90.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            job = self.job(job_id)
-            if done(job):
-                return job
-            assert time.monotonic() < deadline, f"job {job_id} stuck: {job}"
-            time.sleep(1)
+        return wait_for(lambda: self.job(job_id), timeout_s, f"wanted state of job {job_id}",
+                        until=done, poll_s=1)
 
     @property
     def db(self) -> Path:
@@ -93,18 +91,21 @@ def test_pending_running_completed_each_shown(cli: Cli) -> None:
     job_id = sub["job_id"]
     seen: list[str] = []
     tables: dict[str, list[str]] = {}
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
+
+    def completed() -> bool:
         res = cli.ok("status")
-        row = next(ln for ln in res.stdout.splitlines() if ln.split()[:1] == [job_id])
-        state = next(s for s in ("PENDING", "RUNNING", "COMPLETED", "FAILED") if s in row)
-        if not seen or seen[-1] != state:
-            seen.append(state)
-        tables.setdefault(state, []).append(row)
-        if state == "COMPLETED":
-            break
-        time.sleep(0.7)
-    assert seen == ["PENDING", "RUNNING", "COMPLETED"], seen
+        rows = [ln for ln in res.stdout.splitlines() if ln.split()[:1] == [job_id]]
+        assert rows, res.stdout
+        states = [s for s in STATES if s in rows[0]]
+        assert states, rows[0]
+        if not seen or seen[-1] != states[0]:
+            seen.append(states[0])
+        tables.setdefault(states[0], []).append(rows[0])
+        return states[0] in ("COMPLETED", "FAILED")
+
+    wait_for(completed, 90, f"end of job {job_id} (states seen: {seen})", poll_s=0.7)
+    # COMPLETING passes in a moment (the epilog): a poll may or may not catch it.
+    assert [s for s in seen if s != "COMPLETING"] == ["PENDING", "RUNNING", "COMPLETED"], seen
     # The scheduler names the reason on its first pass over the job.
     assert any("BeginTime" in row for row in tables["PENDING"]), tables["PENDING"]
     assert all("node" in row for row in tables["RUNNING"])
@@ -232,6 +233,10 @@ def _closed_port() -> int:
 def test_slurm_down_is_a_fast_clear_error(cli: Cli, tmp_path: Path) -> None:
     """slurmctld unreachable (a copy of slurm.conf pointing at a closed port)."""
     job_id = cli.submit("--", "sleep", "30")["job_id"]
+    # A comparable call that reaches the live controller, under this machine's present load
+    # (first: `status` refreshes the rows compared below).
+    baseline = max(timed(cli.ok, *args)[1] for args in (
+        ("status",), ("status",), ("submit", "--profile", "local", "--dry-run", "--", "true")))
     before = sqlite3.connect(cli.db).execute("SELECT * FROM jobs").fetchall()
     down = tmp_path / "slurm-down.conf"
     lines = cli.cluster.slurm_conf.read_text().splitlines()
@@ -242,33 +247,18 @@ def test_slurm_down_is_a_fast_clear_error(cli: Cli, tmp_path: Path) -> None:
     cli.env["SLURM_CONF"] = str(down)
     for args in (("status",), ("status", "--json"), ("cancel", job_id),
                  ("submit", "--profile", "local", "--", "true")):
-        t0 = time.monotonic()
-        res = cli(*args)
-        took = time.monotonic() - t0
+        res, took = timed(cli, *args)
         assert res.returncode == 1 and res.stderr.startswith("Error:"), res.stderr
-        assert "Traceback" not in res.stderr and took < 15, (args, took, res.stderr)
+        assert "Traceback" not in res.stderr, (args, res.stderr)
+        # The port probe after PROBE_AFTER_S finds the refusal; SLURM's own commands would
+        # retry for MessageTimeout first.
+        assert_prompt(took, baseline, " ".join(args), plus_s=PROBE_AFTER_S)
     after = sqlite3.connect(cli.db).execute("SELECT * FROM jobs").fetchall()
     assert after == before
     runs = list((cli.cwd / "hpctrain-runs").iterdir())
     assert len(runs) == 1  # the refused submit left no run directory
     cli.env["SLURM_CONF"] = str(cli.cluster.slurm_conf)
     cli.ok("cancel", job_id)
-
-
-def test_slurm_hanging_hits_the_timeout(cli: Cli, tmp_path: Path) -> None:
-    """A squeue that never answers (a stand-in that sleeps) is cut off by the timeout."""
-    cli.submit("--", "true")
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "squeue").write_text("#!/bin/sh\nexec sleep 60\n")
-    (fake / "squeue").chmod(0o755)
-    cli.env["PATH"] = f"{fake}{os.pathsep}{cli.env['PATH']}"
-    cli.env["HPCTRAIN_SLURM_TIMEOUT"] = "2"
-    t0 = time.monotonic()
-    res = cli("status")
-    took = time.monotonic() - t0
-    assert res.returncode == 1 and "did not answer within 2 s" in res.stderr
-    assert took < 8, took
 
 
 def test_twenty_concurrent_submits(cli: Cli) -> None:
@@ -292,11 +282,9 @@ def test_twenty_concurrent_submits(cli: Cli) -> None:
     assert {j["job_id"] for j in status["jobs"]} == ids
     assert status["slurm_calls"] <= 2
     # SLURM knows every one of them (slurmdbd may take a moment to hear of the last ones).
-    deadline = time.monotonic() + 30
-    while True:
+    def accounted() -> set[str]:
         known = cli.cluster.client().run(
             ["sacct", "-X", "-n", "-P", "-o", "JobIDRaw", "-j", ",".join(sorted(ids))]).stdout
-        if set(known.split()) == ids or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert set(known.split()) == ids
+        return set(known.split())
+
+    wait_for(accounted, 120, f"accounting of all of {sorted(ids)}", until=ids.__eq__, poll_s=1)

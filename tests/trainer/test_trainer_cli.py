@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from hpctrain.cli.train import register as register_train
 from hpctrain.errors import ConfigError
+from tests.waits import wait_for
 
 from .helpers import TINY_SPIRAL, clean_env, epochs_in, run_module
 
@@ -104,7 +105,6 @@ def test_trainer_never_imports_the_cli() -> None:
 
 def test_hpctrain_train_stops_safely_on_sigterm_with_exit_75(tmp_path: Path) -> None:
     import signal
-    import time
 
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
@@ -112,9 +112,9 @@ def test_hpctrain_train_stops_safely_on_sigterm_with_exit_75(tmp_path: Path) -> 
          "--run-dir", str(run_dir), *[f"--set={s}" for s in TINY_SPIRAL]],
         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    deadline = time.monotonic() + 120
-    while not (run_dir / "last.ckpt").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_for(lambda: (run_dir / "last.ckpt").exists() or proc.poll() is not None, 300,
+             "first checkpoint")
+    assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 75, out + err

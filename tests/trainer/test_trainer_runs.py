@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +34,10 @@ METRICS_KEYS = {
 
 
 @pytest.mark.slow
-def test_spiral_defaults_reach_90_percent_quickly(tmp_path: Path) -> None:
-    start = time.monotonic()
+def test_spiral_defaults_reach_90_percent_in_20_epochs(tmp_path: Path) -> None:
+    # In epochs, not seconds: speed is measured in benchmarks/ (trainer_overhead.py).
     result = run_module(["--task", "spiral", "--run-dir", str(tmp_path / "run")])
-    elapsed = time.monotonic() - start
     assert result.returncode == 0, result.stderr
-    assert elapsed < 60
     assert "world_size=1 nodes=1 devices_per_node=1 accelerator=cpu" in result.stdout
     lines = list(EPOCH_LINE.finditer(result.stdout))
     assert [int(m.group(1)) for m in lines] == list(range(1, 21))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from hpctrain.errors import PlanError
 from hpctrain.plan import JobPlan, JobRequest, build_plan
 from hpctrain.profiles import load_profile
 from hpctrain.render import render_script
+from tests.waits import wait_for
 
 
 def plan(profile: str = "local", **kw: Any) -> JobPlan:
@@ -113,14 +113,20 @@ def _start_script(tmp_path: Path, step: str, chain: int = 1) -> subprocess.Popen
                             stderr=subprocess.PIPE, text=True)
 
 
-def _run_script(tmp_path: Path, step: str, warn_after_s: float | None = None,
+def _run_script(tmp_path: Path, step: str, warn: bool = False,
                 chain: int = 1) -> tuple[int, str]:
+    started = tmp_path / "step-started"
+    if warn:
+        # The script sets its USR1 trap before it starts any step: a started step shows the
+        # trap is in place, so the warning cannot kill bash before it.
+        step = f"touch '{started}'\n{step}"
     proc = _start_script(tmp_path, step, chain)
-    if warn_after_s is not None:
-        time.sleep(warn_after_s)
+    if warn:
+        wait_for(lambda: started.exists() or proc.poll() is not None, 60, "start of the job step")
+        assert started.exists(), proc.communicate()
         # SLURM's --signal=B:USR1 reaches the batch shell only, not the job step.
         proc.send_signal(signal.SIGUSR1)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=60)
     return proc.returncode, out + err
 
 
@@ -128,7 +134,7 @@ def test_script_requeues_after_a_warned_safe_stop(tmp_path: Path) -> None:
     # The step plays the trainer: it waits for the stop request, saves, and exits 75.
     step = ('while [ ! -e "$HPCTRAIN_RUN_DIR/stop-requested" ]; do sleep 0.05; done\n'
             'touch "$HPCTRAIN_RUN_DIR/stop-saved"; exit 75')
-    rc, out = _run_script(tmp_path, step, warn_after_s=1.0)
+    rc, out = _run_script(tmp_path, step, warn=True)
     assert rc == 0, out
     assert (tmp_path / "calls").read_text() == "requeue 77\n"
     assert "requeueing job 77" in out
