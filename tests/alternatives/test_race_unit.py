@@ -23,8 +23,10 @@ from hpctrain.profiles import load_profile
 from hpctrain.slurm import starts
 from hpctrain.slurm.client import Result, parse_test_only
 from tests.jobs.helpers import ReplayClient, track
+from tests.recorded import SLURM
 
-RECORDED = Path(__file__).resolve().parent / "recorded"
+# The set recorded from the dev cluster's SLURM (see its MANIFEST.json for each file's origin).
+RECORDED = Path(__file__).resolve().parent / "recorded" / SLURM
 runner = CliRunner()
 
 
@@ -104,9 +106,9 @@ def test_render_first_of_refuses_output(tmp_path: Path) -> None:
 
 def test_test_only_estimates_from_recorded_answers() -> None:
     now = starts.parse_test_only(recording("test_only_now").stderr)
-    assert now == starts.StartEstimate("2026-11-23T00:45:50", 2, "node[1-2]", "debug")
+    assert now == starts.StartEstimate("2026-11-24T04:28:11", 2, "node[1-2]", "debug")
     wait = parse_test_only(recording("test_only_wait")).estimate
-    assert wait == starts.StartEstimate("2026-11-23T00:48:48", 1, "node1", "debug")
+    assert wait == starts.StartEstimate("2026-11-24T04:33:10", 1, "node1", "debug")
     refused = parse_test_only(recording("test_only_refused"))
     assert not refused.accepted and refused.estimate is None
 
@@ -123,13 +125,14 @@ def test_describe_waits() -> None:
 
 def test_squeue_starts_ride_on_the_state_listing() -> None:
     """The client's squeue answers states as before and keeps each job's expected start."""
+    busy, pending = (recording(f"sbatch_{n}").stdout.strip() for n in ("busy", "pending"))
     client = ReplayClient({"squeue": recording("squeue_starts")})
-    infos = client.squeue(["525", "528"])
-    assert infos["528"].reason == "Resources" and infos["525"].node_list == "node[1-2]"
-    assert client.starts == {"528": "2026-11-23T00:48:48", "525": "2026-11-23T00:45:48"}
+    infos = client.squeue([busy, pending])
+    assert infos[pending].reason == "Resources" and infos[busy].node_list == "node[1-2]"
+    assert client.starts == {pending: "2026-11-24T04:33:10", busy: "2026-11-24T04:28:10"}
     client.answers["squeue"] = recording("squeue_starts_unknown")
-    client.squeue(["528"])
-    assert client.starts["528"] is None
+    client.squeue([pending])
+    assert client.starts[pending] is None
     # An answer without the field (another recording, an older hpctrain) parses as before.
     text = "7|PENDING|0:00|5:00|1||Priority\n"
     assert starts.split_squeue_starts(text) == (text, {})

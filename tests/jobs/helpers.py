@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -11,8 +12,10 @@ from pathlib import Path
 
 from hpctrain.history import History, JobRecord, NewJob
 from hpctrain.slurm.client import Result, SlurmClient
+from tests.recorded import SLURM, UnrecordedCommandError, check_replay, pick_recording
 
-RECORDED = Path(__file__).resolve().parent / "recorded"
+# The set recorded from the dev cluster's SLURM (see its MANIFEST.json for each file's origin).
+RECORDED = Path(__file__).resolve().parent / "recorded" / SLURM
 
 
 def recording(name: str) -> Result:
@@ -26,14 +29,20 @@ def recorded_jobs() -> dict[str, str]:
     return dict(json.loads((RECORDED / "jobs.json").read_text()))
 
 
+# A recording, several of one program (each answers the command line it was recorded for), or
+# a function of the command line.
+Answer = Result | Sequence[Result] | Callable[[tuple[str, ...]], Result]
+
+
 class ReplayClient(SlurmClient):
-    """A SlurmClient whose commands answer with recordings; `answers` maps a command to one.
+    """A SlurmClient whose commands answer with recordings; `answers` maps a program to them.
 
     Only `run` is replaced, so the client's own argv building, error handling and parsing
-    are what the tests exercise.
+    are what the tests exercise. A recording answers only the command line it was recorded
+    for (job ids aside): one the client builds otherwise fails as UnrecordedCommandError.
     """
 
-    def __init__(self, answers: dict[str, Result | Callable[[tuple[str, ...]], Result]]) -> None:
+    def __init__(self, answers: dict[str, Answer]) -> None:
         super().__init__(slurm_conf=None, timeout_s=5)
         self.answers = answers
 
@@ -46,8 +55,17 @@ class ReplayClient(SlurmClient):
         argv = tuple(argv)
         self.calls.append(argv)
         self.call_times.append(0.0)
+        if argv[0] not in self.answers:
+            raise UnrecordedCommandError(f"no recording answers `{shlex.join(argv)}` "
+                                         f"(this test replays {sorted(self.answers)} only)")
         answer = self.answers[argv[0]]
-        res = answer(argv) if callable(answer) else answer
+        if isinstance(answer, Result):
+            res = answer
+        elif callable(answer):
+            res = answer(argv)
+        else:
+            res = pick_recording(argv, answer)
+        check_replay(argv, res)
         res = Result(argv, res.returncode, res.stdout, res.stderr)
         if check and res.returncode != 0:
             raise _error_for(res)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -123,10 +124,12 @@ def test_follow_reports_pending_reason_then_failure(history: History, tmp_path: 
     pending = recording("squeue_mixed")
     dep_line = next(ln for ln in pending.stdout.splitlines() if ln.startswith(J["dependency"]))
     failed_line = next(ln for ln in pending.stdout.splitlines() if ln.startswith(J["failed"]))
-    as_failed_pending = Result((), 0, dep_line.replace(J["dependency"], J["failed"], 1) + "\n",
-                               "")
+    # The recording's own command line, with its answer cut down to one job.
+    as_failed_pending = dataclasses.replace(
+        pending, stdout=dep_line.replace(J["dependency"], J["failed"], 1) + "\n")
     client = ReplayClient({
-        "squeue": _sequence(as_failed_pending, Result((), 0, failed_line + "\n", "")),
+        "squeue": _sequence(as_failed_pending,
+                            dataclasses.replace(pending, stdout=failed_line + "\n")),
         "sacct": recording("sacct_mixed"),
     })
     notes: list[str] = []

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from hpctrain.errors import SlurmError
 from hpctrain.slurm import parsers as p
+from hpctrain.slurm.client import Result, SlurmClient
 from hpctrain.slurm.states import TERMINAL, JobState, parse_state
+from tests.recorded import (
+    MANIFEST,
+    RECORDED_DIRS,
+    UnrecordedCommandError,
+    check_replay,
+    manifest_folders,
+    manifest_problems,
+)
 
-from .helpers import recorded_jobs, recording
+from .helpers import RECORDED, ReplayClient, recorded_jobs, recording
 
 J = recorded_jobs()
 
@@ -63,8 +77,13 @@ def test_sbatch_parsable_rejects_garbage() -> None:
         p.parse_sbatch_parsable("")
 
 
+def _squeue(name: str) -> dict[str, p.JobInfo]:
+    """The client's squeue of every recorded job, answered by the recording `name`."""
+    return ReplayClient({"squeue": recording(name)}).squeue(list(J.values()))
+
+
 def test_squeue_recorded_mixed_states() -> None:
-    rows = p.parse_squeue(recording("squeue_mixed").stdout)
+    rows = _squeue("squeue_mixed")
     assert set(rows) == set(J.values())
     run = rows[J["running2"]]
     assert run.state is JobState.RUNNING and run.nodes == 2 and run.node_list == "node[1-2]"
@@ -84,10 +103,11 @@ def test_squeue_recorded_mixed_states() -> None:
 
 
 def test_squeue_recorded_after_purge() -> None:
-    rows = p.parse_squeue(recording("squeue_after").stdout)
+    rows = _squeue("squeue_after")
     # MinJobAge=30 on the dev cluster: only the jobs that ended in the last 30 s remain.
-    assert rows[J["timeout"]].state is JobState.TIMEOUT
-    assert rows[J["timeout"]].elapsed_s == 61
+    timeout = rows[J["timeout"]]
+    assert timeout.state is JobState.TIMEOUT
+    assert timeout.elapsed_s is not None and timeout.elapsed_s >= timeout.time_limit_s == 60
     assert J["completed"] not in rows
 
 
@@ -111,7 +131,8 @@ def test_sacct_recorded_mixed_states() -> None:
 def test_sacct_recorded_final_states() -> None:
     rows = p.parse_sacct(recording("sacct_after").stdout)
     assert rows[J["timeout"]].state is JobState.TIMEOUT
-    assert rows[J["timeout"]].elapsed_s == 61 and rows[J["timeout"]].time_limit_s == 60
+    timeout = rows[J["timeout"]]
+    assert timeout.elapsed_s is not None and timeout.elapsed_s >= timeout.time_limit_s == 60
     assert rows[J["running2"]].state is JobState.COMPLETED
     # A job that ended carries no pending reason even if sacct keeps the old one.
     assert rows[J["dependency"]].reason is None
@@ -131,7 +152,7 @@ def test_scontrol_recorded() -> None:
     # Values with spaces and '|' (job name, paths) survive.
     assert fields["JobName"] == "two nodes|pipe"
     assert fields["StdOut"].endswith("/two nodes|pipe-" + J["running2"] + ".out")
-    assert fields["Command"].endswith("job.sh 25")
+    assert fields["Command"].endswith("-sleep25-exit0.sh")
     dep = p.parse_scontrol_job(recording("scontrol_dependency").stdout)
     assert dep is not None and dep.state is JobState.PENDING and dep.reason == "Dependency"
     assert dep.node_list is None
@@ -164,3 +185,67 @@ def test_cluster_name_from_conf() -> None:
 
 def test_job_id_list_dedups_in_order() -> None:
     assert p.job_id_list(["3", "1", "3", "2"]) == "3,1,2"
+
+
+# --- the recordings' provenance and the replay rule -------------------------------------------
+
+
+@pytest.mark.parametrize("root", RECORDED_DIRS, ids=lambda p: p.parent.name)
+def test_every_recorded_file_names_its_provenance(root: Path) -> None:
+    """Each recorded file is in its folder's MANIFEST.json, with command, program, machine and
+    date, and each entry's file exists (a JSON recording's argv is the command named)."""
+    assert manifest_folders(root), f"{root} has no {MANIFEST}"
+    assert manifest_problems(root) == []
+
+
+def test_the_manifest_check_names_what_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "kept.txt").write_text("x\n")
+    (tmp_path / "squeue_x.json").write_text(json.dumps({"argv": ["squeue", "--noheader"]}))
+    entry = {"program": "squeue (slurm 22.05.8)", "machine": "m", "date": "2026-11-24"}
+    (tmp_path / MANIFEST).write_text(json.dumps({"files": {
+        "squeue_x.json": {**entry, "command": "squeue --all"},
+        "gone.json": {**entry, "command": "sinfo"}}}))
+    problems = "\n".join(manifest_problems(tmp_path))
+    assert "kept.txt: not in MANIFEST.json" in problems
+    assert "gone.json: listed in MANIFEST.json but missing" in problems
+    assert "names `squeue --all`, the file `squeue --noheader`" in problems
+
+
+def test_the_replay_client_refuses_a_command_line_it_has_no_recording_of() -> None:
+    mixed = recording("squeue_mixed")
+    client = ReplayClient({"squeue": mixed})
+    # The client's own squeue, for other job ids than the recording's: answered.
+    assert set(client.squeue([J["running2"]])) == set(J.values())
+    # The format of an older client (without the start field): refused, naming both lines.
+    old_format = [*mixed.argv[:-1], p.SQUEUE_FORMAT]
+    with pytest.raises(UnrecordedCommandError) as e:
+        client.run(old_format)
+    assert shlex.join(old_format) in str(e.value) and shlex.join(mixed.argv) in str(e.value)
+    with pytest.raises(UnrecordedCommandError, match="squeue --noheader --format=%i"):
+        client.queued_job_ids()
+    # A program the test gave no recording for.
+    with pytest.raises(UnrecordedCommandError, match="replays \\['squeue'\\] only"):
+        client.scontrol_job(J["running2"])
+
+
+# The client's call that made each kind of recording in the set (by its name's first word).
+_ASKS: dict[str, Callable[[SlurmClient], object]] = {
+    "squeue": lambda c: c.squeue(["1"]), "sacct": lambda c: c.sacct(["1"]),
+    "scontrol": lambda c: c.scontrol_job("1"), "scancel": lambda c: c.scancel(["1"]),
+    "sbatch": lambda c: c.submit("job.sh"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(f.stem for f in RECORDED.glob("*.json")
+                                        if f.stem.split("_")[0] in _ASKS))
+def test_each_recording_answers_the_command_line_the_client_asks_now(name: str) -> None:
+    """A recording made by hand or by an older client (the controller-down ones lacked the
+    start field the state listing asks for) fails here, not only where a test replays it."""
+    asked: list[tuple[str, ...]] = []
+
+    def answer(argv: tuple[str, ...]) -> Result:
+        asked.append(argv)
+        return Result(argv, 0, "1\n" if argv[0] == "sbatch" else "", "")
+
+    _ASKS[name.split("_")[0]](ReplayClient({name.split("_")[0]: answer}))
+    check_replay(asked[0], recording(name))

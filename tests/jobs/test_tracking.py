@@ -3,6 +3,7 @@ and clean degradation without accounting."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -113,7 +114,7 @@ def test_accounting_off_uses_scontrol_exit_code(history: History) -> None:
         "ExitCode=0:0", "ExitCode=3:0")
     client = ReplayClient({"squeue": recording("squeue_mixed"),
                            "sacct": recording("sacct_disabled"),
-                           "scontrol": Result((), 0, text, "")})
+                           "scontrol": dataclasses.replace(scontrol_done, stdout=text)})
     (rec,), _ = JobWatcher(client, history, CLUSTER).refresh(history.all())
     assert rec.state == "FAILED" and rec.exit_code == 3 and rec.terminal
 
@@ -195,9 +196,8 @@ def test_wait_for_change_sleeps_with_back_off(history: History) -> None:
     assert last.done and last.record.state == "COMPLETED"
 
 
-# slurmctld down, as squeue reports it (see slurm/client.py's markers).
-DOWN = Result(("squeue",), 1, "", "slurm_load_jobs error: Unable to contact slurm controller "
-              "(connect failure)\n")
+# slurmctld down (killed), as squeue reported it on the dev cluster.
+DOWN = recording("squeue_controller_down")
 
 
 def _answers(*squeues: Result) -> ReplayClient:

@@ -45,14 +45,17 @@ def test_malformed_proc_files_raise_value_error() -> None:
     assert host.parse_meminfo("MemTotal: 2048 kB\nMemFree: 1024 kB\n").used_mib == 1.0
 
 
-def test_nvidia_smi_csv_recorded_output() -> None:
-    two = gpu.parse_smi_csv((RECORDED / "nvidia-smi-2x3090.csv").read_text())
-    assert [(g.index, g.util_pct, g.mem_used_mib, g.mem_total_mib, g.temp_c) for g in two] == [
-        (0, 98.0, 22000.0, 24576.0, 65.0), (1, 45.0, 8000.0, 24576.0, 52.0)]
-    assert two[0].name == "NVIDIA GeForce RTX 3090" and two[0].power_w is None
-    # Columns in another order, no index column: the position is the index.
-    idle = gpu.parse_smi_csv((RECORDED / "nvidia-smi-4090-idle.csv").read_text())
-    assert idle[0].index == 0 and idle[0].util_pct == 0.0 and idle[0].mem_total_mib == 49140.0
+def test_nvidia_smi_csv_columns_in_another_order() -> None:
+    # The H100 recording's own lines with their columns reordered and no index column: the
+    # parser goes by the header's names, and a line's position is its index.
+    lines = [ln.split(", ") for ln in (RECORDED / "nvidia-smi-h100-busy.csv").read_text()
+             .splitlines()]
+    order = [4, 2, 1, 6]  # memory.total, utilization.gpu, name, temperature.gpu
+    text = "".join(", ".join(cols[i] for i in order) + "\n" for cols in lines)
+    (reading,) = gpu.parse_smi_csv(text)
+    assert (reading.index, reading.name, reading.util_pct, reading.mem_total_mib,
+            reading.temp_c) == (0, "NVIDIA H100 80GB HBM3", 10.0, 81559.0, 53.0)
+    assert reading.mem_used_mib is None and reading.power_w is None
     assert gpu.parse_smi_csv("") == []
     assert gpu._number("[N/A]") is None and gpu._number("[Not Supported]") is None
     assert gpu._number("81.25 W") == 81.25
@@ -99,25 +102,28 @@ def _gpu_rows(node: str, csv_names: list[str], span: float = 10.0) -> list[dict[
 
 
 def test_summary_of_recorded_gpu_readings_has_the_jobstats_notes() -> None:
-    rows = _gpu_rows("gpu01", ["nvidia-smi-2x3090.csv"] * 3)
-    rows += _gpu_rows("gpu02", ["nvidia-smi-4090-idle.csv"] * 9 + ["nvidia-smi-6g.csv"])
+    # The H100's readings (nvidia-smi-h100-*.csv): busy = 10 %, 839 of 81559 MiB, 138.3 W;
+    # idle = 0 %, 0 MiB, 138.38 W.
+    rows = _gpu_rows("gpu01", ["nvidia-smi-h100-busy.csv"] * 3)
+    rows += _gpu_rows("gpu02", ["nvidia-smi-h100-idle.csv"] * 9 + ["nvidia-smi-h100-busy.csv"])
     summary = stats.summarize(stats.Rows(rows))
     by_node = {n["node"]: n for n in summary["nodes"]}
-    g0, g1 = by_node["gpu01"]["gpus"]
-    assert (g0["util_mean_pct"], g0["util_peak_pct"], g0["mem_peak_mib"]) == (98.0, 98.0, 22000.0)
-    assert g1["util_mean_pct"] == 45.0 and g0["power_mean_w"] is None
-    idle = by_node["gpu02"]["gpus"][0]
-    assert idle["idle_pct"] == 90.0 and idle["util_peak_pct"] == 95.0
+    (busy,) = by_node["gpu01"]["gpus"]
+    assert (busy["util_mean_pct"], busy["util_peak_pct"], busy["mem_peak_mib"]) == (
+        10.0, 10.0, 839.0)
+    assert busy["power_mean_w"] == pytest.approx(138.3)
+    (idle,) = by_node["gpu02"]["gpus"]
+    assert idle["idle_pct"] == 90.0 and idle["util_peak_pct"] == 10.0
     notes = "\n".join(summary["notes"])
     assert "GPU 0 on gpu02 idle 90% of the time" in notes
-    assert "GPU 1 on gpu01 busy only 45% on average" in notes and "batch size" in notes
-    assert "room for a larger batch" in notes  # 745 MiB peak... of 49140 on gpu02
-    assert summary["gpu_util_mean_pct"] == pytest.approx(round((98 + 45 + 9.5) / 3, 1))
+    assert "GPU 0 on gpu01 busy only 10% on average" in notes and "batch size" in notes
+    assert "GPU 0 on gpu01 used at most 839 of 81559 MiB: room for a larger batch" in notes
+    assert summary["gpu_util_mean_pct"] == pytest.approx(round((10 + 1.0) / 2, 1))
     assert by_node["gpu01"]["monitor_cpu_pct"] == pytest.approx(0.01, abs=1e-3)
 
 
 def test_busy_cpus_point_at_data_loading() -> None:
-    rows = _gpu_rows("n1", ["nvidia-smi-2x3090.csv"] * 2)
+    rows = _gpu_rows("n1", ["nvidia-smi-h100-busy.csv"] * 2)
     for r in rows[1:]:
         r["cpu_pct"] = 97.0
     notes = "\n".join(stats.summarize(stats.Rows(rows))["notes"])
@@ -154,14 +160,28 @@ def test_sampler_rows_from_the_real_proc(tmp_path: Path) -> None:
     sampler = Sampler(out, "here", 0.05, None, "no GPU here")
     worker = threading.Thread(target=sampler.run)
     worker.start()
-    time.sleep(0.4)
-    sampler.stop()
-    worker.join(5)
+    try:
+        # Three samples written, however slowly a loaded machine lets the thread run.
+        _wait_for_lines(tmp_path / "rows.jsonl", '"kind":"sample"', 3, timeout_s=60)
+    finally:
+        sampler.stop()
+        worker.join(60)
+    assert not worker.is_alive(), "the sampler did not stop within 60 s of stop()"
     out.close()
     rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
     assert rows[0]["kind"] == "start" and rows[0]["gpu_note"] == "no GPU here"
     assert rows[-1]["kind"] == "end" and rows[-1]["samples"] == len(rows) - 2 >= 3
     assert all(0 <= r["cpu_pct"] <= 100 and r["mem_used_mib"] > 0 for r in rows[1:-1])
+
+
+def _wait_for_lines(path: Path, marker: str, count: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.is_file() or path.read_text().count(marker) < count:
+        if time.monotonic() > deadline:
+            text = path.read_text() if path.is_file() else "(no file)"
+            raise AssertionError(f"{count} lines with {marker} not written within "
+                                 f"{timeout_s} s; {path}: {text[-500:]}")
+        time.sleep(0.02)
 
 
 def _start_sampler(run_dir: Path) -> subprocess.Popen[bytes]:
@@ -171,11 +191,7 @@ def _start_sampler(run_dir: Path) -> subprocess.Popen[bytes]:
 
 
 def _wait_rows(path: Path, count: int) -> list[dict[str, object]]:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if path.exists() and len(path.read_text().splitlines()) >= count:
-            break
-        time.sleep(0.05)
+    _wait_for_lines(path, "\n", count, timeout_s=60)
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 

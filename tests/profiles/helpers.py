@@ -1,17 +1,23 @@
-"""Cluster facts built from the SLURM output recorded under recorded/<profile>/."""
+"""Cluster facts built from the SLURM output recorded under recorded/slurm-*/<profile>/."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
-from hpctrain.profiles.discover import ClusterFacts
+from hpctrain.profiles.discover import ClusterFacts, read_cluster
 from hpctrain.profiles.model import Partition, Profile
-from hpctrain.slurm import inventory as inv
+from hpctrain.slurm.client import Result
 from hpctrain.units import parse_time_seconds
+from tests.jobs.helpers import ReplayClient
+from tests.recorded import SLURM
 
-RECORDED = Path(__file__).parent / "recorded"
+# The set recorded from the dev cluster's SLURM (see its MANIFEST.json for each file's origin).
+RECORDED = Path(__file__).parent / "recorded" / SLURM
+# The user the recordings' sacctmgr answers are about (record.py ran as root).
+USER = "root"
 
 
 def recording(profile: str, name: str) -> dict[str, Any]:
@@ -19,23 +25,29 @@ def recording(profile: str, name: str) -> dict[str, Any]:
     return data
 
 
+def replay(profile: str, *, accounting: bool = True) -> ReplayClient:
+    """A client answering with `profile`'s recordings, each only to its own command line."""
+    def result(name: str) -> Result:
+        d = recording(profile, name)
+        return Result(tuple(d["argv"]), d["returncode"], d["stdout"], d["stderr"])
+
+    sacctmgr = [result("qos"), result("assoc")] if accounting else [result("sacctmgr_off")]
+    return ReplayClient({
+        "sinfo": [result("sinfo_version"), result("sinfo_json")],
+        "scontrol": [result("config"), result("partitions"), result("nodes")],
+        "sacctmgr": sacctmgr,
+    })
+
+
 def recorded_facts(profile: str, *, json_nodes: bool = True,
                    accounting: bool = True) -> ClusterFacts:
-    """What `read_cluster` would make of the recorded output (the JSON or the text node path)."""
-    out = {n: recording(profile, n)["stdout"] for n in (
-        "sinfo_version", "config", "partitions", "nodes", "sinfo_json", "qos", "assoc")}
-    nodes = inv.parse_nodes_json(out["sinfo_json"]) if json_nodes else inv.parse_nodes_text(
-        out["nodes"])
-    assert nodes is not None
-    return ClusterFacts(
-        version=inv.parse_version(out["sinfo_version"]),
-        cluster=inv.parse_config(out["config"]).get("ClusterName"),
-        partitions=inv.parse_partitions_text(out["partitions"]),
-        nodes=nodes,
-        qos=inv.parse_qos(out["qos"]) if accounting else None,
-        associations=inv.parse_associations(out["assoc"]) if accounting else None,
-        user="root",
-    )
+    """What `read_cluster` makes of the recorded output (the JSON or the text node path)."""
+    client = replay(profile, accounting=accounting)
+    facts = read_cluster(client, USER)
+    if not json_nodes:
+        # The path of a SLURM older than sinfo --json: `scontrol -o show node`.
+        facts = dataclasses.replace(facts, nodes=client.node_inventory((0, 0)))
+    return facts
 
 
 def _types(p: Partition, named: bool) -> list[tuple[Any, ...]]:

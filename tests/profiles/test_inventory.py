@@ -12,11 +12,18 @@ from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile, load_profile_file
 from hpctrain.profiles.check import check_profile
 from hpctrain.profiles.discover import draft_profile, draft_yaml
+from hpctrain.resources import profiles_dir
 from hpctrain.slurm import inventory as inv
 
 from .helpers import RECORDED, assert_same_profile, recorded_facts, recording
 
 PROFILES = sorted(p.name for p in RECORDED.iterdir() if p.is_dir())
+
+
+def test_every_shipped_profile_has_a_recording() -> None:
+    """The tests below run on each recorded profile: a profile shipped without a recording
+    would go unchecked (record it with recorded/record.py)."""
+    assert sorted(p.stem for p in profiles_dir().glob("*.yaml")) == PROFILES
 
 
 def test_versions() -> None:

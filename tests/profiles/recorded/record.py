@@ -1,67 +1,92 @@
-"""Record what `hpctrain profiles discover|check` reads from the dev cluster, per profile.
+r"""Record what `hpctrain profiles discover|check` reads from the dev cluster, per profile.
 
-    flock /work/notes/devcluster.lock sh -c 'HPCTRAIN_HOME=$PWD/.hpctrain \
-        .venv/bin/hpctrain devcluster up --profile raven --replace && \
-        SLURM_CONF=$PWD/.hpctrain/state/devcluster/etc/slurm.conf \
-        .venv/bin/python tests/profiles/recorded/record.py raven'
+    flock /tmp/hpctrain-cluster.lock bash -c 'set -eu; export HPCTRAIN_HOME=$PWD/.hpctrain; \
+        trap ".venv/bin/hpctrain devcluster up --profile local --nodes 2 --replace" EXIT; \
+        for p in gilbreth raven marvin local; do \
+            .venv/bin/hpctrain devcluster up --profile $p --replace; \
+            SLURM_CONF=$HPCTRAIN_HOME/state/devcluster/etc/slurm.conf \
+            .venv/bin/python tests/profiles/recorded/record.py $p; \
+        done'
 
-Each command's argv, return code, stdout and stderr go to `<profile>/<name>.json`, exactly as
-SLURM printed them; tests/profiles/test_inventory.py feeds them to hpctrain.slurm.inventory.
+(the trap gives the shared cluster its usual profile back, whatever happens). Every command
+is made by hpctrain's own client methods (slurm_version, partition_limits, node_inventory on
+either path, config, qos_limits, associations), so each recording holds the command line the
+client builds. Each goes to `slurm-<version>/<profile>/<name>.json` with its entry in
+MANIFEST.json; tests/profiles/test_inventory.py feeds them to hpctrain.slurm.inventory.
 `sacctmgr_off` is sacctmgr reading a copy of the cluster's slurm.conf with
 `AccountingStorageType=accounting_storage/none` (a site without accounting).
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
-import json
 import os
 import re
 import sys
 import tempfile
 from pathlib import Path
 
-from hpctrain.slurm.client import SlurmClient
-from hpctrain.slurm.inventory import ASSOC_FORMAT, QOS_FORMAT
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from hpctrain.errors import SlurmError  # noqa: E402
+from hpctrain.slurm import inventory as inv  # noqa: E402
+from hpctrain.slurm.client import SlurmClient  # noqa: E402
+from tests.recorded import (  # noqa: E402
+    Recorder,
+    RecordingClient,
+    machine_of,
+    parse_args,
+    slurm_set,
+    slurm_version,
+)
 
 HERE = Path(__file__).resolve().parent
 
 
 def main() -> int:
+    args = parse_args(__doc__, profile=True)
     conf = os.environ.get("SLURM_CONF")
-    if not conf or len(sys.argv) != 2:
-        print("usage: SLURM_CONF=... record.py PROFILE", file=sys.stderr)
+    if not conf:
+        print("set SLURM_CONF to the dev cluster's slurm.conf", file=sys.stderr)
         return 2
-    out = HERE / sys.argv[1]
-    out.mkdir(exist_ok=True)
-    user = getpass.getuser()
-    commands = {
-        "sinfo_version": ["sinfo", "--version"],
-        "partitions": ["scontrol", "--oneliner", "show", "partition"],
-        "nodes": ["scontrol", "--oneliner", "show", "node"],
-        "sinfo_json": ["sinfo", "--json"],
-        "config": ["scontrol", "show", "config"],
-        "qos": ["sacctmgr", "-P", "-n", "show", "qos", f"format={QOS_FORMAT}"],
-        "assoc": ["sacctmgr", "-P", "-n", "show", "assoc", f"user={user}",
-                  f"format={ASSOC_FORMAT}"],
-    }
-    client = SlurmClient(slurm_conf=conf, timeout_s=30)
-    for name, argv in commands.items():
-        _save(out / f"{name}.json", client.run(argv, check=False))
-    with tempfile.TemporaryDirectory() as tmp:
-        off = Path(tmp) / "slurm.conf"
-        text = Path(conf).read_text()
-        off.write_text(re.sub(r"(?m)^AccountingStorageType=.*$",
-                              "AccountingStorageType=accounting_storage/none", text))
-        res = SlurmClient(slurm_conf=str(off), timeout_s=30).run(commands["qos"], check=False)
-        _save(out / "sacctmgr_off.json", res)
+    plain = SlurmClient(slurm_conf=conf, timeout_s=30)
+    version = slurm_version(plain)
+    rec = Recorder(slurm_set(HERE, version), slurm_version=version,
+                   machine=machine_of(plain.cluster_name(), args.profile))
+    p = args.profile
+    c = RecordingClient(rec, slurm_conf=conf)
+    with c.saving(f"{p}/sinfo_version"):
+        parsed = c.slurm_version()
+    with c.saving(f"{p}/partitions"):
+        c.partition_limits()
+    # The text path is the one below sinfo --json's first version.
+    with c.saving(f"{p}/nodes", "the node path of SLURM before sinfo --json"):
+        c.node_inventory((0, 0))
+    if parsed >= inv.SINFO_JSON_SINCE:
+        with c.saving(f"{p}/sinfo_json"):
+            c.node_inventory(parsed)
+    with c.saving(f"{p}/config"):
+        c.config()
+    with c.saving(f"{p}/qos", f"as {getpass.getuser()}"):
+        c.qos_limits()
+    with c.saving(f"{p}/assoc", f"as {getpass.getuser()}"):
+        c.associations(getpass.getuser())
+    _record_accounting_off(rec, conf, p)
     return 0
 
 
-def _save(path: Path, res: object) -> None:
-    data = {k: getattr(res, k) for k in ("argv", "returncode", "stdout", "stderr")}
-    data["argv"] = list(data["argv"])
-    path.write_text(json.dumps(data, indent=2) + "\n")
+def _record_accounting_off(rec: Recorder, conf: str, profile: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        off = Path(tmp) / "slurm.conf"
+        off.write_text(re.sub(r"(?m)^AccountingStorageType=.*$",
+                              "AccountingStorageType=accounting_storage/none",
+                              Path(conf).read_text()))
+        client = RecordingClient(rec, slurm_conf=str(off))
+        how = ("SLURM_CONF: a copy of the cluster's slurm.conf with "
+               "AccountingStorageType=accounting_storage/none")
+        with client.saving(f"{profile}/sacctmgr_off", how), contextlib.suppress(SlurmError):
+            client.qos_limits()
 
 
 if __name__ == "__main__":
