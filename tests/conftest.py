@@ -6,6 +6,9 @@ profile and 2 nodes, bringing it up if needed, and sets SLURM_CONF for the sessi
 that restarts the cluster with another profile; the next test that asks for `devcluster`
 (and the end of the session) gets `local` back. HPCTRAIN_SKIP_CLUSTER=1 skips cluster tests;
 otherwise a cluster that will not come up is an error, never a skip.
+Before each cluster test, a cheap check (the pointer file, the daemons' pids, one sinfo) finds
+whether an earlier test left the shared cluster broken; if so it is repaired (only what is
+dead restarts) and a ClusterRepairedWarning names the test that ran before.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +25,8 @@ from pathlib import Path
 import pytest
 
 from hpctrain.devcluster import DevCluster
+from hpctrain.devcluster.nodes import READY_STATES
+from hpctrain.errors import HpctrainError
 from hpctrain.slurm.client import SlurmClient
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,6 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 CLUSTER_HOME = Path(os.environ.get("HPCTRAIN_HOME") or REPO / ".hpctrain")
 SKIP_ENV = "HPCTRAIN_SKIP_CLUSTER"
 CLUSTER_FIXTURES = {"devcluster", "devcluster_with"}
+# The test that ran last (any test): named when the next cluster test finds the cluster broken.
+_LAST_TEST: list[str] = ["(none: the first test of this session)"]
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
             "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
 
@@ -132,6 +140,10 @@ class DevClusterHandle:
         raise AssertionError(f"job {job_id} not finished after {timeout_s} s: {row}")
 
 
+class ClusterRepairedWarning(UserWarning):
+    """A cluster test found the shared dev cluster broken by an earlier test and repaired it."""
+
+
 class _ClusterSession:
     """Brings the dev cluster to a profile and tracks whether a test switched it away."""
 
@@ -140,14 +152,57 @@ class _ClusterSession:
         self.directory = devcluster_dir(self.home)
         self.pointer = slurm_conf_pointer(self.home)
         self.switched = False
+        self.current: DevClusterHandle | None = None
+        self.nodes = 2
 
     def ensure(self, profile: str, nodes: int = 2) -> DevClusterHandle:
         # replace=True: the session owns the cluster's profile; a no-op if already right.
         res = DevCluster(self.directory, pointer=self.pointer).up(profile, nodes, replace=True)
         os.environ["SLURM_CONF"] = str(res.slurm_conf)
         self.switched = profile != "local" or nodes != 2
-        return DevClusterHandle(self.home, self.directory, res.slurm_conf, res.profile,
-                                list(res.node_names))
+        self.nodes = nodes
+        self.current = DevClusterHandle(self.home, self.directory, res.slurm_conf, res.profile,
+                                        list(res.node_names))
+        return self.current
+
+    def problem(self) -> str | None:
+        """Why the cluster is not as this session last brought it up; None if it is."""
+        want = self.current
+        if want is None:
+            return None  # not brought up yet: the `devcluster` fixture does that
+        try:
+            named = self.pointer.read_text().strip()
+        except OSError:
+            return f"the pointer file {self.pointer} is missing"
+        if named != str(want.slurm_conf):
+            return f"the pointer file names {named!r}, not {str(want.slurm_conf)!r}"
+        status = DevCluster(self.directory, pointer=self.pointer).status(with_sinfo=False)
+        if status.profile != want.profile:
+            return f"it emulates profile {status.profile!r}, not {want.profile!r}"
+        if not status.healthy:
+            dead = [d.name for d in status.daemons if not d.alive]
+            return f"daemons not running: {', '.join(dead) or '(no nodes recorded)'}"
+        return self._node_problem(want)
+
+    def _node_problem(self, want: DevClusterHandle) -> str | None:
+        # One sinfo: slurmctld answers, and every node can take jobs.
+        try:
+            states = want.client(timeout_s=15).node_states()
+        except HpctrainError as e:
+            return f"sinfo failed: {e}"
+        unready = {n: states.get(n, "missing") for n in want.node_names
+                   if states.get(n) not in READY_STATES}
+        return f"nodes not ready: {unready}" if unready else None
+
+    def repair_if_broken(self, test: str) -> None:
+        """Before `test`: if the cluster is broken, repair it and warn naming the test before."""
+        why = self.problem()
+        if why is None or self.current is None:
+            return
+        self.ensure(self.current.profile, self.nodes)
+        warnings.warn(ClusterRepairedWarning(
+            f"the dev cluster was broken before {test} ({why}); the test before it, "
+            f"{_LAST_TEST[0]}, left it so; repaired"), stacklevel=1)
 
 
 @pytest.fixture(scope="session")
@@ -181,11 +236,14 @@ def devcluster_with(
 
 
 @pytest.fixture(autouse=True)
-def _local_profile_for_devcluster_tests(request: pytest.FixtureRequest) -> None:
-    """A test that uses `devcluster` after another switched profiles gets `local` back."""
+def _healthy_cluster_for_cluster_tests(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Before a cluster test: `local` back after a switch, and a broken cluster repaired."""
     names = set(request.fixturenames)
-    if "devcluster" not in names or "devcluster_with" in names:
-        return
-    session: _ClusterSession = request.getfixturevalue("_cluster_session")
-    if session.switched:
-        session.ensure("local")
+    if CLUSTER_FIXTURES & names and not _skip_requested():
+        session: _ClusterSession = request.getfixturevalue("_cluster_session")
+        if session.switched and "devcluster_with" not in names:
+            session.ensure("local")  # also repairs whatever is dead
+        else:
+            session.repair_if_broken(request.node.nodeid)
+    yield
+    _LAST_TEST[0] = request.node.nodeid

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from hpctrain.errors import HpctrainError
 from hpctrain.slurm.client import SlurmClient
 
-# sinfo's short states of a node that can take jobs.
-READY_STATES = ("idle", "mix", "alloc", "comp")
+# sinfo's short states of a node that can take jobs. "plnd" (SLURM 22.05+): idle, but the
+# backfill scheduler has planned a pending job onto it.
+READY_STATES = ("idle", "mix", "alloc", "comp", "plnd")
 _OUT_OF_SERVICE = ("drain", "drng", "down")
 
 

@@ -77,14 +77,24 @@ def _valid_script(tmp_path: Path, profile: str, **kw: Any) -> Path:
 
 
 def _both_refuse(
-    dc: DevClusterHandle, tmp_path: Path, profile: str, request: dict[str, Any], sbatch: list[str]
+    dc: DevClusterHandle, tmp_path: Path, profile: str, request: dict[str, Any],
+    sbatch: list[str], reason: tuple[str, str],
 ) -> None:
-    """The validator refuses `request`; SLURM refuses the same thing given as sbatch options."""
+    """The validator refuses `request` and SLURM the same thing as sbatch options, each for
+    `reason`: (a regex the validator's message matches, the words of SLURM's refusal)."""
+    plan_says, slurm_says = reason
     account = "hpctrain-dev" if profile in ACCOUNT else None
-    with pytest.raises(PlanError):
+    with pytest.raises(PlanError, match=plan_says):
         build_plan(JobRequest(profile=load_profile(profile), account=account, **request))
     ok, msg = dc.test_only(_valid_script(tmp_path, profile), *sbatch)
     assert not ok, f"SLURM accepted {sbatch}: {msg}"
+    assert slurm_says in msg, f"SLURM refused {sbatch} for another reason: {msg}"
+
+
+# SLURM 22.05's words for each refusal, as `sbatch --test-only` prints them on the dev cluster.
+NO_SUCH_NODE = "Requested node configuration is not available"
+OVER_TIME = "Requested time limit is invalid (missing or exceeds some limit)"
+NO_SUCH_PARTITION = "invalid partition specified: nosuch"
 
 
 @pytest.mark.parametrize("profile", ["raven", "gilbreth", "marvin"])
@@ -102,12 +112,16 @@ def test_validator_and_slurm_agree(
         if profile == "gilbreth"
         else f"--gres=gpu:{part.gpu_type}:{over_gpus}"
     )
-    _both_refuse(dc, tmp_path, profile, {"gpus_per_node": over_gpus}, [gpu_opt])
+    _both_refuse(dc, tmp_path, profile, {"gpus_per_node": over_gpus}, [gpu_opt],
+                 (f"{over_gpus} GPUs on one node is impossible", NO_SUCH_NODE))
     over_time = part.max_seconds // 60 + 60
-    _both_refuse(dc, tmp_path, profile, {"time": str(over_time)}, [f"--time={over_time}"])
-    _both_refuse(dc, tmp_path, profile, {"partition": "nosuch"}, ["--partition=nosuch"])
+    _both_refuse(dc, tmp_path, profile, {"time": str(over_time)}, [f"--time={over_time}"],
+                 (f"is over the limit of partition {part.name}", OVER_TIME))
+    _both_refuse(dc, tmp_path, profile, {"partition": "nosuch"}, ["--partition=nosuch"],
+                 ("unknown partition 'nosuch'", NO_SUCH_PARTITION))
     over_mem = max(t.mem_mb for t in part.types()) + 1000
-    _both_refuse(dc, tmp_path, profile, {"mem": str(over_mem)}, [f"--mem={over_mem}"])
+    _both_refuse(dc, tmp_path, profile, {"mem": str(over_mem)}, [f"--mem={over_mem}"],
+                 (f"--mem {over_mem} MB is more than a {part.name} node has", NO_SUCH_NODE))
 
 
 def test_raven_gpudev_is_one_node(devcluster_with: Switch, tmp_path: Path) -> None:
@@ -115,6 +129,7 @@ def test_raven_gpudev_is_one_node(devcluster_with: Switch, tmp_path: Path) -> No
     _both_refuse(
         dc, tmp_path, "raven", {"partition": "gpudev", "nodes": 2},
         ["--partition=gpudev", "--nodes=2", "--time=10"],
+        ("partition gpudev allows at most 1 node", "Node count specification invalid"),
     )
 
 
@@ -123,6 +138,8 @@ def test_gilbreth_training_needs_its_qos(devcluster_with: Switch, tmp_path: Path
     _both_refuse(
         dc, tmp_path, "gilbreth", {"partition": "training", "qos": "standby"},
         ["--partition=training", "--qos=standby", "--gpus-per-node=1"],
+        (r"partition training requires --qos training \(not standby\)",
+         "Invalid qos specification"),
     )
 
 
@@ -130,4 +147,6 @@ def test_check_reports_refusal(devcluster: DevClusterHandle, tmp_path: Path) -> 
     # The local profile allows 4 nodes per job but the dev cluster has 2: only SLURM knows.
     r = devcluster.cli("render", "--profile", "local", "--nodes", "3", "--check")
     assert r.returncode == 1
-    assert "SLURM refuses the script" in r.stderr
+    # SLURM 22.05's words for 3 nodes' worth of CPUs on a 2-node cluster.
+    assert "SLURM refuses the script: allocation failure: More processors requested than " \
+        "permitted" in r.stderr, r.stderr

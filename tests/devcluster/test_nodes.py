@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hpctrain.devcluster.nodes import nodes_to_resume
+from hpctrain.devcluster.nodes import READY_STATES, nodes_to_resume
 from hpctrain.slurm.parsers import parse_sinfo_node_states
 
 # `sinfo --noheader --Node --format='%N %t'`, local profile, after
@@ -26,3 +26,11 @@ def test_drained_nodes_are_resumed_once_and_unresponsive_ones_not() -> None:
     # A trailing * means slurmd does not answer: resuming would not help.
     states = {"a": "down*", "b": "down", "c": "drng", "d": "mix", "e": "drain*"}
     assert nodes_to_resume(states, set()) == ["b", "c"]
+
+
+def test_a_node_planned_for_a_pending_job_can_take_jobs() -> None:
+    # Seen on the dev cluster (22.05.8) while a 2-node job waited for node1: "node2 plnd".
+    states = parse_sinfo_node_states("node1 alloc\nnode2 plnd\n")
+    assert all(states[n] in READY_STATES for n in ("node1", "node2"))
+    assert nodes_to_resume(states, set()) == []
+    assert not {"drain", "drng", "down", "down*"} & set(READY_STATES)

@@ -66,8 +66,9 @@ def test_submit_invalid_plan_is_an_error_before_slurm(tmp_path: Path) -> None:
 def test_status_with_empty_history(_home: Path) -> None:
     res = runner.invoke(app, ["status", "--json"])
     assert res.exit_code == 0
-    assert json.loads(res.stdout) == {"cluster": json.loads(res.stdout)["cluster"],
-                                      "slurm_calls": 0, "warnings": [], "jobs": []}
+    # Nothing to refresh: neither SLURM nor its configuration is consulted, so no cluster.
+    assert json.loads(res.stdout) == {"cluster": None, "slurm_calls": 0, "warnings": [],
+                                      "jobs": []}
     res = runner.invoke(app, ["status"])
     assert res.exit_code == 0 and "No jobs in the history" in res.stderr
     assert not (_home / "state" / "history.sqlite3").exists()

@@ -3,7 +3,6 @@ on acceptance, refusal and timeout (sbatch's answers as recorded on the dev clus
 
 from __future__ import annotations
 
-import getpass
 import json
 import re
 import subprocess
@@ -153,7 +152,8 @@ def test_prepare_is_a_value_that_touches_nothing(tmp_path: Path, profile: str) -
                      config="cfg.yaml")
     prep = pre.prepare(req, workdir, now=NOW, token="t0")
     assert not workdir.exists()  # nothing created, not even the working directory
-    assert prep.run_dir == pre.run_dir_for(req.profile.output_dir, "unit", workdir, NOW, "t0")
+    # Every shipped profile writes under ./hpctrain-runs; NOW is 2026-01-02 03:04:05 UTC.
+    assert prep.run_dir == workdir / "hpctrain-runs" / "unit-20260102T030405Z-t0"
     assert prep.sbatch_argv == ("sbatch", "--parsable", str(prep.run_dir / "job.sbatch"))
     script, profile_yaml, snapshot = prep.files
     assert (script.path, script.text, script.mode) == (prep.script_path, prep.script, 0o755)
@@ -169,7 +169,9 @@ def test_submit_runs_the_prepared_argv_and_expands_its_log_patterns(tmp_path: Pa
     client = ReplayClient({"sbatch": recording("sbatch_parsable")})
     done = sub.submit(prep, client, History(tmp_path / "h.sqlite3"))
     assert client.calls == [prep.sbatch_argv]
-    user = getpass.getuser()
-    assert done.stdout_path == sub.expand_log_pattern(prep.logs.stdout, done.job_id, "unit", user)
+    # The job id sbatch answered when the recording was made; %x-%j is job name and id.
+    job_id = recording("sbatch_parsable").stdout.strip()
+    assert done.job_id == job_id
+    assert done.stdout_path == f"{prep.run_dir}/unit-{job_id}.out"
     assert done.stderr_path == str(prep.run_dir / f"unit-{done.job_id}.err")
     assert json.loads((prep.run_dir / "run.json").read_text())["stderr"] == done.stderr_path
