@@ -122,3 +122,9 @@ def plan_script(
     """The validated plan and its sbatch script: the one path render and submit share."""
     plan = build_plan(req)
     return plan, render_script(plan, environ=environ)
+
+
+if __name__ == "__main__":
+    # `python -m hpctrain.render` regenerates hpctrain/_compiled/ after a template change.
+    for path in templating.write_compiled(_environment(), templates_dir()):
+        print(f"wrote {path}")

@@ -12,16 +12,16 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from hpctrain import units
 from hpctrain.errors import HpctrainError, PlanError
 from hpctrain.jobs.prepare import RUN_INFO_NAME, Prepared, RunFile, prepare, segment_options
-from hpctrain.jobs.scale import Topology as Shape  # nodes x GPUs per node
 from hpctrain.plan import JobPlan, JobRequest
+from hpctrain.units import Topology
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -34,33 +34,24 @@ if TYPE_CHECKING:
 IDS_NAME = "alternatives.txt"
 T = TypeVar("T")
 MAX_ALTERNATIVES = 8
-_SHAPE = re.compile(r"\s*([0-9]{1,4})\s*[xX]\s*([0-9]{1,3})\s*")
 
 
-def parse_first_of(text: str) -> tuple[Shape, ...]:
+def parse_first_of(text: str) -> tuple[Topology, ...]:
     """`1x4,4x1,2x2` as shapes; every malformed or repeated one is an error naming it."""
-    shapes: list[Shape] = []
-    for part in text.split(","):
-        m = _SHAPE.fullmatch(part)
-        if m is None or int(m[1]) < 1:
-            raise HpctrainError(
-                f"--first-of {text!r}: {part.strip()!r} is not NODESxGPUS",
-                "give two or more topologies, e.g. --first-of 1x4,4x1,2x2",
-            )
-        shape = Shape(int(m[1]), int(m[2]))
-        if shape in shapes:
-            raise HpctrainError(f"--first-of {text!r} names {shape.label} twice",
-                                "give each topology once")
-        shapes.append(shape)
+    try:
+        shapes = units.parse_topologies(text)
+    except ValueError as e:
+        raise HpctrainError(f"--first-of {text!r}: {e}",
+                            "give two or more topologies, e.g. --first-of 1x4,4x1,2x2") from None
     if not 2 <= len(shapes) <= MAX_ALTERNATIVES:
         raise HpctrainError(
             f"--first-of {text!r}: give 2 to {MAX_ALTERNATIVES} topologies",
             "e.g. --first-of 1x4,4x1 (one of them alone is plain --nodes/--gpus-per-node)",
         )
-    return tuple(shapes)
+    return shapes
 
 
-def race_requests(req: JobRequest, shapes: Sequence[Shape]) -> tuple[JobRequest, ...]:
+def race_requests(req: JobRequest, shapes: Sequence[Topology]) -> tuple[JobRequest, ...]:
     """One request per alternative: the same job on each topology, marked as racing."""
     if req.chain > 1:
         raise HpctrainError("--first-of and --chain do not mix",
@@ -99,7 +90,7 @@ class Race:
 
 
 def prepare_race(
-    req: JobRequest, shapes: Sequence[Shape], workdir: Path, *,
+    req: JobRequest, shapes: Sequence[Topology], workdir: Path, *,
     environ: Mapping[str, str] | None = None, now: datetime | None = None,
 ) -> Race:
     """Plan every alternative; refuse the race listing each impossible one's problems."""
@@ -111,7 +102,7 @@ def prepare_race(
         script_name=script_name(one.race or ""))))
 
 
-def plan_race(req: JobRequest, shapes: Sequence[Shape], *,
+def plan_race(req: JobRequest, shapes: Sequence[Topology], *,
               environ: Mapping[str, str] | None = None) -> tuple[tuple[JobPlan, str], ...]:
     """Every alternative's plan and script, for `render` (no run directory)."""
     from hpctrain.render import plan_script

@@ -130,7 +130,7 @@ def check_submission(prep: Prepared) -> None:
 
 
 def _check_config(path: Path) -> None:
-    from hpctrain.trainer.config import load_config
+    from hpctrain.trainconfig import load_config
 
     if not path.exists():
         raise HpctrainError(f"--config {path} does not exist", "check the path")

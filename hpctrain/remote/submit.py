@@ -16,10 +16,11 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from hpctrain.history import History
-    from hpctrain.jobs.alternatives import Race, RaceSubmitted, Shape
+    from hpctrain.jobs.alternatives import Race, RaceSubmitted
     from hpctrain.jobs.prepare import Prepared
     from hpctrain.jobs.submit import Submitted
     from hpctrain.plan import JobRequest
+    from hpctrain.units import Topology
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def prepare_remote(req: JobRequest, conn: Connection, local_root: Path
     return prep, site
 
 
-def prepare_race_remote(req: JobRequest, shapes: Sequence[Shape], conn: Connection,
+def prepare_race_remote(req: JobRequest, shapes: Sequence[Topology], conn: Connection,
                         local_root: Path) -> tuple[Race, sites.RemoteSite]:
     """Every alternative of a race as a value, sharing one run directory at the login."""
     from hpctrain.jobs.alternatives import prepare_race
@@ -91,7 +92,7 @@ def prepare_race_remote(req: JobRequest, shapes: Sequence[Shape], conn: Connecti
 def _check_configs(prep: Prepared, site: sites.RemoteSite) -> None:
     """A --config file is read from the laptop's copy: refuse a bad one before syncing."""
     from hpctrain.errors import HpctrainError
-    from hpctrain.trainer.config import load_config
+    from hpctrain.trainconfig import load_config
 
     for f in prep.files:
         if f.copy_of is not None:
@@ -121,7 +122,7 @@ def submit_remote(req: JobRequest, conn: Connection, local_root: Path, history: 
     return RemoteSubmission(done, prep, synced, conn.round_trips)
 
 
-def submit_race_remote(req: JobRequest, shapes: Sequence[Shape], conn: Connection,
+def submit_race_remote(req: JobRequest, shapes: Sequence[Topology], conn: Connection,
                        local_root: Path, history: History, python_choice: str | None
                        ) -> RemoteRace:
     """Sync `local_root` to the login's work directory and queue the race there; record it."""

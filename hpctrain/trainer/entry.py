@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from hpctrain.errors import HpctrainError
-from hpctrain.trainer.config import TASKS, dump_config, load_config, shortcut_overrides
+from hpctrain.trainconfig import TASKS, dump_config, load_config, shortcut_overrides
 from hpctrain.trainer.signals import TrainingStopped
 
 EPILOG = """\

@@ -13,9 +13,9 @@ import torch
 from lightning.pytorch.callbacks import Checkpoint
 
 from hpctrain import __version__
+from hpctrain.trainconfig import CheckpointSection
 from hpctrain.trainer.best import BestChoice
 from hpctrain.trainer.callbacks import BEST, LAST, METRICS, atomic_copy, atomic_write_text
-from hpctrain.trainer.config import CheckpointSection
 from hpctrain.trainer.facts import (
     SAMPLES_COUNTED_AS,
     UNKNOWN,

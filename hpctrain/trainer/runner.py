@@ -23,9 +23,14 @@ from lightning.pytorch.strategies import DDPStrategy
 
 from hpctrain import __version__
 from hpctrain.errors import ConfigError
+from hpctrain.trainconfig import FILE_TASKS, TrainConfig, dump_config
 from hpctrain.trainer.callbacks import METRICS, AtomicCheckpointIO, atomic_write_text
-from hpctrain.trainer.cluster import Topology, default_data_dir, detect_topology, resolve_run_dir
-from hpctrain.trainer.config import FILE_TASKS, TrainConfig, dump_config
+from hpctrain.trainer.cluster import (
+    ProcessLayout,
+    default_data_dir,
+    detect_topology,
+    resolve_run_dir,
+)
 from hpctrain.trainer.custom import build_custom
 from hpctrain.trainer.datasets.fetch import locate_idx_files
 from hpctrain.trainer.loggers import build_loggers
@@ -48,7 +53,7 @@ IMPORTED_AT = time.time()
 class CheckedSLURMEnvironment(SLURMEnvironment):
     """Lightning's SLURM environment, trusting the layout hpctrain already checked."""
 
-    def __init__(self, topology: Topology) -> None:
+    def __init__(self, topology: ProcessLayout) -> None:
         self.topology = topology
         # hpctrain's safe stop (stopping.py) replaces Lightning's requeue-from-a-signal-handler.
         super().__init__(auto_requeue=False)
@@ -96,7 +101,7 @@ def _quiet_lightning(task: str) -> None:
         warnings.filterwarnings("ignore", message=r".*`srun` command is available.*")
 
 
-def _cluster_environment(config: TrainConfig, topo: Topology) -> ClusterEnvironment:
+def _cluster_environment(config: TrainConfig, topo: ProcessLayout) -> ClusterEnvironment:
     if topo.launch == "slurm":
         return CheckedSLURMEnvironment(topo)
     if topo.launch == "torchrun":
@@ -105,7 +110,7 @@ def _cluster_environment(config: TrainConfig, topo: Topology) -> ClusterEnvironm
     return LightningEnvironment()
 
 
-def _accelerator(config: TrainConfig, topo: Topology) -> str:
+def _accelerator(config: TrainConfig, topo: ProcessLayout) -> str:
     wanted = config.trainer.accelerator
     cuda = torch.cuda.is_available()
     if wanted == "gpu" and not cuda:
@@ -181,7 +186,7 @@ def _banner(
     trainer: L.Trainer,
     facts: dict[str, Any],
     config: TrainConfig,
-    topo: Topology,
+    topo: ProcessLayout,
     run_dir: Path,
     resume: str,
 ) -> str:
@@ -214,7 +219,7 @@ def _banner(
 
 
 def _resume_text(checkpoint: Path | None, header: dict[str, Any] | None, config: TrainConfig,
-                 topo: Topology) -> str:
+                 topo: ProcessLayout) -> str:
     """Say where training continues."""
     if checkpoint is None or header is None:
         return "fresh start"
@@ -231,7 +236,7 @@ def _resume_text(checkpoint: Path | None, header: dict[str, Any] | None, config:
     return text
 
 
-def _recorder(config: TrainConfig, topo: Topology, path: Path, resume_text: str,
+def _recorder(config: TrainConfig, topo: ProcessLayout, path: Path, resume_text: str,
               checkpoint: Path | None, print_lines: bool,
               history: tuple[list[dict[str, Any]], list[dict[str, Any]]],
               startup: tuple[float, str, float | None]) -> RunRecorder:
@@ -253,7 +258,7 @@ def _recorder(config: TrainConfig, topo: Topology, path: Path, resume_text: str,
     )
 
 
-def _strategy(config: TrainConfig, topo: Topology) -> DDPStrategy | str:
+def _strategy(config: TrainConfig, topo: ProcessLayout) -> DDPStrategy | str:
     if topo.world_size == 1:
         return "auto"
     return DDPStrategy(find_unused_parameters=config.trainer.find_unused_parameters)
@@ -275,7 +280,7 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
         ) from e
 
 
-def _trainer(config: TrainConfig, topo: Topology, path: Path, accelerator: str,
+def _trainer(config: TrainConfig, topo: ProcessLayout, path: Path, accelerator: str,
              loggers: list[Any], callbacks: list[L.Callback], bar: bool) -> L.Trainer:
     return L.Trainer(
         accelerator=accelerator,

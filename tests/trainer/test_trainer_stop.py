@@ -14,7 +14,7 @@ import lightning as L
 import pytest
 import torch
 
-from hpctrain.trainer.config import load_config
+from hpctrain.trainconfig import load_config
 from hpctrain.trainer.runner import run_training
 from hpctrain.trainer.signals import EXIT_REQUEUE, STOP_REQUESTED, STOP_SAVED, TrainingStopped
 
