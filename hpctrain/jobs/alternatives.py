@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from hpctrain import units
+from hpctrain import rundir, units
 from hpctrain.errors import HpctrainError, PlanError
-from hpctrain.jobs.prepare import RUN_INFO_NAME, Prepared, RunFile, prepare, segment_options
+from hpctrain.jobs.prepare import Prepared, RunFile, prepare, segment_options
 from hpctrain.plan import JobPlan, JobRequest
 from hpctrain.units import Topology
 
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from hpctrain.jobs.submit import RunSite
     from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
 
-# The job ids of a race, one "JOBID NODESxGPUS" line each: the winner's script reads it.
-IDS_NAME = "alternatives.txt"
 T = TypeVar("T")
 MAX_ALTERNATIVES = 8
 
@@ -188,12 +186,12 @@ def _write_ids(race: Race, ids: Sequence[str], cluster: str, site: RunSite | Non
     write = site.write if site else write_atomic
     lines = "".join(f"{j} {p.plan.race}\n" for j, p in zip(ids, race.alternatives, strict=True))
     # Written before any alternative is released: none starts without knowing its siblings.
-    write(race.run_dir / IDS_NAME, lines)
+    write(race.run_dir / rundir.ALTERNATIVES, lines)
     info = {"first_of": race.labels, "cluster": cluster, "job_ids": list(ids),
             "alternatives": [{"topology": p.plan.race, "job_id": j, "plan": p.plan.summary()}
                              for j, p in zip(ids, race.alternatives, strict=True)]}
     with contextlib.suppress(OSError, HpctrainError):
-        write(race.run_dir / RUN_INFO_NAME, json.dumps(info, indent=2) + "\n")
+        write(race.run_dir / rundir.RUN_INFO, json.dumps(info, indent=2) + "\n")
 
 
 def submit_race(race: Race, client: SlurmClient, history: History, site: RunSite | None = None,

@@ -8,13 +8,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hpctrain import units
+from hpctrain import rundir, units
 from hpctrain.errors import HpctrainError
 from hpctrain.slurm.states import JobState, parse_state
 from hpctrain.units import Topology
-
-PLOT_NAME = "scaling.png"
-REPORT_NAME = "scaling.json"
 
 
 def parse_topologies(text: str) -> list[Topology]:
@@ -74,7 +71,7 @@ def read_metrics(run_dir: str | None) -> dict[str, Any] | None:
     if not run_dir:
         return None
     try:
-        data = json.loads((Path(run_dir) / "metrics.json").read_text(encoding="utf-8"))
+        data = json.loads((Path(run_dir) / rundir.METRICS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -109,7 +106,7 @@ def _row(r: RunResult) -> dict[str, Any]:
         "speedup": None, "efficiency": None, "gpu_util_mean_pct": r.gpu_util_mean_pct,
         "run_dir": r.run.get("run_dir"),
         "error": r.run.get("error") or (None if m or not _measured(r)
-                                        else "no metrics.json"),
+                                        else f"no {rundir.METRICS}"),
     }
 
 
@@ -172,10 +169,10 @@ def report(name: str, mode: str, rows: list[dict[str, Any]], directory: Path
     from hpctrain.files import write_atomic
 
     directory.mkdir(parents=True, exist_ok=True)
-    png = plot(rows, directory / PLOT_NAME, f"study {name} ({mode} scaling)")
+    png = plot(rows, directory / rundir.SCALING_PLOT, f"study {name} ({mode} scaling)")
     data = {"study": name, "mode": mode, "directory": str(directory),
             "plot": str(png) if png else None, "runs": rows}
-    write_atomic(directory / REPORT_NAME, json.dumps(data, indent=2) + "\n")
+    write_atomic(directory / rundir.SCALING_REPORT, json.dumps(data, indent=2) + "\n")
     return data
 
 

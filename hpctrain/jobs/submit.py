@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from hpctrain import __version__
+from hpctrain import __version__, rundir
 from hpctrain.errors import HistoryError, HpctrainError
 from hpctrain.history import History, JobRecord, NewJob
-from hpctrain.jobs.prepare import RUN_INFO_NAME, UNCONFIRMED_NAME, Prepared, segment_options
+from hpctrain.jobs.prepare import Prepared, segment_options
 from hpctrain.plan import JobPlan
 from hpctrain.slurm.client import SlurmClient, SlurmTimeoutError
 
@@ -203,9 +203,9 @@ def _sbatch(prep: Prepared, client: SlurmClient, previous: str | None = None,
     except SlurmTimeoutError as e:
         # sbatch may have queued the job before it timed out; its logs need the directory.
         with contextlib.suppress(OSError, HpctrainError):
-            (site.write if site else _write_local)(prep.run_dir / UNCONFIRMED_NAME, f"{e.what}\n")
+            (site.write if site else _write_local)(prep.run_dir / rundir.UNCONFIRMED, f"{e.what}\n")
         raise SlurmTimeoutError(
-            f"{e.what} (run directory {prep.run_dir} kept, marked {UNCONFIRMED_NAME})", e.fix
+            f"{e.what} (run directory {prep.run_dir} kept, marked {rundir.UNCONFIRMED})", e.fix
         ) from None
     except HpctrainError as e:
         if previous is not None:
@@ -233,7 +233,7 @@ def _write_run_info(prep: Prepared, done: Queued, site: RunSite | None = None) -
     }
     # The history row holds the same facts; the job is queued either way.
     with contextlib.suppress(OSError, HpctrainError):
-        (site.write if site else _write_local)(prep.run_dir / RUN_INFO_NAME,
+        (site.write if site else _write_local)(prep.run_dir / rundir.RUN_INFO,
                                                json.dumps(info, indent=2) + "\n")
 
 

@@ -21,10 +21,10 @@ from lightning.fabric.plugins.environments import (
 )
 from lightning.pytorch.strategies import DDPStrategy
 
-from hpctrain import __version__
+from hpctrain import __version__, rundir
 from hpctrain.errors import ConfigError
 from hpctrain.trainconfig import FILE_TASKS, TrainConfig, dump_config
-from hpctrain.trainer.callbacks import METRICS, AtomicCheckpointIO, atomic_write_text
+from hpctrain.trainer.callbacks import AtomicCheckpointIO, atomic_write_text
 from hpctrain.trainer.cluster import (
     ProcessLayout,
     default_data_dir,
@@ -38,12 +38,7 @@ from hpctrain.trainer.midepoch import ExactResume
 from hpctrain.trainer.recorder import RunRecorder, fmt
 from hpctrain.trainer.restarts import run_history
 from hpctrain.trainer.resume import choose_checkpoint, validate_checkpoint
-from hpctrain.trainer.signals import (
-    TRAINING_COMPLETE,
-    StopSignals,
-    clear_stale_markers,
-    segment_start,
-)
+from hpctrain.trainer.signals import StopSignals, clear_stale_markers, segment_start
 from hpctrain.trainer.stopping import SafeStop, hand_signals_to_hpctrain
 
 # When torch, Lightning and the trainer's modules were imported: start-up's largest part.
@@ -342,7 +337,7 @@ def _print_done(summary: dict[str, Any], path: Path) -> None:
     metric = summary["best_val_metric"]
     shown = f"{metric}={fmt(summary.get(f'final_{metric}'))}, " if metric else ""
     print(
-        f"done: {summary['epochs_completed']} epoch(s), {shown}metrics in {path / METRICS}",
+        f"done: {summary['epochs_completed']} epoch(s), {shown}metrics in {path / rundir.METRICS}",
         flush=True,
     )
 
@@ -353,9 +348,8 @@ def _finish(trainer: L.Trainer, recorder: RunRecorder, path: Path) -> None:
         return
     recorder.finish(trainer)
     summary = recorder.summary
-    atomic_write_text(
-        path / TRAINING_COMPLETE, f"{summary['epochs_completed']} of {summary['max_epochs']}\n"
-    )
+    done = f"{summary['epochs_completed']} of {summary['max_epochs']}\n"
+    atomic_write_text(path / rundir.TRAINING_COMPLETE, done)
     _print_done(summary, path)
 
 
@@ -400,7 +394,7 @@ def _run(
     since = segment_start(os.environ, signals.started)
     path.mkdir(parents=True, exist_ok=True)
     if topo.is_rank_zero:
-        atomic_write_text(path / "config.yaml", dump_config(config))
+        atomic_write_text(path / rundir.CONFIG, dump_config(config))
         clear_stale_markers(path, since)
     loggers = build_loggers(config.logging, path, config.task, resuming=checkpoint is not None)
     for logger in loggers:
@@ -408,7 +402,7 @@ def _run(
 
     progress = config.logging.progress
     bar = progress == "bar" or (progress == "auto" and sys.stdout.isatty())
-    history = run_history(path / METRICS, resume, checkpoint, header, os.environ)
+    history = run_history(path / rundir.METRICS, resume, checkpoint, header, os.environ)
     recorder = _recorder(config, topo, path, resume_text, checkpoint, not bar, history,
                          _startup_origin(signals.started))
     stop = SafeStop(signals, recorder, config.trainer.stop_check_every_n_steps, since,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hpctrain import rundir
 from hpctrain.errors import HpctrainError, SlurmError
 from hpctrain.history import History
 from hpctrain.jobs import prepare as pre
@@ -134,7 +135,7 @@ def test_sbatch_timeout_keeps_the_run_dir_marked(tmp_path: Path) -> None:
     with pytest.raises(SlurmTimeoutError, match="may have been queued") as e:
         sub.submit(prep, ReplayClient({"sbatch": hang}), history)
     assert "squeue --me" in str(e.value.fix)
-    assert (prep.run_dir / pre.UNCONFIRMED_NAME).is_file() and history.all() == []
+    assert (prep.run_dir / rundir.UNCONFIRMED).is_file() and history.all() == []
 
 
 def test_missing_config_is_refused_before_anything(tmp_path: Path) -> None:

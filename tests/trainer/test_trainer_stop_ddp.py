@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hpctrain.trainer.signals import EXIT_REQUEUE, STOP_REQUESTED, STOP_SAVED
+from hpctrain import rundir
+from hpctrain.trainer.signals import EXIT_REQUEUE
 
 from .helpers import ONE_BATCH_PER_CALL, clean_env
 from .test_trainer_ddp import free_port, run_ranks
@@ -95,14 +96,14 @@ def test_srun_ranks_stop_on_a_request_and_resume(tmp_path: Path, how: str) -> No
     ]
     _wait_for_epoch(run, procs)
     if how == "file":
-        (run / STOP_REQUESTED).write_text(f"USR1 {time.time():.6f}\n")
+        (run / rundir.STOP_REQUESTED).write_text(f"USR1 {time.time():.6f}\n")
     else:
         for p in procs:  # as srun forwards SIGTERM, or scancel --signal=USR1 --full
             p.send_signal(getattr(signal, f"SIG{how}"))
     assert _finish(procs) == [EXIT_REQUEUE, EXIT_REQUEUE]
     end = json.loads((run / "metrics.json").read_text())["restarts"][0]["end"]
     assert end["reason"] == {"USR1": "SIGUSR1", "TERM": "SIGTERM", "file": "stop file"}[how]
-    assert (run / STOP_SAVED).is_file() and (run / "last.ckpt").is_file()
+    assert (run / rundir.STOP_SAVED).is_file() and (run / "last.ckpt").is_file()
 
     results = run_ranks(_srun_commands(run, SPIRAL))
     assert [rc for rc, _, _ in results] == [0, 0], results[0][2][-2000:]
@@ -121,10 +122,10 @@ def test_torchrun_workers_stop_on_the_stop_file_and_resume(tmp_path: Path) -> No
     )
     _wait_for_epoch(run, [agent])
     # The batch shell's trap: torchrun's agent does not pass SIGUSR1 on to its workers.
-    (run / STOP_REQUESTED).write_text(f"USR1 {time.time():.6f}\n")
+    (run / rundir.STOP_REQUESTED).write_text(f"USR1 {time.time():.6f}\n")
     [code] = _finish([agent])
     # torchrun reports any failed worker as 1; the stop-saved marker tells a stop apart.
-    assert code == 1 and (run / STOP_SAVED).is_file()
+    assert code == 1 and (run / rundir.STOP_SAVED).is_file()
     [(rc, _, err)] = run_ranks([(cmd, env)])
     assert rc == 0, err[-2000:]
     _check_resumed(run, samples=40000)
