@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from hpctrain.jobs.submit import GitState
     from hpctrain.profiles.model import Login, Profile
     from hpctrain.slurm.client import SlurmClient
+    from hpctrain.slurm.transport import ControllerDownError
 
 # Reading a remote log costs a round trip (over the master, no new connection): not as
 # often as a local file.
@@ -104,6 +105,19 @@ class SshTransport:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
+    @property
+    def batches(self) -> bool:
+        # Every command is a round trip over the master: squeue and sacct share one.
+        return True
+
+    def conf_path(self) -> str | None:
+        # The login's slurm.conf is not readable from here.
+        return None
+
+    def controller_down(self, command: str) -> ControllerDownError | None:
+        # The controller's port is reachable from the login node, not from here.
+        return None
+
     def execute(self, argv: tuple[str, ...], input: str | None, limit: float,
                 cwd: str | Path | None) -> tuple[str, str, int]:
         data = input.encode() if input is not None else None
@@ -121,13 +135,10 @@ class SshTransport:
 
 def slurm_client(conn: Connection) -> SlurmClient:
     """The one SLURM client, its commands run on the other end of `conn`."""
-    import dataclasses
-
     from hpctrain.slurm.client import SlurmClient
 
     # The timeout as configured here (HPCTRAIN_SLURM_TIMEOUT); no local slurm.conf applies.
-    return dataclasses.replace(SlurmClient.from_environment(), slurm_conf=None,
-                               transport=SshTransport(conn))
+    return SlurmClient.over(SshTransport(conn))
 
 
 def remote_workdir(conn: Connection, login: Login | None, local: Path) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hpctrain.history import History, JobRecord, NewJob
 from hpctrain.slurm.client import Result, SlurmClient
+from hpctrain.slurm.transport import LocalTransport
 
 RECORDED = Path(__file__).resolve().parent / "recorded"
 
@@ -34,7 +35,7 @@ class ReplayClient(SlurmClient):
     """
 
     def __init__(self, answers: dict[str, Result | Callable[[tuple[str, ...]], Result]]) -> None:
-        super().__init__(slurm_conf=None, timeout_s=5)
+        super().__init__(LocalTransport(None), timeout_s=5)
         self.answers = answers
 
     def run(

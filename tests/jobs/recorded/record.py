@@ -37,7 +37,7 @@ def main() -> int:
     if not conf:
         print("set SLURM_CONF to the dev cluster's slurm.conf", file=sys.stderr)
         return 2
-    c = SlurmClient(slurm_conf=conf, timeout_s=30)
+    c = SlurmClient.local(conf, timeout_s=30)
     work = Path(tempfile.mkdtemp(prefix="hpctrain-record-"))
     script = work / "job.sh"
     script.write_text("#!/bin/bash\nsrun hostname\nsleep \"${1:-0}\"\nexit \"${2:-0}\"\n")
@@ -86,7 +86,7 @@ def main() -> int:
         if ln.startswith("AccountingStorageType=") else ln
         for ln in Path(conf).read_text().splitlines(keepends=True)
     ))
-    save("sacct_disabled", SlurmClient(slurm_conf=str(off)).run(
+    save("sacct_disabled", SlurmClient.local(str(off)).run(
         ["sacct", "--allocations", "--parsable2", "--noheader", "--jobs", jobs["completed"],
          "--format", SACCT_FORMAT], check=False))
     # Let the time limit pass and the controller forget the short jobs (MinJobAge=30).

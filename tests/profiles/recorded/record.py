@@ -45,7 +45,7 @@ def main() -> int:
         "assoc": ["sacctmgr", "-P", "-n", "show", "assoc", f"user={user}",
                   f"format={ASSOC_FORMAT}"],
     }
-    client = SlurmClient(slurm_conf=conf, timeout_s=30)
+    client = SlurmClient.local(conf, timeout_s=30)
     for name, argv in commands.items():
         _save(out / f"{name}.json", client.run(argv, check=False))
     with tempfile.TemporaryDirectory() as tmp:
@@ -53,7 +53,7 @@ def main() -> int:
         text = Path(conf).read_text()
         off.write_text(re.sub(r"(?m)^AccountingStorageType=.*$",
                               "AccountingStorageType=accounting_storage/none", text))
-        res = SlurmClient(slurm_conf=str(off), timeout_s=30).run(commands["qos"], check=False)
+        res = SlurmClient.local(str(off), timeout_s=30).run(commands["qos"], check=False)
         _save(out / "sacctmgr_off.json", res)
     return 0
 
