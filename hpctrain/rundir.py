@@ -8,6 +8,9 @@ the studies. Each name is spelled here only; tests/unit/test_rundir.py fails on 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 # Written by `submit` before the job is queued.
 SCRIPT = "job.sbatch"  # a race writes one per alternative: job-1x4.sbatch, ...
 PROFILE = "profile.yaml"  # the resolved profile the job was planned with
@@ -40,3 +43,13 @@ SCALING_PLOT = "scaling.png"
 def for_template() -> dict[str, str]:
     """The names as the sbatch template reads them: `{{ run_files.stop_requested }}`."""
     return {k.lower(): v for k, v in globals().items() if k.isupper() and isinstance(v, str)}
+
+
+@dataclass(frozen=True)
+class RunFile:
+    """A file submit writes into the run directory: given text, or a copy of a user's file."""
+
+    path: Path
+    text: str | None = None
+    copy_of: Path | None = None
+    mode: int | None = None

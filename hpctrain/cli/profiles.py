@@ -208,7 +208,8 @@ def probe(
 
     from hpctrain.cli import backends
     from hpctrain.errors import ProfileError
-    from hpctrain.jobs import probe as probe_job
+    from hpctrain.jobs.kinds import ProbeKind
+    from hpctrain.jobs.pipeline import run
     from hpctrain.plan import JobRequest
     from hpctrain.profiles import list_profiles, load_profile
     from hpctrain.profiles import probe as pr
@@ -222,14 +223,15 @@ def probe(
     part = profile.partition(partition) if partition else profile.default_partition
     req = JobRequest(profile=profile, partition=partition, account=account, qos=qos,
                      gpus_per_node=part.most_gpus if part else None)
-    prep = probe_job.prepare_probe(req, Path.cwd())
-    client, _cluster = backends.slurm()
 
     def submitted(done: Any) -> None:
         err_console.print(f"probe job {done.job_id} submitted; waiting for it "
                           f"(Ctrl-C stops waiting, not the job)", highlight=False)
 
-    done, text = probe_job.run_probe(prep, client, backends.history(), on_submit=submitted)
+    kind = ProbeKind(req, on_submit=submitted)
+    outcome = run(kind, backends.local_place(), backends.history(), dry_run=False)
+    assert outcome.result is not None  # not a dry run
+    done, text = outcome.result
     findings = pr.parse_findings(text)
     shipped = infos[name].source == "shipped" or infos[name].shadows_shipped
     written = pr.write_findings(name, shipped, findings)

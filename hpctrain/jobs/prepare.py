@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from hpctrain import rundir
 from hpctrain.plan import JobPlan, JobRequest
 from hpctrain.render import LogPatterns, log_patterns, plan_script
+from hpctrain.rundir import RunFile
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -35,16 +36,6 @@ def run_dir_for(
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     name = _DIR_UNSAFE.sub("_", job_name).strip("._") or "job"
     return Path(os.path.abspath(base)) / f"{name}-{stamp}-{token or os.urandom(3).hex()}"
-
-
-@dataclass(frozen=True)
-class RunFile:
-    """A file submit writes into the run directory: given text, or a copy of a user's file."""
-
-    path: Path
-    text: str | None = None
-    copy_of: Path | None = None
-    mode: int | None = None
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpctrain.errors import HpctrainError
-from hpctrain.jobs.prepare import Prepared, RunFile, prepare
+from hpctrain.jobs.prepare import Prepared, prepare
 from hpctrain.jobs.submit import Submitted, submit
 from hpctrain.jobs.watcher import JobWatcher
 from hpctrain.profiles.probe import MARKER
+from hpctrain.rundir import RunFile
 
 if TYPE_CHECKING:
     from hpctrain.history import History
+    from hpctrain.places import Place
     from hpctrain.plan import JobRequest
-    from hpctrain.slurm.client import SlurmClient
 
 # Header lines of the training script that a probe has no use for (no trainer to warn).
 _SKIP = ("--signal", "--requeue", "--no-requeue", "--open-mode")
@@ -87,13 +88,13 @@ def prepare_probe(req: JobRequest, workdir: Path) -> Prepared:
     return dataclasses.replace(prep, script=script, files=files)
 
 
-def run_probe(prep: Prepared, client: SlurmClient, history: History,
+def run_probe(prep: Prepared, place: Place, history: History,
               on_submit: Callable[[Submitted], None] = lambda _: None,
               sleep: Callable[[float], None] = time.sleep) -> tuple[Submitted, str]:
     """Submit the probe, wait for it with the job watcher, return its output."""
-    done = submit(prep, client, history)
+    done = submit(prep, place, history)
     on_submit(done)
-    watcher = JobWatcher(client, history, done.cluster)
+    watcher = JobWatcher(place.slurm_client(), history, done.cluster)
     record = done.record
     while True:
         poll = watcher.wait_for_change(record, sleep=sleep)
@@ -103,10 +104,8 @@ def run_probe(prep: Prepared, client: SlurmClient, history: History,
         if poll.error is not None:
             # SLURM did not answer: the job runs on regardless; ask again after a back-off.
             sleep(poll.wait_s)
-    try:
-        text = Path(done.stdout_path or "").read_text(errors="replace")
-    except OSError:
-        text = ""
+    got = place.read_file(Path(done.stdout_path or ""), None)
+    text = got[0].decode(errors="replace") if got else ""
     if MARKER not in text:
         raise HpctrainError(f"probe job {done.job_id} ended {record.state} without findings",
                             f"read its output: {done.stdout_path} and {done.stderr_path}")

@@ -23,7 +23,7 @@ from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
 from hpctrain.slurm import starts
 from hpctrain.slurm.client import Result, parse_test_only
-from tests.jobs.helpers import ReplayClient, track
+from tests.jobs.helpers import ReplayClient, here, track
 
 RECORDED = Path(__file__).resolve().parent / "recorded"
 runner = CliRunner()
@@ -227,7 +227,7 @@ def test_a_race_whose_ids_cannot_be_written_is_cancelled_and_removed(
 
     client = ReplayClient({"sbatch": sbatch, "scancel": jobs_recording("scancel_done")})
     with pytest.raises(HpctrainError) as e:
-        alt.submit_race(race, client, history)
+        alt.submit_race(race, here(client, tmp_path), history)
     assert "cannot write the race's job ids" in e.value.what
     assert "cancelled the held alternatives" in e.value.what
     assert [c[0] for c in client.calls] == ["sbatch", "sbatch", "scancel"]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hpctrain.history import History, JobRecord, NewJob
+from hpctrain.places import LocalPlace
 from hpctrain.slurm.client import Result, SlurmClient
 from hpctrain.slurm.transport import LocalTransport
 
@@ -56,6 +57,11 @@ class ReplayClient(SlurmClient):
 
     def cluster_name(self) -> str | None:
         return "hpctrain-dev"
+
+
+def here(client: SlurmClient, workdir: Path) -> LocalPlace:
+    """This machine as a place whose SLURM answers through `client` (a ReplayClient)."""
+    return LocalPlace(lambda: client, workdir)
 
 
 def new_job(job_id: str, **kw: object) -> NewJob:
