@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from hpctrain.cli.options import LoginOpt
 from hpctrain.cli.output import console, err_console, print_code, print_json
 
 profiles_app = typer.Typer(
@@ -200,12 +201,14 @@ def probe(
                          "(default: the profile's default).")] = None,
     account: Annotated[str | None, typer.Option(help="Account to charge.")] = None,
     qos: Annotated[str | None, typer.Option(help="QOS for the job.")] = None,
+    login: LoginOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run a one-minute job that reports IB interfaces, HCAs, GPUs and the CUDA driver, and
     write what it found into your profile (one that extends the shipped one)."""
     from dataclasses import asdict
 
+    from hpctrain import places
     from hpctrain.cli import backends
     from hpctrain.errors import ProfileError
     from hpctrain.jobs.kinds import ProbeKind
@@ -229,7 +232,8 @@ def probe(
                           f"(Ctrl-C stops waiting, not the job)", highlight=False)
 
     kind = ProbeKind(req, on_submit=submitted)
-    outcome = run(kind, backends.local_place(), backends.history(), dry_run=False)
+    place = places.for_profile(profile, login)
+    outcome = run(kind, place, backends.history(), dry_run=False)
     assert outcome.result is not None  # not a dry run
     done, text = outcome.result
     findings = pr.parse_findings(text)
