@@ -19,9 +19,9 @@ LOGIN_KEYS = {"login", "synced_files", "ssh_round_trips"}
 
 
 def _here(lap: Laptop, devcluster: DevClusterHandle, *args: str) -> dict[str, object]:
-    """`hpctrain ARGS --json` in the laptop's project, with the dev cluster's SLURM here."""
+    """`hpctrain ARGS` (with --json) in the laptop's project, the dev cluster's SLURM here."""
     env = {**lap.env, "SLURM_CONF": str(devcluster.slurm_conf)}
-    res = subprocess.run([sys.executable, "-m", "hpctrain", *args, "--json"], env=env,
+    res = subprocess.run([sys.executable, "-m", "hpctrain", *args], env=env,
                          cwd=lap.project, capture_output=True, text=True, timeout=120,
                          stdin=subprocess.DEVNULL, check=False)
     assert res.returncode == 0, res.stderr
@@ -29,7 +29,7 @@ def _here(lap: Laptop, devcluster: DevClusterHandle, *args: str) -> dict[str, ob
 
 
 def _there(lap: Laptop, *args: str) -> dict[str, object]:
-    return dict(json.loads(lap.ok(*args, "--json").stdout))
+    return dict(json.loads(lap.ok(*args).stdout))
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -40,7 +40,7 @@ def test_each_kind_here_and_through_a_login(
     workdir = sshd.remote_home / f"kind {kind}"
     lap = laptop(str(workdir))
     lap.ok("login", "remote")
-    job = ("--time", "1", *KINDS[kind], "--", "true")
+    job = ("--json", "--time", "1", *KINDS[kind], "--", "true")
     dry_here = _here(lap, devcluster, "submit", "--profile", "local", "--dry-run", *job)
     dry_there = _there(lap, "submit", "--profile", "remote", "--dry-run", *job)
     assert dry_here.keys() == dry_there.keys() and dry_here["dry_run"] is True
@@ -60,7 +60,7 @@ def test_each_kind_here_and_through_a_login(
         for done in (here, there):
             assert (Path(str(done["run_dir"])) / "alternatives.txt").read_text().count("\n") == 2
     # Both went into the laptop's history, the login's with its destination.
-    rows = _here(lap, devcluster, "status", "--all")["jobs"]
+    rows = _here(lap, devcluster, "status", "--all", "--json")["jobs"]
     logins = {str(r["job_id"]): r.get("login") for r in rows}  # type: ignore[attr-defined]
     assert logins[str(there["job_id"])] == "testlogin" and logins[str(here["job_id"])] is None
 
@@ -70,12 +70,12 @@ def test_probe_here_and_through_a_login(
 ) -> None:
     lap = laptop(str(sshd.remote_home / "probe"))
     lap.ok("login", "remote")
-    here = _here(lap, devcluster, "profiles", "probe", "local")
-    there = _there(lap, "profiles", "probe", "remote")
+    here = _here(lap, devcluster, "profiles", "probe", "local", "--json")
+    there = _there(lap, "profiles", "probe", "remote", "--json")
     assert here.keys() == there.keys()
     # The job ran on a dev cluster node and its output was read back over the master.
     for doc in (here, there):
         assert doc["findings"]["host"], doc  # type: ignore[index]
-    rows = _here(lap, devcluster, "status", "--all")["jobs"]
+    rows = _here(lap, devcluster, "status", "--all", "--json")["jobs"]
     logins = {str(r["job_id"]): r.get("login") for r in rows}  # type: ignore[attr-defined]
     assert logins[str(there["job_id"])] == "testlogin" and logins[str(here["job_id"])] is None
