@@ -94,8 +94,10 @@ class LocalPlace:
             data = path.read_bytes()
         except (FileNotFoundError, IsADirectoryError):
             return None
+        if tail is None:
+            return data, len(data)
         lines = data.splitlines(keepends=True)
-        return (b"".join(lines[-tail:]) if tail else b"" if tail == 0 else data), len(data)
+        return b"".join(lines[max(len(lines) - tail, 0):]), len(data)
 
     def git(self) -> GitState | None:
         return git_state(self.workdir)

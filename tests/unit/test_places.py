@@ -37,3 +37,14 @@ def test_a_failed_local_write_leaves_the_old_file(tmp_path: Path) -> None:
         LocalPlace(workdir=tmp_path).write(target, "2 2x1\n" * 1000 + "\ud800")
     assert target.read_text() == "1 1x1\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alternatives.txt"]
+
+
+def test_local_read_file_gives_the_last_lines_and_the_size(tmp_path: Path) -> None:
+    log = tmp_path / "job.out"
+    log.write_bytes(b"a\nb\nc\n")
+    place = LocalPlace(workdir=tmp_path)
+    assert place.read_file(log, None) == (b"a\nb\nc\n", 6)
+    assert place.read_file(log, 2) == (b"b\nc\n", 6)
+    assert place.read_file(log, 0) == (b"", 6)
+    assert place.read_file(log, 5) == (b"a\nb\nc\n", 6)
+    assert place.read_file(tmp_path / "none.out", None) is None
