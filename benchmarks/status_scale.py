@@ -100,7 +100,7 @@ def main() -> int:
     conf = resolve_slurm_conf()
     if not conf:
         raise SystemExit("no dev cluster: run `hpctrain devcluster up` or set SLURM_CONF")
-    client = SlurmClient(slurm_conf=conf, timeout_s=30)
+    client = SlurmClient.local(conf, timeout_s=30)
     cluster = client.cluster_name() or ""
     tmp = Path(tempfile.mkdtemp(prefix="hpctrain-bench-"))
     worst_env, worst = _home(tmp, "worst", conf)
@@ -117,12 +117,12 @@ def main() -> int:
     assert worst.count() == typical.count() == args.jobs
 
     # In-process, worst case: one refresh of every unfinished job, then the next one.
-    c1 = SlurmClient(slurm_conf=conf, timeout_s=60)
+    c1 = SlurmClient.local(conf, timeout_s=60)
     t0 = time.perf_counter()
     records, first = JobWatcher(c1, worst, cluster).refresh(worst.all())
     first_s = time.perf_counter() - t0
     final_after = sum(r.terminal for r in records)
-    c2 = SlurmClient(slurm_conf=conf, timeout_s=60)
+    c2 = SlurmClient.local(conf, timeout_s=60)
     t0 = time.perf_counter()
     _, second = JobWatcher(c2, worst, cluster).refresh(worst.all())
     second_s = time.perf_counter() - t0
@@ -137,7 +137,7 @@ def main() -> int:
                        f"for i in $(seq {args.follow_seconds}); do echo $i; sleep 1; done")
     job_id = json.loads(out)["job_id"]
     (rec,) = [r for r in typical.by_job_ids([job_id]) if r.cluster == cluster]
-    c3 = SlurmClient(slurm_conf=conf, timeout_s=30)
+    c3 = SlurmClient.local(conf, timeout_s=30)
     received = bytearray()
     t0 = time.monotonic()
     res = logs.follow(rec, JobWatcher(c3, typical, cluster), received.extend, lambda _s: None)

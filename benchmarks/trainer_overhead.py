@@ -49,7 +49,7 @@ from torch.utils.data import DistributedSampler
 
 # No Lightning at the top: the plain tutorial script (--plain-tutorial, its own process) must
 # not pay for imports a plain PyTorch script would not make. The trainer's side imports it.
-from hpctrain.trainer.config import TrainConfig, load_config
+from hpctrain.trainconfig import TrainConfig, load_config
 from hpctrain.trainer.datasets.fetch import locate_idx_files
 from hpctrain.trainer.datasets.idx import write_idx
 from hpctrain.trainer.datasets.points import make_spiral

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import jinja2
 
-from hpctrain import __version__, templating
+from hpctrain import __version__, rundir, templating
 from hpctrain.errors import SecretError, UnsafeValueError
 from hpctrain.plan import JobPlan, JobRequest, build_plan, secret_like
 from hpctrain.resources import templates_dir
@@ -98,7 +98,8 @@ def log_patterns(plan: JobPlan) -> LogPatterns:
 def render_script(plan: JobPlan, *, environ: Mapping[str, str] | None = None) -> str:
     """Render the sbatch script; refuse it if it would carry a secret from `environ`."""
     text = templating.get_template(_environment(), templates_dir(), "sbatch.sh.j2").render(
-        plan=plan, version=__version__, launch_args=_launch(plan), logs=log_patterns(plan)
+        plan=plan, version=__version__, launch_args=_launch(plan), logs=log_patterns(plan),
+        run_files=rundir.for_template(),
     )
     if environ is not None:
         check_no_secrets(text, environ)
@@ -122,3 +123,9 @@ def plan_script(
     """The validated plan and its sbatch script: the one path render and submit share."""
     plan = build_plan(req)
     return plan, render_script(plan, environ=environ)
+
+
+if __name__ == "__main__":
+    # `python -m hpctrain.render` regenerates hpctrain/_compiled/ after a template change.
+    for path in templating.write_compiled(_environment(), templates_dir()):
+        print(f"wrote {path}")

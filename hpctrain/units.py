@@ -1,8 +1,12 @@
-"""SLURM time and memory strings, parsed and formatted (pure)."""
+"""The notations hpctrain reads: SLURM times and memory sizes, NODESxGPUS topologies (pure).
+
+One parser per notation, with one set of bounds, shared by every command.
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 _MEM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
 # MB per unit as a fraction (numerator, denominator).
@@ -85,3 +89,49 @@ def parse_mem_mb(text: str) -> int:
     if 0 < mb < 1:
         raise ValueError(f"memory {_shown(text)} is less than 1 MB; SLURM counts whole MB")
     return int(mb)
+
+
+# ASCII digits only (str.isdigit() also takes full-width and other scripts' digits); bounds
+# far above any cluster (SLURM's MaxNodeCount is 64k, no node has 1000 GPUs) catch typos.
+_TOPOLOGY = re.compile(r"\s*([0-9]{1,5})\s*[xX]\s*([0-9]{1,3})\s*")
+MAX_NODES = 9999
+MAX_GPUS_PER_NODE = 64
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Nodes and GPUs per node."""
+
+    nodes: int
+    gpus_per_node: int
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def label(self) -> str:
+        return f"{self.nodes}x{self.gpus_per_node}"
+
+
+def parse_topology(text: str) -> Topology:
+    """`2x4` (NODESxGPUS per node) as a Topology: 1 to 9999 nodes, 1 to 64 GPUs per node."""
+    m = _TOPOLOGY.fullmatch(text)
+    if m is None:
+        raise ValueError(f"{_shown(text)} is not NODESxGPUS (e.g. 2x4: 2 nodes, 4 GPUs each)")
+    topo = Topology(int(m[1]), int(m[2]))
+    if not 1 <= topo.nodes <= MAX_NODES or not 1 <= topo.gpus_per_node <= MAX_GPUS_PER_NODE:
+        raise ValueError(f"{topo.label} is out of range: 1 to {MAX_NODES} nodes, "
+                         f"1 to {MAX_GPUS_PER_NODE} GPUs per node")
+    return topo
+
+
+def parse_topologies(text: str) -> tuple[Topology, ...]:
+    """`1x4,4x1,2x2` in the order given; a malformed or repeated one is a ValueError."""
+    out: list[Topology] = []
+    for part in text.split(","):
+        topo = parse_topology(part)
+        if topo in out:
+            raise ValueError(f"{topo.label} is listed twice")
+        out.append(topo)
+    return tuple(out)

@@ -16,6 +16,8 @@ echo "== ruff"
 "$venv/ruff" check hpctrain tests benchmarks
 echo "== mypy"
 "$venv/mypy"
+echo "== import contracts (pyproject.toml [tool.importlinter], docs/architecture.md)"
+"$venv/lint-imports" --no-cache
 
 # Leave a cluster the developer already had running as it was.
 was_up=0

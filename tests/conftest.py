@@ -101,7 +101,7 @@ class DevClusterHandle:
         return DevCluster(self.directory)
 
     def client(self, timeout_s: float = 30.0) -> SlurmClient:
-        return SlurmClient(slurm_conf=str(self.slurm_conf), timeout_s=timeout_s)
+        return SlurmClient.local(str(self.slurm_conf), timeout_s=timeout_s)
 
     def cli(self, *args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run `hpctrain ARGS` in a subprocess against this cluster's HPCTRAIN_HOME."""

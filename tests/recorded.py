@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hpctrain.slurm.client import Result, SlurmClient
+from hpctrain.slurm.transport import LocalTransport
 
 MANIFEST = "MANIFEST.json"
 TESTS = Path(__file__).resolve().parent
@@ -201,8 +202,10 @@ class RecordingClient(SlurmClient):
     command line the client builds.
     """
 
-    def __init__(self, recorder: Recorder, slurm_conf: str | None, timeout_s: float = 30) -> None:
-        super().__init__(slurm_conf=slurm_conf, timeout_s=timeout_s)
+    def __init__(self, recorder: Recorder, slurm_conf: str | None, timeout_s: float = 30,
+                 transport: LocalTransport | None = None) -> None:
+        super().__init__(transport or LocalTransport(slurm_conf), timeout_s=timeout_s)
+        self.slurm_conf = slurm_conf
         self.recorder = recorder
         self._name: str | None = None
         self._how = ""

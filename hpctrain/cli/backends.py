@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hpctrain.history import History
+    from hpctrain.places import LocalPlace
     from hpctrain.slurm.client import SlurmClient
 
 
@@ -22,3 +23,10 @@ def history() -> History:
     from hpctrain.history import History
 
     return History()
+
+
+def local_place() -> LocalPlace:
+    """This machine as a place, its SLURM client from `slurm()` (which tests replace)."""
+    from hpctrain.places import LocalPlace
+
+    return LocalPlace(lambda: slurm()[0])

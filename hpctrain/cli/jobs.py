@@ -16,6 +16,7 @@ from hpctrain.errors import HpctrainError
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
     from hpctrain.jobs.watcher import JobWatcher, RefreshReport
+    from hpctrain.places import Place
     from hpctrain.remote.connection import Connection
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/jobs.md).")]
@@ -25,11 +26,11 @@ JobIdsArg = Annotated[
 _COPY_CHUNK = 1 << 16
 
 
-def _watcher(history: History, conn: Connection | None = None, known: str = "") -> JobWatcher:
-    """The job watcher for this cluster's SLURM, or a login's over `conn`."""
-    from hpctrain.remote import watchers
+def _watcher(history: History, place: Place | None = None, known: str = "") -> JobWatcher:
+    """The job watcher for this cluster's SLURM, or a login's (`place`)."""
+    from hpctrain.jobs import watchers
 
-    return watchers.watcher(history, backends.slurm, conn, known)
+    return watchers.watcher(history, place or backends.local_place(), known)
 
 
 def _check_login(login: str | None) -> None:
@@ -60,8 +61,7 @@ def status(
 ) -> None:
     """Show tracked jobs: unfinished ones and the last 20 (or the given ids, or --all)."""
     from hpctrain.cli import jobview
-    from hpctrain.jobs import tracking
-    from hpctrain.remote import watchers
+    from hpctrain.jobs import tracking, watchers
 
     if watch and json_out:
         raise HpctrainError("--watch and --json do not mix", "run --json in a loop instead")
@@ -81,8 +81,8 @@ def status(
     starts: dict[str, str | None] = {}
 
     def load() -> tuple[list[JobRecord], RefreshReport]:
-        records, report, clusters[0] = watchers.refresh(history, backends.slurm, select(), login,
-                                                        starts)
+        records, report, clusters[0] = watchers.refresh(
+            history, backends.local_place(), select(), login, starts)
         return records, report
 
     if watch:
@@ -179,7 +179,9 @@ def _remote_logs(history: History, conn: Connection, record: JobRecord, err: boo
     if not follow:
         return
     follower = sites.RemoteFollower(conn, path, offset)
-    watcher = _watcher(history, conn, record.cluster)
+    from hpctrain.places.login import LoginPlace
+
+    watcher = _watcher(history, LoginPlace(conn), record.cluster)
     result = lg.follow(record, watcher, lambda data: _write(out, data), _note, err=err,
                        follower=follower, poll_s=sites.REMOTE_FILE_POLL_S)
     if not result.saw_file:
@@ -205,11 +207,11 @@ def logs(
     """Print a job's output file; with -f follow it until the job ends."""
     from hpctrain.jobs import logs as lg
     from hpctrain.jobs import tracking
-    from hpctrain.remote.watchers import connection_of
+    from hpctrain.remote.site import record_connection
 
     history = backends.history()
     record = tracking.pick(history, job_id)
-    conn = connection_of(record, login)
+    conn = record_connection(record, login)
     if conn is not None:
         _remote_logs(history, conn, record, err, tail, follow)
         return
@@ -244,8 +246,7 @@ def cancel(
     json_out: JsonOpt = False,
 ) -> None:
     """Cancel tracked jobs by id (a chain's or a race's job: all of it), or all with --all."""
-    from hpctrain.jobs import tracking
-    from hpctrain.remote import watchers
+    from hpctrain.jobs import tracking, watchers
 
     if bool(job_ids) == all_jobs:
         raise HpctrainError(
@@ -266,7 +267,7 @@ def cancel(
         # A job of a chain stands for the whole run: its pending segments go too.
         records = tracking.with_races(history, tracking.with_chains(
             history, tracking.select(history, job_ids or [])))
-    report = watchers.cancel(history, backends.slurm, records)
+    report = watchers.cancel(history, backends.local_place(), records)
     if json_out:
         print_json(report.as_dict())
         return

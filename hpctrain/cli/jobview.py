@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpctrain.cli.output import console, err_console, is_tty, print_json
 from hpctrain.errors import HpctrainError
-from hpctrain.slurm.states import JobState, parse_state
+from hpctrain.slurm.states import ENDED, RUNNING, JobState, StateGroup, parse_state
 from hpctrain.units import format_time
 
 if TYPE_CHECKING:
@@ -20,14 +20,13 @@ if TYPE_CHECKING:
 
     Load = Callable[[], tuple[list[JobRecord], RefreshReport]]
 
-_STATE_STYLE = {
-    "PENDING": "yellow", "RUNNING": "green", "COMPLETING": "green", "COMPLETED": "bold green",
-    "FAILED": "bold red", "CANCELLED": "magenta", "TIMEOUT": "red", "OUT_OF_MEMORY": "red",
-    "NODE_FAIL": "red", "BOOT_FAIL": "red", "DEADLINE": "red", "PREEMPTED": "magenta",
-    "REQUEUED": "yellow", "SUSPENDED": "yellow", "UNKNOWN": "dim",
+_GROUP_STYLE = {
+    StateGroup.PENDING: "yellow", StateGroup.RUNNING: "green", StateGroup.ENDED: "bold green",
+    StateGroup.FAILED: "red", StateGroup.UNKNOWN: "dim",
 }
-# States whose INFO column shows the exit code even before the row is cached as final.
-_ENDED = ("COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "NODE_FAIL")
+# Ended by someone's decision rather than by a fault of the job.
+_STATE_STYLE = {JobState.FAILED: "bold red", JobState.CANCELLED: "magenta",
+                JobState.PREEMPTED: "magenta"}
 # NxGPU: nodes x GPUs per node. INFO: the pending reason, or the exit code once ended.
 _COLUMNS = ("JOBID", "NAME", "PROFILE", "NxGPU", "STATE", "TIME/LIMIT", "NODELIST", "INFO")
 # Ids, states and times must stay whole; free text folds when the terminal is narrow.
@@ -121,7 +120,7 @@ def one_row_per_chain(records: list[JobRecord]) -> list[JobRecord]:
 
 
 def _chain_rank(r: JobRecord) -> tuple[int, int]:
-    running = parse_state(r.state) in (JobState.RUNNING, JobState.COMPLETING)
+    running = parse_state(r.state) in RUNNING
     # Running first, then the earliest unfinished, then the latest finished.
     order = 0 if running else 1 if not r.terminal else 2
     return order, (r.segment or 0) * (1 if order < 2 else -1)
@@ -139,7 +138,7 @@ def _info(r: JobRecord, starts: Mapping[str, str | None] | None = None) -> str:
 def _expected(r: JobRecord, starts: Mapping[str, str | None] | None) -> str:
     """`start in 5 min (...)`: SLURM's expected start of a pending job (`squeue --start`)."""
     start = (starts or {}).get(r.job_id)
-    if start is None or r.state != "PENDING":
+    if start is None or parse_state(r.state) is not JobState.PENDING:
         return ""
     from datetime import datetime
 
@@ -149,7 +148,8 @@ def _expected(r: JobRecord, starts: Mapping[str, str | None] | None) -> str:
 
 
 def _why(r: JobRecord) -> str:
-    if r.terminal or r.state in _ENDED:
+    # The exit code shows as soon as SLURM says the job ended, before it is cached.
+    if r.terminal or parse_state(r.state) in ENDED:
         if r.exit_code is None:
             return ""
         return f"exit {r.exit_code}" + (f" (signal {r.signal})" if r.signal else "")
@@ -186,12 +186,16 @@ def table(records: list[JobRecord], caption: str | None = None,
         free = col in _FREE_TEXT
         t.add_column(col, overflow="fold" if free else "ellipsis", no_wrap=not free)
     for r, row in zip(records, _rows(records, starts), strict=True):
-        style = "dim" if r.stale else _STATE_STYLE.get(r.state, "")
+        style = "dim" if r.stale else _style(parse_state(r.state))
         cells = [escape(c) for c in row]
         if style:
             cells[_STATE_COLUMN] = f"[{style}]{cells[_STATE_COLUMN]}[/]"
         t.add_row(*cells)
     return t
+
+
+def _style(state: JobState) -> str:
+    return _STATE_STYLE.get(state) or _GROUP_STYLE[state.group]
 
 
 def plain_table(records: list[JobRecord], starts: Mapping[str, str | None] | None = None

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from hpctrain.cli.options import LoginOpt
 from hpctrain.cli.output import console, err_console, print_code, print_json
 
 profiles_app = typer.Typer(
@@ -200,14 +201,18 @@ def probe(
                          "(default: the profile's default).")] = None,
     account: Annotated[str | None, typer.Option(help="Account to charge.")] = None,
     qos: Annotated[str | None, typer.Option(help="QOS for the job.")] = None,
+    login: LoginOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run a one-minute job that reports IB interfaces, HCAs, GPUs and the CUDA driver, and
     write what it found into your profile (one that extends the shipped one)."""
     from dataclasses import asdict
 
+    from hpctrain import places
     from hpctrain.cli import backends
     from hpctrain.errors import ProfileError
+    from hpctrain.jobs.kinds import ProbeKind
+    from hpctrain.jobs.pipeline import run
     from hpctrain.plan import JobRequest
     from hpctrain.profiles import list_profiles, load_profile
     from hpctrain.profiles import probe as pr
@@ -221,14 +226,16 @@ def probe(
     part = profile.partition(partition) if partition else profile.default_partition
     req = JobRequest(profile=profile, partition=partition, account=account, qos=qos,
                      gpus_per_node=part.most_gpus if part else None)
-    prep = pr.prepare_probe(req, Path.cwd())
-    client, _cluster = backends.slurm()
 
     def submitted(done: Any) -> None:
         err_console.print(f"probe job {done.job_id} submitted; waiting for it "
                           f"(Ctrl-C stops waiting, not the job)", highlight=False)
 
-    done, text = pr.run_probe(prep, client, backends.history(), on_submit=submitted)
+    kind = ProbeKind(req, on_submit=submitted)
+    place = places.for_profile(profile, login)
+    outcome = run(kind, place, backends.history(), dry_run=False)
+    assert outcome.result is not None  # not a dry run
+    done, text = outcome.result
     findings = pr.parse_findings(text)
     shipped = infos[name].source == "shipped" or infos[name].shadows_shipped
     written = pr.write_findings(name, shipped, findings)

@@ -13,8 +13,9 @@ from hpctrain.cli.output import console, err_console, print_code, print_json
 
 if TYPE_CHECKING:
     from hpctrain.jobs.alternatives import Race, RaceSubmitted
+    from hpctrain.jobs.pipeline import Outcome
+    from hpctrain.places import Place
     from hpctrain.plan import JobPlan, JobRequest
-    from hpctrain.remote.connection import Connection
     from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
 
 FirstOfOpt = Annotated[
@@ -116,9 +117,10 @@ def render_race(request: JobRequest, first_of: str, output: Path | None, check: 
     _refused(verdicts)
 
 
-def race_dry_run(race: Race, json_out: bool, client: SlurmClient | None = None) -> None:
+def race_dry_run(race: Race, place: Place, json_out: bool) -> None:
     """`submit --first-of --dry-run`: the alternatives, the run directory, SLURM's estimates."""
-    verdicts = ask_slurm([p.script for p in race.alternatives], required=False, client=client)
+    verdicts = ask_slurm([p.script for p in race.alternatives], required=False,
+                         client=place.slurm_client())
     if json_out:
         alternatives = [{**alt, "script_text": prep.script,
                          "check": verdict_dict(verdicts[i]) if verdicts else None}
@@ -133,10 +135,12 @@ def race_dry_run(race: Race, json_out: bool, client: SlurmClient | None = None) 
                       f"{race.run_dir} (scripts {scripts})", highlight=False, soft_wrap=True)
 
 
-def show_race_submitted(done: RaceSubmitted, json_out: bool) -> None:
+def show_race_submitted(outcome: Outcome[Race, RaceSubmitted], json_out: bool) -> None:
     """The alternatives' job ids, the shared run directory and how to follow the run."""
+    done = outcome.result
+    assert done is not None  # shown once submitted
     if json_out:
-        print_json(done.as_dict())
+        print_json({**done.as_dict(), **outcome.facts})
         return
     head = done.jobs[0][1]
     alts = ", ".join(f"{topo} = job {job}" for topo, job, _ in done.jobs)
@@ -147,45 +151,3 @@ def show_race_submitted(done: RaceSubmitted, json_out: bool) -> None:
     console.print(f"               hpctrain logs {head}   (the winner's, once one started)",
                   highlight=False)
     console.print(f"cancel all:    hpctrain cancel {head}", highlight=False)
-
-
-def submit_race(request: JobRequest, first_of: str, dry_run: bool, json_out: bool) -> None:
-    """`submit --first-of`: plan every alternative, then show it or queue the race."""
-    from hpctrain.cli import backends
-    from hpctrain.jobs.alternatives import parse_first_of, prepare_race
-    from hpctrain.jobs.alternatives import submit_race as execute
-    from hpctrain.jobs.submit import check_submission
-
-    race = prepare_race(request, parse_first_of(first_of), Path.cwd(), environ=os.environ)
-    if dry_run:
-        check_submission(race.alternatives[0])
-        race_dry_run(race, json_out)
-        return
-    client, _cluster = backends.slurm()
-    show_race_submitted(execute(race, client, backends.history()), json_out)
-
-
-def race_through_login(request: JobRequest, first_of: str, conn: Connection,
-                       python_choice: str | None, dry_run: bool, json_out: bool) -> None:
-    """`submit --login L --first-of ...`: sync, then the race at the login over its master."""
-    from hpctrain.cli import backends
-    from hpctrain.jobs.alternatives import parse_first_of
-    from hpctrain.remote import submit as remote
-    from hpctrain.remote.site import slurm_client
-
-    shapes = parse_first_of(first_of)
-    if dry_run:
-        conn.require()
-        race, _site = remote.prepare_race_remote(
-            remote.remote_request(request, conn, python_choice), shapes, conn, Path.cwd())
-        race_dry_run(race, json_out, slurm_client(conn))
-        return
-    done = remote.submit_race_remote(request, shapes, conn, Path.cwd(), backends.history(),
-                                     python_choice)
-    if json_out:
-        print_json({**done.submitted.as_dict(), "login": conn.target.host,
-                    "synced_files": done.synced.files, "ssh_round_trips": done.round_trips})
-        return
-    err_console.print(f"synced {done.synced.files} file(s) ({done.synced.source}) to "
-                      f"{conn.target.host}", highlight=False)
-    show_race_submitted(done.submitted, json_out)

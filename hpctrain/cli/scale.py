@@ -137,7 +137,8 @@ def scale(
 ) -> None:
     """Run the packaged trainer at each topology; compare throughput, speedup, efficiency."""
     from hpctrain.cli.options import TopologyOptions, build_request
-    from hpctrain.jobs.study import Studies, StudyPlan, plan_runs, trainer_args
+    from hpctrain.jobs.pipeline import run
+    from hpctrain.jobs.study import Studies, StudyKind, StudyPlan, plan_runs, trainer_args
 
     extra = list(sets or [])
     runs = plan_runs(topologies, strong=strong, batch_size=batch_size, task=task, config=config,
@@ -146,13 +147,17 @@ def scale(
         profile=profile, partition=partition, time=time_limit, account=account,
         monitor_interval=monitor_interval, job_name="scale"))
     plan = StudyPlan(base, runs, strong, trainer_args(task, config, max_epochs, extra))
-    studies = Studies(backends.history(), backends.slurm)
-    study = studies.start(plan, name)
-    err_console.print(f"study {study.name}: {len(runs)} run(s), "
-                      f"{'one at a time' if wait and not parallel else 'all at once'}; "
-                      f"table: hpctrain scale-report {study.name}", highlight=False)
-    studies.submit(study, plan, one_at_a_time=wait and not parallel, timeout_s=wait_timeout,
-                   on_run=_submitted)
+    def started(study: StudyRecord) -> None:
+        err_console.print(f"study {study.name}: {len(runs)} run(s), "
+                          f"{'one at a time' if wait and not parallel else 'all at once'}; "
+                          f"table: hpctrain scale-report {study.name}", highlight=False)
+
+    place, history = backends.local_place(), backends.history()
+    kind = StudyKind(plan, name, one_at_a_time=wait and not parallel, timeout_s=wait_timeout,
+                     on_start=started, on_run=_submitted)
+    study = run(kind, place, history, dry_run=False).result
+    assert study is not None  # not a dry run
+    studies = Studies(history, place)
     records = studies.wait(study, wait_timeout) if wait else studies.records(study)
     _report(studies, study, records, json_out)
 
@@ -165,7 +170,7 @@ def scale_report(
     """The table and plot of a scaling study (runs still going are shown as they are)."""
     from hpctrain.jobs.study import Studies
 
-    studies = Studies(backends.history(), backends.slurm)
+    studies = Studies(backends.history(), backends.local_place())
     found = studies.find(study)
     _report(studies, found, studies.refresh(found), json_out)
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,10 +14,10 @@ from hpctrain.cli.race import FirstOfOpt
 from hpctrain.cli.render import show_script, show_summary
 
 if TYPE_CHECKING:
+    from hpctrain.jobs.pipeline import Outcome
     from hpctrain.jobs.prepare import Prepared
     from hpctrain.jobs.submit import Submitted
-    from hpctrain.plan import JobRequest
-    from hpctrain.remote.connection import Connection
+    from hpctrain.places import Place
 
 DryRunOpt = Annotated[
     bool,
@@ -36,7 +35,7 @@ AfterOpt = Annotated[
 ]
 
 
-def show_dry_run(prep: Prepared, json_out: bool) -> None:
+def show_dry_run(prep: Prepared, place: Place, json_out: bool) -> None:
     """What submit would do: the script on stdout, the plan and run directory on stderr."""
     if json_out:
         print_json({"dry_run": True, "job_id": None, **prep.as_dict(),
@@ -50,11 +49,12 @@ def show_dry_run(prep: Prepared, json_out: bool) -> None:
     )
 
 
-def show_submitted(done: Submitted, prep: Prepared, json_out: bool) -> None:
+def show_submitted(outcome: Outcome[Prepared, Submitted], json_out: bool) -> None:
     """The job id, its run directory and how to follow it."""
-    plan = prep.plan
+    done, plan = outcome.result, outcome.prepared.plan
+    assert done is not None  # shown once submitted
     if json_out:
-        print_json(done.as_dict(plan))
+        print_json({**done.as_dict(plan), **outcome.facts})
         return
     console.print(
         f"Submitted job [bold]{done.job_id}[/] ({plan.nodes} node(s) x "
@@ -72,26 +72,19 @@ def show_submitted(done: Submitted, prep: Prepared, json_out: bool) -> None:
         err_console.print(f"[yellow]note:[/] {note}")
 
 
-def _through_login(request: JobRequest, conn: Connection, topology: TopologyOptions,
-                   dry_run: bool, json_out: bool) -> None:
-    """Submit over the login's ssh master: sync, render with the remote's facts, sbatch there."""
-    from hpctrain.remote import submit as remote
+# How each kind's dry run and result are shown, by the type of the value.
+DRY_RUNS: dict[type, Callable[[Any, Place, bool], None]] = {}
+RESULTS: dict[type, Callable[[Any, bool], None]] = {}
 
-    if dry_run:
-        conn.require()
-        prep, _site = remote.prepare_remote(
-            remote.remote_request(request, conn, topology.python_env), conn, Path.cwd())
-        show_dry_run(prep, json_out)
+
+def show(outcome: Outcome[Any, Any], place: Place, json_out: bool) -> None:
+    """The dry run or the result, whichever kind it was; what the place synced first."""
+    if outcome.result is None:
+        DRY_RUNS[type(outcome.prepared)](outcome.prepared, place, json_out)
         return
-    done = remote.submit_remote(request, conn, Path.cwd(), backends.history(),
-                                topology.python_env)
-    if not json_out:
-        err_console.print(f"synced {done.synced.files} file(s) ({done.synced.source}) to "
-                          f"{conn.target.host}:{done.prep.workdir}", highlight=False)
-        show_submitted(done.submitted, done.prep, json_out)
-        return
-    print_json({**done.submitted.as_dict(done.prep.plan), "login": conn.target.host,
-                "synced_files": done.synced.files, "ssh_round_trips": done.round_trips})
+    for note in () if json_out else outcome.notes:
+        err_console.print(note, highlight=False)
+    RESULTS[type(outcome.result)](outcome, json_out)
 
 
 @with_topology
@@ -103,35 +96,27 @@ def submit(
     """Submit a job: render it, create its run directory, sbatch it and record it."""
     from dataclasses import replace
 
-    from hpctrain.jobs.prepare import prepare
-    from hpctrain.jobs.submit import check_submission
-    from hpctrain.jobs.submit import submit as execute
+    from hpctrain import places
+    from hpctrain.jobs.kinds import submission
+    from hpctrain.jobs.pipeline import run
 
+    _register_displays()
     after_ids = tuple(a.strip() for a in (after or "").split(",") if a.strip())
     request = replace(build_request(topology), chain=chain, after=after_ids)
-    from hpctrain.remote.site import for_profile
+    place = places.for_profile(request.profile, login, topology.python_env)
+    outcome = run(submission(request, first_of), place, backends.history(), dry_run)
+    show(outcome, place, json_out)
 
-    conn = for_profile(request.profile, login)
-    if first_of is not None:
-        from hpctrain.cli import race
 
-        if conn is not None:
-            race.race_through_login(request, first_of, conn, topology.python_env, dry_run,
-                                    json_out)
-        else:
-            race.submit_race(request, first_of, dry_run, json_out)
-        return
-    if conn is not None:
-        _through_login(request, conn, topology, dry_run, json_out)
-        return
-    prep = prepare(request, Path.cwd(), environ=os.environ)
-    if dry_run:
-        # The dry run must fail wherever the real submit would, before SLURM is asked.
-        check_submission(prep)
-        show_dry_run(prep, json_out)
-        return
-    client, _cluster = backends.slurm()
-    show_submitted(execute(prep, client, backends.history()), prep, json_out)
+def _register_displays() -> None:
+    # Filled on first use: the value types live in modules that `--help` need not import.
+    from hpctrain.cli import race
+    from hpctrain.jobs.alternatives import Race, RaceSubmitted
+    from hpctrain.jobs.prepare import Prepared
+    from hpctrain.jobs.submit import Submitted
+
+    DRY_RUNS.update({Prepared: show_dry_run, Race: race.race_dry_run})
+    RESULTS.update({Submitted: show_submitted, RaceSubmitted: race.show_race_submitted})
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from hpctrain import rundir
+
 TRAIN_EPILOG = (
     "Config layers, later winning: the task's shipped default, --config FILE, --set KEY=VALUE "
     "(dotted key, YAML value, repeatable), then the shortcut flags.\n\n"
@@ -47,7 +49,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="Run directory (default: $HPCTRAIN_RUN_DIR, else ./hpctrain-runs/)."),
         ] = None,
         resume: Annotated[
-            str, typer.Option(help="auto (continue from the run dir's last.ckpt), never, or PATH.")
+            str, typer.Option(help=f"auto (continue from the run dir's {rundir.LAST_CKPT}), "
+                              "never, or PATH.")
         ] = "auto",
         print_config: Annotated[
             bool, typer.Option("--print-config", help="Print the resolved config and exit.")
@@ -56,7 +59,7 @@ def register(app: typer.Typer) -> None:
         """Train a packaged task locally, without SLURM."""
         # The trainer (torch, Lightning) loads only when a command needs it: `hpctrain --help`
         # stays fast.
-        from hpctrain.trainer.config import dump_config, load_config, shortcut_overrides
+        from hpctrain.trainconfig import dump_config, load_config, shortcut_overrides
 
         overrides = [
             *(sets or []),

@@ -81,7 +81,7 @@ class DevCluster:
 
     def client(self, timeout_s: float = 15.0) -> SlurmClient:
         """A SLURM client for this cluster, whatever SLURM_CONF says."""
-        return SlurmClient(slurm_conf=str(self.layout.slurm_conf), timeout_s=timeout_s)
+        return SlurmClient.local(str(self.layout.slurm_conf), timeout_s=timeout_s)
 
     def read_state(self) -> dict[str, Any]:
         """state.json's content; empty if there is none."""

@@ -12,55 +12,45 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from hpctrain import rundir, units
 from hpctrain.errors import HpctrainError, PlanError
-from hpctrain.jobs.prepare import RUN_INFO_NAME, Prepared, RunFile, prepare, segment_options
-from hpctrain.jobs.scale import Topology as Shape  # nodes x GPUs per node
+from hpctrain.jobs.prepare import Prepared, prepare, segment_options
 from hpctrain.plan import JobPlan, JobRequest
+from hpctrain.rundir import RunFile
+from hpctrain.units import Topology
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from hpctrain.history import History, JobRecord
-    from hpctrain.jobs.submit import RunSite
+    from hpctrain.places import Place
     from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
 
-# The job ids of a race, one "JOBID NODESxGPUS" line each: the winner's script reads it.
-IDS_NAME = "alternatives.txt"
 T = TypeVar("T")
 MAX_ALTERNATIVES = 8
-_SHAPE = re.compile(r"\s*([0-9]{1,4})\s*[xX]\s*([0-9]{1,3})\s*")
 
 
-def parse_first_of(text: str) -> tuple[Shape, ...]:
+def parse_first_of(text: str) -> tuple[Topology, ...]:
     """`1x4,4x1,2x2` as shapes; every malformed or repeated one is an error naming it."""
-    shapes: list[Shape] = []
-    for part in text.split(","):
-        m = _SHAPE.fullmatch(part)
-        if m is None or int(m[1]) < 1:
-            raise HpctrainError(
-                f"--first-of {text!r}: {part.strip()!r} is not NODESxGPUS",
-                "give two or more topologies, e.g. --first-of 1x4,4x1,2x2",
-            )
-        shape = Shape(int(m[1]), int(m[2]))
-        if shape in shapes:
-            raise HpctrainError(f"--first-of {text!r} names {shape.label} twice",
-                                "give each topology once")
-        shapes.append(shape)
+    try:
+        shapes = units.parse_topologies(text)
+    except ValueError as e:
+        raise HpctrainError(f"--first-of {text!r}: {e}",
+                            "give two or more topologies, e.g. --first-of 1x4,4x1,2x2") from None
     if not 2 <= len(shapes) <= MAX_ALTERNATIVES:
         raise HpctrainError(
             f"--first-of {text!r}: give 2 to {MAX_ALTERNATIVES} topologies",
             "e.g. --first-of 1x4,4x1 (one of them alone is plain --nodes/--gpus-per-node)",
         )
-    return tuple(shapes)
+    return shapes
 
 
-def race_requests(req: JobRequest, shapes: Sequence[Shape]) -> tuple[JobRequest, ...]:
+def race_requests(req: JobRequest, shapes: Sequence[Topology]) -> tuple[JobRequest, ...]:
     """One request per alternative: the same job on each topology, marked as racing."""
     if req.chain > 1:
         raise HpctrainError("--first-of and --chain do not mix",
@@ -99,7 +89,7 @@ class Race:
 
 
 def prepare_race(
-    req: JobRequest, shapes: Sequence[Shape], workdir: Path, *,
+    req: JobRequest, shapes: Sequence[Topology], workdir: Path, *,
     environ: Mapping[str, str] | None = None, now: datetime | None = None,
 ) -> Race:
     """Plan every alternative; refuse the race listing each impossible one's problems."""
@@ -111,7 +101,7 @@ def prepare_race(
         script_name=script_name(one.race or ""))))
 
 
-def plan_race(req: JobRequest, shapes: Sequence[Shape], *,
+def plan_race(req: JobRequest, shapes: Sequence[Topology], *,
               environ: Mapping[str, str] | None = None) -> tuple[tuple[JobPlan, str], ...]:
     """Every alternative's plan and script, for `render` (no run directory)."""
     from hpctrain.render import plan_script
@@ -165,25 +155,24 @@ class RaceSubmitted:
                 "follow": [f"hpctrain status {head}", f"hpctrain logs {head}"]}
 
 
-def _undo(race: Race, ids: Sequence[str], client: SlurmClient, site: RunSite | None) -> None:
+def _undo(race: Race, ids: Sequence[str], place: Place) -> None:
     """Cancel the alternatives queued so far and remove the run directory (nothing ran yet)."""
-    from hpctrain.jobs.submit import discard_run_dir
-
     with contextlib.suppress(HpctrainError):
-        client.scancel(ids)
+        place.slurm_client().scancel(ids)
     with contextlib.suppress(HpctrainError):
-        discard_run_dir(race.alternatives[0], site)
+        place.discard(race.run_dir)
 
 
-def _queue_held(race: Race, client: SlurmClient, site: RunSite | None) -> list[str]:
+def _queue_held(race: Race, place: Place) -> list[str]:
     """sbatch --hold every alternative; on a refusal cancel those queued and undo the directory."""
     ids: list[str] = []
     for prep in race.alternatives:
         try:
-            ids.append(client.submit(prep.script_path, cwd=prep.workdir,
-                                     options=("--hold", *segment_options(prep.plan, None))))
+            ids.append(place.slurm_client().submit(
+                prep.script_path, cwd=prep.workdir,
+                options=("--hold", *segment_options(prep.plan, None))))
         except HpctrainError as e:
-            _undo(race, ids, client, site)
+            _undo(race, ids, place)
             raise HpctrainError(
                 f"alternative {prep.plan.race}: {e.what}"
                 + (f" (cancelled the ones queued: {', '.join(ids)})" if ids else ""),
@@ -191,49 +180,44 @@ def _queue_held(race: Race, client: SlurmClient, site: RunSite | None) -> list[s
     return ids
 
 
-def _write_ids(race: Race, ids: Sequence[str], cluster: str, site: RunSite | None) -> None:
-    from hpctrain.files import write_atomic
-
-    write = site.write if site else write_atomic
+def _write_ids(race: Race, ids: Sequence[str], cluster: str, place: Place) -> None:
     lines = "".join(f"{j} {p.plan.race}\n" for j, p in zip(ids, race.alternatives, strict=True))
     # Written before any alternative is released: none starts without knowing its siblings.
-    write(race.run_dir / IDS_NAME, lines)
+    place.write(race.run_dir / rundir.ALTERNATIVES, lines)
     info = {"first_of": race.labels, "cluster": cluster, "job_ids": list(ids),
             "alternatives": [{"topology": p.plan.race, "job_id": j, "plan": p.plan.summary()}
                              for j, p in zip(ids, race.alternatives, strict=True)]}
     with contextlib.suppress(OSError, HpctrainError):
-        write(race.run_dir / RUN_INFO_NAME, json.dumps(info, indent=2) + "\n")
+        place.write(race.run_dir / rundir.RUN_INFO, json.dumps(info, indent=2) + "\n")
 
 
-def submit_race(race: Race, client: SlurmClient, history: History, site: RunSite | None = None,
-                user: str | None = None) -> RaceSubmitted:
+def submit_race(race: Race, place: Place, history: History) -> RaceSubmitted:
     """Create the run directory, queue every alternative held, record them, then release them.
 
     Held until their ids are on disk: an alternative that started before would not know
-    which siblings to cancel. With a `site` (a login) the run directory is made there and
-    `client` runs SLURM's commands there.
+    which siblings to cancel.
     """
-    from hpctrain.jobs.submit import _new_job, _queued, create_run_dir
+    from hpctrain.jobs.submit import create_run_dir, queued, record_job
 
     # One directory for all: the first alternative's, holding every alternative's files.
-    git = create_run_dir(dataclasses.replace(race.alternatives[0], files=race.files()), site)
-    ids = _queue_held(race, client, site)
-    cluster = client.cluster_name() or race.alternatives[0].plan.cluster
+    git = create_run_dir(dataclasses.replace(race.alternatives[0], files=race.files()), place)
+    ids = _queue_held(race, place)
+    cluster = place.slurm_client().cluster_name() or race.alternatives[0].plan.cluster
     try:
-        _write_ids(race, ids, cluster, site)
+        _write_ids(race, ids, cluster, place)
     except (OSError, HpctrainError) as e:
-        _undo(race, ids, client, site)
+        _undo(race, ids, place)
         raise HpctrainError(
             f"cannot write the race's job ids into {race.run_dir}: {getattr(e, 'what', e)} "
             f"(cancelled the held alternatives {', '.join(ids)})",
             "check that the run directory is writable") from None
     jobs = []
     for job_id, prep in zip(ids, race.alternatives, strict=True):
-        new = _new_job(prep, _queued(prep, client, job_id, git, user), None, 1, site)
-        row = history.add(dataclasses.replace(new, race_head=ids[0], race_of=race.labels))
+        row = record_job(prep, queued(prep, place, job_id, git), history, place,
+                         head=ids[0], race_of=race.labels)
         jobs.append((prep.plan.race or "", job_id, row))
     try:
-        client.release(ids)
+        place.slurm_client().release(ids)
     except HpctrainError as e:
         raise HpctrainError(
             f"alternatives {', '.join(ids)} are queued but held: {e.what}",

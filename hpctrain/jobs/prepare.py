@@ -10,16 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hpctrain import rundir
 from hpctrain.plan import JobPlan, JobRequest
 from hpctrain.render import LogPatterns, log_patterns, plan_script
+from hpctrain.rundir import RunFile
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-SCRIPT_NAME = "job.sbatch"
-PROFILE_NAME = "profile.yaml"
-RUN_INFO_NAME = "run.json"
-UNCONFIRMED_NAME = "SUBMIT-UNCONFIRMED"
 
 _DIR_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -41,16 +39,6 @@ def run_dir_for(
 
 
 @dataclass(frozen=True)
-class RunFile:
-    """A file submit writes into the run directory: given text, or a copy of a user's file."""
-
-    path: Path
-    text: str | None = None
-    copy_of: Path | None = None
-    mode: int | None = None
-
-
-@dataclass(frozen=True)
 class Prepared:
     """Everything submit will do, decided before anything is written (this is the dry run)."""
 
@@ -62,7 +50,7 @@ class Prepared:
     sbatch_argv: tuple[str, ...]
     logs: LogPatterns
     # Racing alternatives share a run directory, each with its own script (job-1x2.sbatch).
-    script_name: str = SCRIPT_NAME
+    script_name: str = rundir.SCRIPT
 
     @property
     def script_path(self) -> Path:
@@ -90,12 +78,12 @@ def segment_options(plan: JobPlan, previous: str | None) -> tuple[str, ...]:
 
 
 def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str,
-               script_name: str = SCRIPT_NAME) -> tuple[RunFile, ...]:
+               script_name: str = rundir.SCRIPT) -> tuple[RunFile, ...]:
     import yaml
 
     files = [
         RunFile(run_dir / script_name, text=script, mode=0o755),
-        RunFile(run_dir / PROFILE_NAME,
+        RunFile(run_dir / rundir.PROFILE,
                 text=yaml.safe_dump(dataclasses.asdict(req.profile), sort_keys=False)),
     ]
     if req.config:
@@ -106,7 +94,7 @@ def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str,
 
 def prepare(
     req: JobRequest, workdir: Path, *, environ: Mapping[str, str] | None = None,
-    now: datetime | None = None, token: str | None = None, script_name: str = SCRIPT_NAME,
+    now: datetime | None = None, token: str | None = None, script_name: str = rundir.SCRIPT,
 ) -> Prepared:
     """Decide a submission from `workdir` without touching the filesystem or SLURM."""
     run_dir = run_dir_for(req.profile.output_dir, req.job_name, workdir, now, token)

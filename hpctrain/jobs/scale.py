@@ -3,50 +3,25 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hpctrain import rundir, units
 from hpctrain.errors import HpctrainError
-
-PLOT_NAME = "scaling.png"
-REPORT_NAME = "scaling.json"
-_TOPOLOGY = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
-# Runs in these states have measurements to show; the rest are shown as they ended.
-_MEASURED = ("COMPLETED",)
-
-
-@dataclass(frozen=True)
-class Topology:
-    nodes: int
-    gpus_per_node: int
-
-    @property
-    def gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
-
-    @property
-    def label(self) -> str:
-        return f"{self.nodes}x{self.gpus_per_node}"
+from hpctrain.slurm.states import JobState, parse_state
+from hpctrain.units import Topology
 
 
 def parse_topologies(text: str) -> list[Topology]:
     """`1x1,1x4,2x4` (NODESxGPUS per node) as topologies, smallest first; refuse the rest."""
-    out: list[Topology] = []
-    for part in (p for p in text.split(",") if p.strip()):
-        m = _TOPOLOGY.match(part)
-        if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
-            raise HpctrainError(f"topology {part.strip()!r} is not NODESxGPUS",
-                                "write e.g. --topologies 1x1,1x4,2x4 (both numbers at least 1)")
-        topo = Topology(int(m.group(1)), int(m.group(2)))
-        if topo in out:
-            raise HpctrainError(f"topology {topo.label} is listed twice", "list each once")
-        out.append(topo)
-    if not out:
-        raise HpctrainError("no topology given", "e.g. --topologies 1x1,1x2,2x2")
-    return sorted(out, key=lambda t: (t.gpus, t.nodes))
+    try:
+        topos = units.parse_topologies(text)
+    except ValueError as e:
+        raise HpctrainError(f"--topologies {text!r}: {e}",
+                            "write e.g. --topologies 1x1,1x4,2x4") from None
+    return sorted(topos, key=lambda t: (t.gpus, t.nodes))
 
 
 def per_device_batches(topologies: Sequence[Topology], strong: bool, batch: int
@@ -96,7 +71,7 @@ def read_metrics(run_dir: str | None) -> dict[str, Any] | None:
     if not run_dir:
         return None
     try:
-        data = json.loads((Path(run_dir) / "metrics.json").read_text(encoding="utf-8"))
+        data = json.loads((Path(run_dir) / rundir.METRICS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -112,8 +87,13 @@ class RunResult:
     gpu_util_mean_pct: float | None = None
 
 
+def _measured(r: RunResult) -> bool:
+    """Only a run that completed has measurements to show; the rest are shown as they ended."""
+    return parse_state(r.state) is JobState.COMPLETED
+
+
 def _row(r: RunResult) -> dict[str, Any]:
-    m = measure(r.metrics) if r.metrics and r.state in _MEASURED else None
+    m = measure(r.metrics) if r.metrics and _measured(r) else None
     gpus = int(r.run["gpus"])
     rate = m.samples_per_s if m else None
     return {
@@ -125,8 +105,8 @@ def _row(r: RunResult) -> dict[str, Any]:
         "samples_per_s_per_gpu": None if rate is None else round(rate / gpus, 1),
         "speedup": None, "efficiency": None, "gpu_util_mean_pct": r.gpu_util_mean_pct,
         "run_dir": r.run.get("run_dir"),
-        "error": r.run.get("error") or (None if m or r.state not in _MEASURED
-                                        else "no metrics.json"),
+        "error": r.run.get("error") or (None if m or not _measured(r)
+                                        else f"no {rundir.METRICS}"),
     }
 
 
@@ -189,10 +169,10 @@ def report(name: str, mode: str, rows: list[dict[str, Any]], directory: Path
     from hpctrain.files import write_atomic
 
     directory.mkdir(parents=True, exist_ok=True)
-    png = plot(rows, directory / PLOT_NAME, f"study {name} ({mode} scaling)")
+    png = plot(rows, directory / rundir.SCALING_PLOT, f"study {name} ({mode} scaling)")
     data = {"study": name, "mode": mode, "directory": str(directory),
             "plot": str(png) if png else None, "runs": rows}
-    write_atomic(directory / REPORT_NAME, json.dumps(data, indent=2) + "\n")
+    write_atomic(directory / rundir.SCALING_REPORT, json.dumps(data, indent=2) + "\n")
     return data
 
 

@@ -16,11 +16,9 @@ from hpctrain.jobs.scale import Topology
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, StudyRecord
     from hpctrain.jobs.watcher import JobWatcher
+    from hpctrain.places import Place
     from hpctrain.plan import JobRequest
     from hpctrain.slurm.client import SlurmClient
-
-# The SLURM client and its cluster's name, asked for only when a study needs SLURM.
-Connect = Callable[[], "tuple[SlurmClient, str]"]
 
 
 def trainer_args(task: str | None, config: str | None, max_epochs: int | None,
@@ -41,7 +39,7 @@ def trainer_args(task: str | None, config: str | None, max_epochs: int | None,
 
 def default_batch(task: str | None, config: str | None, sets: Sequence[str]) -> int:
     """The trainer's per-device batch size for these options (its config, without torch)."""
-    from hpctrain.trainer.config import load_config
+    from hpctrain.trainconfig import load_config
 
     return int(load_config(config, task, list(sets)).trainer.batch_size)
 
@@ -68,6 +66,11 @@ class StudyPlan:
     def mode(self) -> str:
         return "strong" if self.strong else "weak"
 
+    def as_dict(self) -> dict[str, Any]:
+        return {"profile": self.base.profile.name, "mode": self.mode,
+                "runs": [{"topology": t.label, "batch_per_device": b} for t, b in self.runs],
+                "trainer_args": list(self.trainer_args)}
+
     def request(self, topo: Topology, batch: int) -> JobRequest:
         """One run's job: the shared one at this topology, with its per-device batch."""
         return replace(self.base, nodes=topo.nodes, gpus_per_node=topo.gpus_per_node,
@@ -85,17 +88,15 @@ def study_dir(profile_dir: str, name: str | None) -> Path:
 class Studies:
     """The scaling studies in the history; SLURM is asked only when a study needs it."""
 
-    def __init__(self, history: History, connect: Connect) -> None:
+    def __init__(self, history: History, place: Place) -> None:
         self.history = history
-        self._connect = connect
-        self._slurm: tuple[SlurmClient, str] | None = None
+        self.place = place
         self._watcher: JobWatcher | None = None
 
     def slurm(self) -> tuple[SlurmClient, str]:
-        """The client and its cluster's name, asked for once."""
-        if self._slurm is None:
-            self._slurm = self._connect()
-        return self._slurm
+        """The place's client and its cluster's name."""
+        client = self.place.slurm_client()
+        return client, self.place.cluster(client, "")
 
     def watcher(self) -> JobWatcher:
         """The one job watcher for the study's runs."""
@@ -132,13 +133,12 @@ class Studies:
 
     def submit_run(self, plan: StudyPlan, topo: Topology, batch: int) -> dict[str, Any]:
         """Submit one topology's run; a refused one is recorded with its error, not hidden."""
-        from hpctrain.jobs.prepare import prepare
-        from hpctrain.jobs.submit import submit
+        from hpctrain.jobs.kinds import JobKind
 
-        client, cluster = self.slurm()
+        _client, cluster = self.slurm()
+        kind = JobKind(plan.request(topo, batch))
         try:
-            done = submit(prepare(plan.request(topo, batch), Path.cwd(), environ=os.environ),
-                          client, self.history)
+            done = kind.execute(kind.prepare(self.place), self.place, self.history)
         except HpctrainError as e:
             return scale.run_record(topo, batch, None, cluster, None, str(e))
         return scale.run_record(topo, batch, done.job_id, done.cluster, str(done.run_dir))
@@ -218,3 +218,32 @@ def can_plot() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("matplotlib") is not None
+
+
+@dataclass(frozen=True)
+class StudyKind:
+    """`scale`: one job per topology, recorded as a study; waiting and reporting are Studies'."""
+
+    plan: StudyPlan
+    name: str | None
+    one_at_a_time: bool
+    timeout_s: float | None
+    # Told of the recorded study before its first run is submitted, then of each run.
+    on_start: Callable[[StudyRecord], None] = lambda study: None
+    on_run: Callable[[dict[str, Any]], None] = lambda run: None
+
+    @property
+    def request(self) -> JobRequest:
+        return self.plan.base
+
+    def prepare(self, place: Place) -> StudyPlan:
+        # Each run is prepared only when it is submitted: a refused one is a row, not an error.
+        return replace(self.plan, base=place.adapt(self.plan.base))
+
+    def execute(self, prepared: StudyPlan, place: Place, history: History) -> StudyRecord:
+        studies = Studies(history, place)
+        study = studies.start(prepared, self.name)
+        self.on_start(study)
+        studies.submit(study, prepared, one_at_a_time=self.one_at_a_time,
+                       timeout_s=self.timeout_s, on_run=self.on_run)
+        return study

@@ -4,50 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import getpass
 import json
-import os
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
-from hpctrain import __version__
+from hpctrain import __version__, rundir
 from hpctrain.errors import HistoryError, HpctrainError
 from hpctrain.history import History, JobRecord, NewJob
-from hpctrain.jobs.prepare import RUN_INFO_NAME, UNCONFIRMED_NAME, Prepared, segment_options
+from hpctrain.jobs.prepare import Prepared, segment_options
+from hpctrain.places import GitState, Place
 from hpctrain.plan import JobPlan
-from hpctrain.slurm.client import SlurmClient, SlurmTimeoutError
-
-GIT_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True)
-class GitState:
-    commit: str
-    dirty: bool
-
-
-def git_state(cwd: Path) -> GitState | None:
-    """The commit and dirty flag of the repository around `cwd`; None outside one (or no git)."""
-    def git(*args: str) -> subprocess.CompletedProcess[str] | None:
-        try:
-            return subprocess.run(
-                ["git", "-C", str(cwd), *args], capture_output=True, text=True,
-                timeout=GIT_TIMEOUT_S, check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-
-    head = git("rev-parse", "--verify", "--quiet", "HEAD")
-    if head is None or head.returncode != 0 or not head.stdout.strip():
-        return None
-    # Untracked files do not count: run directories and data would make every repo dirty.
-    status = git("status", "--porcelain", "--untracked-files=no")
-    dirty = status is None or status.returncode != 0 or bool(status.stdout.strip())
-    return GitState(commit=head.stdout.strip(), dirty=dirty)
+from hpctrain.slurm.client import SlurmTimeoutError
 
 
 def expand_log_pattern(pattern: str, job_id: str, job_name: str, user: str) -> str:
@@ -58,28 +26,6 @@ def expand_log_pattern(pattern: str, job_id: str, job_name: str, user: str) -> s
         return table.get(m.group(1), m.group(0))
 
     return re.sub(r"%(.)", sub, pattern)
-
-
-class RunSite(Protocol):
-    """Where the run directory lives when not on this machine (a login: hpctrain.remote)."""
-
-    @property
-    def login(self) -> str: ...
-
-    @property
-    def login_config(self) -> str | None: ...
-
-    def create(self, prep: Prepared) -> None: ...
-
-    def write(self, path: Path, text: str) -> None: ...
-
-    def discard(self, prep: Prepared) -> None: ...
-
-    def git(self) -> GitState | None: ...
-
-
-def _write_local(path: Path, text: str) -> None:
-    path.write_text(text)
 
 
 @dataclass(frozen=True)
@@ -121,91 +67,23 @@ class Submitted:
         }
 
 
-def check_submission(prep: Prepared) -> None:
-    """Every check submit makes before it writes or queues anything; the dry run makes them too."""
-    for f in prep.files:
-        if f.copy_of is not None:
-            _check_config(f.copy_of)
-    _check_run_dir(prep.run_dir)
+def create_run_dir(prep: Prepared, place: Place) -> GitState | None:
+    """Check, then make the run directory with its files at `place`; the project's git state."""
+    place.check_files(prep.run_dir, prep.files)
+    place.create_run_dir(prep.run_dir, prep.files)
+    return place.git()
 
 
-def _check_config(path: Path) -> None:
-    from hpctrain.trainer.config import load_config
-
-    if not path.exists():
-        raise HpctrainError(f"--config {path} does not exist", "check the path")
-    # The job would read it only after waiting in the queue: refuse a bad one now.
-    load_config(path)
-
-
-def _check_run_dir(run_dir: Path) -> None:
+def _sbatch(prep: Prepared, place: Place, previous: str | None = None) -> str:
     try:
-        base = next(p for p in run_dir.parents if p.exists())
-        usable = base.is_dir() and os.access(base, os.W_OK | os.X_OK)
-    except OSError:
-        base, usable = run_dir.parent, False
-    if not usable:
-        raise HpctrainError(
-            f"cannot create the run directory {run_dir}: {base} is not a writable directory",
-            "choose a writable output_dir in the profile, or submit from another directory",
-        )
-
-
-def _write_files(prep: Prepared) -> None:
-    prep.run_dir.mkdir(parents=True, exist_ok=False)
-    for f in prep.files:
-        if f.copy_of is not None:
-            shutil.copy2(f.copy_of, f.path)
-        else:
-            f.path.write_text(f.text or "", encoding="utf-8")
-        if f.mode is not None:
-            f.path.chmod(f.mode)
-
-
-def _create_run_dir(prep: Prepared) -> None:
-    try:
-        _write_files(prep)
-    except FileExistsError:
-        raise HpctrainError(
-            f"run directory {prep.run_dir} exists already", "submit again (a new name is drawn)"
-        ) from None
-    except OSError as e:
-        shutil.rmtree(prep.run_dir, ignore_errors=True)
-        raise HpctrainError(
-            f"cannot write the run directory {prep.run_dir}: {e.strerror}",
-            "choose a writable output_dir in the profile, or submit from another directory",
-        ) from None
-
-
-def create_run_dir(prep: Prepared, site: RunSite | None = None) -> GitState | None:
-    """Make the run directory with its files, here or at the login (`site`); the git state."""
-    if site is not None:
-        site.create(prep)
-        return site.git()
-    check_submission(prep)
-    _create_run_dir(prep)
-    return git_state(prep.workdir)
-
-
-def discard_run_dir(prep: Prepared, site: RunSite | None = None) -> None:
-    """Remove a run directory that nothing ran in, here or at the login."""
-    if site is not None:
-        site.discard(prep)
-    else:
-        shutil.rmtree(prep.run_dir, ignore_errors=True)
-
-
-def _sbatch(prep: Prepared, client: SlurmClient, previous: str | None = None,
-            site: RunSite | None = None) -> str:
-    try:
-        return client.submit(prep.script_path, cwd=prep.workdir,
+        return place.slurm_client().submit(prep.script_path, cwd=prep.workdir,
                              options=segment_options(prep.plan, previous))
     except SlurmTimeoutError as e:
         # sbatch may have queued the job before it timed out; its logs need the directory.
         with contextlib.suppress(OSError, HpctrainError):
-            (site.write if site else _write_local)(prep.run_dir / UNCONFIRMED_NAME, f"{e.what}\n")
+            place.write(prep.run_dir / rundir.UNCONFIRMED, f"{e.what}\n")
         raise SlurmTimeoutError(
-            f"{e.what} (run directory {prep.run_dir} kept, marked {UNCONFIRMED_NAME})", e.fix
+            f"{e.what} (run directory {prep.run_dir} kept, marked {rundir.UNCONFIRMED})", e.fix
         ) from None
     except HpctrainError as e:
         if previous is not None:
@@ -215,11 +93,11 @@ def _sbatch(prep: Prepared, client: SlurmClient, previous: str | None = None,
                 f"cancel the queued part with `hpctrain cancel {previous}`, or let it run",
             ) from None
         # Nothing was queued: leave no run directory behind that looks like a run.
-        discard_run_dir(prep, site)
+        place.discard(prep.run_dir)
         raise
 
 
-def _write_run_info(prep: Prepared, done: Queued, site: RunSite | None = None) -> None:
+def _write_run_info(prep: Prepared, done: Queued, place: Place) -> None:
     info = {
         "job_id": done.job_id,
         "cluster": done.cluster,
@@ -233,12 +111,11 @@ def _write_run_info(prep: Prepared, done: Queued, site: RunSite | None = None) -
     }
     # The history row holds the same facts; the job is queued either way.
     with contextlib.suppress(OSError, HpctrainError):
-        (site.write if site else _write_local)(prep.run_dir / RUN_INFO_NAME,
-                                               json.dumps(info, indent=2) + "\n")
+        place.write(prep.run_dir / rundir.RUN_INFO, json.dumps(info, indent=2) + "\n")
 
 
-def _new_job(prep: Prepared, done: Queued, head: str | None, segment: int,
-             site: RunSite | None = None) -> NewJob:
+def _new_job(prep: Prepared, done: Queued, place: Place, head: str | None, segment: int
+             ) -> NewJob:
     plan = prep.plan
     chained = plan.chain > 1
     return NewJob(
@@ -251,14 +128,19 @@ def _new_job(prep: Prepared, done: Queued, head: str | None, segment: int,
         stderr_path=done.stderr_path, workdir=str(prep.workdir),
         git_commit=done.git.commit if done.git else None,
         git_dirty=done.git.dirty if done.git else None, time_limit_s=plan.time_seconds,
-        login=site.login if site else None, login_config=site.login_config if site else None,
+        login=place.login, login_config=place.login_config,
     )
 
 
-def _record(prep: Prepared, done: Queued, history: History, head: str | None = None,
-            segment: int = 1, site: RunSite | None = None) -> JobRecord:
+def record_job(prep: Prepared, done: Queued, history: History, place: Place, *,
+               head: str | None = None, segment: int = 1, race_of: str | None = None
+               ) -> JobRecord:
+    """The history row of one queued job (a chain's segment, a race's alternative)."""
+    new = _new_job(prep, done, place, head, segment)
+    if race_of is not None:
+        new = dataclasses.replace(new, race_head=head, race_of=race_of)
     try:
-        return history.add(_new_job(prep, done, head, segment, site))
+        return history.add(new)
     except HistoryError as e:
         raise HistoryError(
             f"job {done.job_id} was submitted (run directory {prep.run_dir}) but not recorded: "
@@ -267,36 +149,33 @@ def _record(prep: Prepared, done: Queued, history: History, head: str | None = N
         ) from None
 
 
-def _queued(prep: Prepared, client: SlurmClient, job_id: str, git: GitState | None,
-            user: str | None = None) -> Queued:
-    user = user or getpass.getuser()
+def queued(prep: Prepared, place: Place, job_id: str, git: GitState | None) -> Queued:
+    """What sbatch's answer means for `prep`: the cluster and the log files, expanded."""
     name = prep.plan.job_name
     return Queued(
-        job_id=job_id, cluster=client.cluster_name() or prep.plan.cluster,
-        stdout_path=expand_log_pattern(prep.logs.stdout, job_id, name, user),
-        stderr_path=expand_log_pattern(prep.logs.stderr, job_id, name, user),
+        job_id=job_id, cluster=place.slurm_client().cluster_name() or prep.plan.cluster,
+        stdout_path=expand_log_pattern(prep.logs.stdout, job_id, name, place.user),
+        stderr_path=expand_log_pattern(prep.logs.stderr, job_id, name, place.user),
         git=git,
     )
 
 
-def submit(prep: Prepared, client: SlurmClient, history: History, site: RunSite | None = None,
-           user: str | None = None) -> Submitted:
+def submit(prep: Prepared, place: Place, history: History) -> Submitted:
     """Create the run directory, sbatch the script, record the job; on refusal undo it all.
 
-    A chain (`plan.chain` > 1) queues that many jobs, each after the one before. With a
-    `site` (a login) the run directory is made there and `client` runs sbatch there.
+    A chain (`plan.chain` > 1) queues that many jobs, each after the one before.
     """
-    git = create_run_dir(prep, site)
-    queued = _queued(prep, client, _sbatch(prep, client, site=site), git, user)
-    _write_run_info(prep, queued, site)
-    record = _record(prep, queued, history, site=site)
-    chain = [queued.job_id]
+    git = create_run_dir(prep, place)
+    first = queued(prep, place, _sbatch(prep, place), git)
+    _write_run_info(prep, first, place)
+    record = record_job(prep, first, history, place)
+    chain = [first.job_id]
     for segment in range(2, prep.plan.chain + 1):
-        later = _queued(prep, client, _sbatch(prep, client, chain[-1], site), git, user)
-        _record(prep, later, history, head=queued.job_id, segment=segment, site=site)
+        later = queued(prep, place, _sbatch(prep, place, chain[-1]), git)
+        record_job(prep, later, history, place, head=first.job_id, segment=segment)
         chain.append(later.job_id)
     return Submitted(
-        job_id=queued.job_id, cluster=queued.cluster, run_dir=prep.run_dir,
-        script_path=prep.script_path, stdout_path=queued.stdout_path,
-        stderr_path=queued.stderr_path, git=git, record=record, chain=tuple(chain),
+        job_id=first.job_id, cluster=first.cluster, run_dir=prep.run_dir,
+        script_path=prep.script_path, stdout_path=first.stdout_path,
+        stderr_path=first.stderr_path, git=git, record=record, chain=tuple(chain),
     )

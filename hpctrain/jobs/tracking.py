@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from hpctrain import rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.history import History, JobRecord
 
@@ -80,7 +81,7 @@ def restarts(record: JobRecord) -> int | None:
     """How often the job was requeued, as its trainer recorded it; None when unknown."""
     if not record.run_dir:
         return None
-    path = Path(record.run_dir) / "metrics.json"
+    path = Path(record.run_dir) / rundir.METRICS
     try:
         if path.stat().st_size > _MAX_METRICS_BYTES:
             return None
@@ -107,7 +108,6 @@ _NOT_STARTED = ("PENDING", "CANCELLED", "UNKNOWN")
 
 # The directory the first alternative of a race to start creates in the run directory
 # (templates/sbatch.sh.j2), with a file `winner`: "JOBID NODESxGPUS".
-CLAIM_NAME = "race-claim"
 
 
 def winner(run_dir: str | None) -> tuple[str, str] | None:
@@ -115,7 +115,7 @@ def winner(run_dir: str | None) -> tuple[str, str] | None:
     if not run_dir:
         return None
     try:
-        text = (Path(run_dir) / CLAIM_NAME / "winner").read_text(encoding="utf-8")
+        text = (Path(run_dir) / rundir.RACE_CLAIM / rundir.RACE_WINNER).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     parts = text.split()
@@ -165,7 +165,8 @@ def monitor_summary(job: str | None, history: Callable[[], History]
     summary = job_summary(run_dir)
     if summary is None:
         raise HpctrainError(
-            f"no monitor samples for {'job ' + job_id if job_id else run_dir} in {run_dir}/monitor",
+            f"no monitor samples for {'job ' + job_id if job_id else run_dir} in "
+            f"{run_dir}/{rundir.MONITOR_DIR}",
             "the job has not started yet, or ran with --no-monitor; the monitor is on by default",
         )
     return {"job_id": job_id, **summary}, run_dir

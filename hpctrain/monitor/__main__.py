@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from hpctrain import rundir
 from hpctrain.monitor.sampler import DEFAULT_INTERVAL_S
 
 
@@ -20,7 +21,7 @@ def _parser() -> argparse.ArgumentParser:
     sample.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S,
                         help="seconds between samples (default %(default)s)")
     sample.add_argument("--node", help="node name (default: $SLURMD_NODENAME, else hostname)")
-    summary = sub.add_parser("summarize", help="write monitor-summary.json from the rows")
+    summary = sub.add_parser("summarize", help=f"write {rundir.MONITOR_SUMMARY} from the rows")
     summary.add_argument("--run-dir", required=True, type=Path)
     return p
 

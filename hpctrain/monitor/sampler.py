@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from hpctrain import rundir
 from hpctrain.monitor import host
 from hpctrain.monitor.gpu import GpuSource, open_source
 
-MONITOR_DIR = "monitor"
 DEFAULT_INTERVAL_S = 10.0
 # A last, partial interval shorter than this says nothing about utilization.
 _MIN_FINAL_S = 0.5
@@ -29,7 +29,7 @@ def node_name() -> str:
 
 def rows_path(run_dir: Path, node: str) -> Path:
     """`<run dir>/monitor/<node>.jsonl`; a node name is made safe as a file name."""
-    return run_dir / MONITOR_DIR / f"{_UNSAFE.sub('_', node).strip('._') or 'node'}.jsonl"
+    return run_dir / rundir.MONITOR_DIR / f"{_UNSAFE.sub('_', node).strip('._') or 'node'}.jsonl"
 
 
 class Sampler:

@@ -9,9 +9,8 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from hpctrain.monitor.sampler import MONITOR_DIR
+from hpctrain import rundir
 
-SUMMARY_NAME = "monitor-summary.json"
 IDLE_UTIL_PCT = 5.0  # below this a GPU counts as idle in a sample
 IDLE_SHARE_PCT = 50.0  # a GPU idle this share of the time gets a note
 LOW_UTIL_PCT = 50.0
@@ -65,7 +64,7 @@ class Rows:
 def read_rows(run_dir: Path) -> Rows:
     """Every row of `<run dir>/monitor/*.jsonl`; a torn last line or a bad one is counted."""
     out = Rows([])
-    folder = run_dir / MONITOR_DIR
+    folder = run_dir / rundir.MONITOR_DIR
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
         out.files += 1
         with path.open(encoding="utf-8", errors="replace") as f:
@@ -236,7 +235,7 @@ def write_summary(run_dir: Path) -> Path | None:
     summary = job_summary(run_dir)
     if summary is None:
         return None
-    path = run_dir / SUMMARY_NAME
+    path = run_dir / rundir.MONITOR_SUMMARY
     write_atomic(path, json.dumps(summary, indent=2) + "\n")
     return path
 

@@ -10,7 +10,7 @@ from hpctrain.plan.inputs import check_inputs, choose_command
 from hpctrain.plan.limits import choose_qos, wall_time
 from hpctrain.plan.model import JobPlan, JobRequest
 from hpctrain.plan.nodetypes import Fit, fit_node_types, selected_types
-from hpctrain.plan.outcome import Findings
+from hpctrain.plan.outcome import Collector
 from hpctrain.plan.resources import NodeShare, cpus_per_task, memory, node_share
 from hpctrain.plan.restart import restart_policy
 from hpctrain.plan.sbatch import sbatch_options
@@ -20,7 +20,7 @@ from hpctrain.profiles.model import Partition, Profile
 
 
 def _placement(
-    req: JobRequest, part: Partition, found: Findings
+    req: JobRequest, part: Partition, found: Collector
 ) -> tuple[Topology, int, Fit, NodeShare]:
     """Where the job runs: nodes and GPUs, tasks per node, the node types that fit, their share."""
     base = found.take(selected_types(req, part))
@@ -48,7 +48,7 @@ def build_plan(req: JobRequest) -> JobPlan:
     chosen = choose_partition(req)
     # An unknown partition is replaced by the default only so that the other rules can run;
     # what they say about fitting that stand-in would mislead, so it is left out.
-    found = Findings(check_fit=not chosen.problems)
+    found = Collector(check_fit=not chosen.problems)
     part = found.take(chosen)
     shape, tasks, fit, share = _placement(req, part, found)
     cpt = found.take(cpus_per_task(req, tasks, share))

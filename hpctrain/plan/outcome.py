@@ -22,7 +22,7 @@ class Outcome(Generic[T]):
     notes: tuple[str, ...] = ()
 
 
-class Findings:
+class Collector:
     """Collects the rules' problems and notes in the order the rules ran."""
 
     def __init__(self, check_fit: bool) -> None:

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from hpctrain.plan.model import JobRequest, Launcher
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.text import number
 from hpctrain.profiles.model import NodeType, Partition
-
-
-@dataclass(frozen=True)
-class Topology:
-    """Nodes and GPUs per node, as decided."""
-
-    nodes: int
-    gpus_per_node: int
+from hpctrain.units import Topology
 
 
 def choose_partition(req: JobRequest) -> Outcome[Partition]:

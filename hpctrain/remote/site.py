@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import io
 import shlex
-import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from hpctrain.errors import RemoteError
 from hpctrain.remote.connection import Connection, Target, shell_command
 
 if TYPE_CHECKING:
     from hpctrain.history import JobRecord
-    from hpctrain.jobs.prepare import Prepared
-    from hpctrain.jobs.submit import GitState
     from hpctrain.profiles.model import Login, Profile
     from hpctrain.slurm.client import SlurmClient
+    from hpctrain.slurm.transport import ControllerDownError
 
 # Reading a remote log costs a round trip (over the master, no new connection): not as
 # often as a local file.
@@ -34,7 +30,7 @@ def connection(target: Target, name: str | None = None) -> Connection:
     return Connection(target, name)
 
 
-def for_profile(profile: Profile, override: str | None) -> Connection | None:
+def profile_connection(profile: Profile, override: str | None) -> Connection | None:
     """The profile's login (its host replaced by --login DEST); None for a local profile."""
     login = profile.login
     if override is None and login is None:
@@ -57,7 +53,7 @@ def for_name(name: str, ssh_config: str | None = None) -> Connection:
         except ProfileError:
             profile = None
         if profile is not None and profile.login is not None:
-            return for_profile(profile, None) or connection(Target.of(name))
+            return profile_connection(profile, None) or connection(Target.of(name))
     return connection(Target.of(name, ssh_config))
 
 
@@ -77,8 +73,11 @@ def open_login(conn: Connection, persist: str) -> dict[str, object]:
             "remote_home": facts["home"], "remote_user": facts["user"]}
 
 
-def for_record(record: JobRecord) -> Connection | None:
-    """The connection a job was submitted through; None for a job submitted here."""
+def record_connection(record: JobRecord, override: str | None = None) -> Connection | None:
+    """The connection a job was submitted through (`override`: another destination for its
+    login); None for a job submitted here."""
+    if override is not None:
+        return connection(Target.of(override, record.login_config))
     if not record.login:
         return None
     target = Target(record.login, record.login_config)
@@ -104,6 +103,19 @@ class SshTransport:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
+    @property
+    def batches(self) -> bool:
+        # Every command is a round trip over the master: squeue and sacct share one.
+        return True
+
+    def conf_path(self) -> str | None:
+        # The login's slurm.conf is not readable from here.
+        return None
+
+    def controller_down(self, command: str) -> ControllerDownError | None:
+        # The controller's port is reachable from the login node, not from here.
+        return None
+
     def execute(self, argv: tuple[str, ...], input: str | None, limit: float,
                 cwd: str | Path | None) -> tuple[str, str, int]:
         data = input.encode() if input is not None else None
@@ -121,81 +133,16 @@ class SshTransport:
 
 def slurm_client(conn: Connection) -> SlurmClient:
     """The one SLURM client, its commands run on the other end of `conn`."""
-    import dataclasses
-
     from hpctrain.slurm.client import SlurmClient
 
     # The timeout as configured here (HPCTRAIN_SLURM_TIMEOUT); no local slurm.conf applies.
-    return dataclasses.replace(SlurmClient.from_environment(), slurm_conf=None,
-                               transport=SshTransport(conn))
+    return SlurmClient.over(SshTransport(conn))
 
 
 def remote_workdir(conn: Connection, login: Login | None, local: Path) -> str:
     """The remote project directory: login.workdir, else ~/hpctrain-projects/<local dir name>."""
     chosen = login.workdir if login and login.workdir else f"~/hpctrain-projects/{local.name}"
     return str(PurePosixPath(conn.absolute(chosen)))
-
-
-@dataclass
-class RemoteSite:
-    """Where a submission from a laptop puts its run directory (jobs.submit's RunSite)."""
-
-    conn: Connection
-    local_root: Path
-    workdir: str
-    git_state: GitState | None = None
-
-    @property
-    def login(self) -> str:
-        return self.conn.target.host
-
-    @property
-    def login_config(self) -> str | None:
-        return self.conn.target.ssh_config
-
-    def git(self) -> GitState | None:
-        return self.git_state
-
-    def local_copy(self, remote: Path) -> Path:
-        """The laptop file a remote path under the workdir mirrors."""
-        try:
-            return self.local_root / PurePosixPath(remote).relative_to(self.workdir)
-        except ValueError:
-            return remote
-
-    def create(self, prep: Prepared) -> None:
-        """Upload the run directory's files (one round trip); fail if it exists there."""
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            for f in prep.files:
-                data = (self.local_copy(f.copy_of).read_bytes() if f.copy_of is not None
-                        else (f.text or "").encode())
-                info = tarfile.TarInfo(f.path.name)
-                info.size, info.mode = len(data), f.mode or 0o644
-                tar.addfile(info, io.BytesIO(data))
-        run_dir = shlex.quote(str(prep.run_dir))
-        command = (f"mkdir -p -- {shlex.quote(str(prep.run_dir.parent))} && "
-                   f"mkdir -- {run_dir} && tar -xf - -C {run_dir}")
-        _out, err, code = self.conn.run(command, input=buf.getvalue())
-        if code != 0:
-            raise RemoteError(
-                f"cannot create the run directory {prep.run_dir} on {self.login}: "
-                f"{err.decode(errors='replace').strip()}",
-                "choose a writable login.workdir or output_dir in the profile")
-
-    def write(self, path: Path, text: str) -> None:
-        """Write one small file there, whole or not at all (run.json, a race's job ids)."""
-        target, partial = shlex.quote(str(path)), shlex.quote(f"{path}.partial")
-        _out, err, code = self.conn.run(f"cat > {partial} && mv -f -- {partial} {target}",
-                                        input=text.encode())
-        if code != 0:
-            raise RemoteError(f"cannot write {path} on {self.login}: "
-                              f"{err.decode(errors='replace').strip()}",
-                              "check that the run directory is writable there")
-
-    def discard(self, prep: Prepared) -> None:
-        """Remove the run directory again (sbatch refused the job)."""
-        self.conn.run(f"rm -rf -- {shlex.quote(str(prep.run_dir))}")
 
 
 @dataclass

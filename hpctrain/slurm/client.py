@@ -3,50 +3,30 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from hpctrain import paths
 from hpctrain.errors import SlurmError, SlurmUnavailableError
 from hpctrain.slurm import controller, parsers, starts
 from hpctrain.slurm.parsers import JobInfo
+from hpctrain.slurm.transport import (
+    CONTROLLER_COMMANDS,
+    SYSTEM_CONFS,
+    LocalTransport,
+    Transport,
+)
 
 if TYPE_CHECKING:
     from hpctrain.slurm import inventory
 
 DEFAULT_TIMEOUT_S = 10.0
-# Where slurm.conf is read from when SLURM_CONF is unset: Debian's default, older Debian's,
-# and the caches of configless sites (slurmd's, then sackd's).
-SYSTEM_CONFS = (
-    "/etc/slurm/slurm.conf",
-    "/etc/slurm-llnl/slurm.conf",
-    "/run/slurm/conf/slurm.conf",
-    "/var/spool/slurmd/conf-cache/slurm.conf",
-)
-# The commands that talk to slurmctld; sacct and sacctmgr talk to slurmdbd.
-CONTROLLER_COMMANDS = frozenset({"sbatch", "squeue", "scontrol", "scancel", "sinfo"})
-# A healthy controller answers within this; only a slower command makes the client look at
-# the controller's port. Not sooner: slurmctld logs an error for every connection that
-# brings no message, and a login node runs many `hpctrain status`.
-PROBE_AFTER_S = 1.0
-_DOWN_FIX = (
-    "SLURM commands cannot work until slurmctld is back (running jobs go on); on the dev "
-    "cluster run `hpctrain devcluster up`, on a real cluster check `scontrol ping` and tell "
-    "its admins"
-)
-
-
 class SlurmTimeoutError(SlurmUnavailableError):
     """A SLURM command did not answer within the client's timeout."""
-
-
-class ControllerDownError(SlurmUnavailableError):
-    """slurmctld refuses connections or cannot be reached at all."""
 
 
 class AccountingUnavailableError(SlurmError):
@@ -63,18 +43,6 @@ def resolve_slurm_conf() -> str | None:
     return str(conf) if conf else None
 
 
-class Transport(Protocol):
-    """Where SLURM commands run when not here: over a login's ssh master (hpctrain.remote)."""
-
-    def execute(self, argv: tuple[str, ...], input: str | None, limit: float,
-                cwd: str | Path | None) -> tuple[str, str, int]: ...
-
-    def execute_many(self, argvs: Sequence[tuple[str, ...]], limit: float
-                     ) -> list[tuple[str, str, int]]: ...
-
-    def cluster_name(self) -> str | None: ...
-
-
 @dataclass(frozen=True)
 class Result:
     argv: tuple[str, ...]
@@ -87,13 +55,12 @@ class Result:
 class SlurmClient:
     """Runs sbatch/squeue/sacct/scancel/scontrol/sinfo/sacctmgr with one environment."""
 
-    slurm_conf: str | None = None
+    # Where the commands run: here (slurm.transport.LocalTransport) or on a login.
+    transport: Transport
     timeout_s: float = DEFAULT_TIMEOUT_S
     calls: list[tuple[str, ...]] = field(default_factory=list)
     # time.monotonic() of each call, so that callers can check how often SLURM was asked.
     call_times: list[float] = field(default_factory=list)
-    # None: run the commands here; else on the remote behind it (one round trip per command).
-    transport: Transport | None = None
     # The expected start (squeue's %S) of every job the last squeue answers named.
     starts: dict[str, str | None] = field(default_factory=dict)
     # squeue's and sacct's answers fetched together in one round trip, by command name.
@@ -102,16 +69,19 @@ class SlurmClient:
 
     @classmethod
     def from_environment(cls, timeout_s: float | None = None) -> SlurmClient:
-        return cls(
-            slurm_conf=resolve_slurm_conf(),
-            timeout_s=timeout_s if timeout_s is not None else _env_timeout(),
-        )
+        """The client for the SLURM here: SLURM_CONF, else the dev cluster's, else the system's."""
+        return cls.local(resolve_slurm_conf(), timeout_s)
 
-    def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        if self.slurm_conf:
-            env["SLURM_CONF"] = self.slurm_conf
-        return env
+    @classmethod
+    def local(cls, slurm_conf: str | None, timeout_s: float | None = None) -> SlurmClient:
+        """The client for the SLURM here, reading `slurm_conf` (None: the system's)."""
+        return cls(LocalTransport(slurm_conf),
+                   timeout_s=timeout_s if timeout_s is not None else _env_timeout())
+
+    @classmethod
+    def over(cls, transport: Transport) -> SlurmClient:
+        """The client whose commands run through `transport`, with this machine's timeout."""
+        return cls(transport, timeout_s=_env_timeout())
 
     def run(
         self,
@@ -125,13 +95,11 @@ class SlurmClient:
         """Run one SLURM command; raise SlurmUnavailableError on absence, a dead controller
         or timeout."""
         argv = tuple(argv)
-        if self.transport is None:
-            _require_program(argv[0])
         self.calls.append(argv)
         self.call_times.append(time.monotonic())
         limit = timeout_s if timeout_s is not None else self.timeout_s
         try:
-            stdout, stderr, code = self._execute(argv, input, limit, cwd)
+            stdout, stderr, code = self.transport.execute(argv, input, limit, cwd)
         except subprocess.TimeoutExpired:
             raise self._timeout_error(argv[0], limit) from None
         result = Result(argv, code, stdout, stderr)
@@ -139,42 +107,9 @@ class SlurmClient:
             raise self.error_for(result)
         return result
 
-    def _execute(
-        self, argv: tuple[str, ...], input: str | None, limit: float, cwd: str | Path | None
-    ) -> tuple[str, str, int]:
-        """The command's output and exit status; stops it early when slurmctld is down."""
-        if self.transport is not None:
-            return self.transport.execute(argv, input, limit, cwd)
-        deadline = time.monotonic() + limit
-        with subprocess.Popen(
-            argv, stdin=subprocess.PIPE if input is not None else None,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env(), cwd=cwd,
-        ) as proc:
-            try:
-                try:
-                    out, err = proc.communicate(input, timeout=min(PROBE_AFTER_S, limit))
-                except subprocess.TimeoutExpired:
-                    if argv[0] in CONTROLLER_COMMANDS and (down := self.controller_down(argv[0])):
-                        raise down from None
-                    out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 0.0))
-            except BaseException:
-                # Ctrl-C, the timeout or a dead controller: the command must not outlive us.
-                proc.kill()
-                raise
-        return out, err, proc.returncode
-
-    def controller_down(self, command: str) -> ControllerDownError | None:
-        """The error naming slurmctld when no controller accepts a connection, else None."""
-        if self.transport is not None:
-            # The controller's port is reachable from the login node, not from here.
-            return None
-        why = controller.unreachable(controller.controllers(self.conf_path()))
-        if why is None:
-            return None
-        return ControllerDownError(f"{command}: the SLURM controller is down: {why}", _DOWN_FIX)
-
     def _timeout_error(self, command: str, limit: float) -> SlurmTimeoutError:
-        found = controller.controllers(self.conf_path()) if command in CONTROLLER_COMMANDS else []
+        conf = self.transport.conf_path()
+        found = controller.controllers(conf) if command in CONTROLLER_COMMANDS else []
         why = (f"{found[0]} takes connections but did not answer (stopped, hung or overloaded)"
                if found else "SLURM is down or overloaded")
         return SlurmTimeoutError(
@@ -187,12 +122,12 @@ class SlurmClient:
         """SLURM's failure as an error; one naming the controller when it cannot be reached."""
         error = _error_for(result)
         if isinstance(error, SlurmUnavailableError) and result.argv[0] in CONTROLLER_COMMANDS:
-            return self.controller_down(result.argv[0]) or error
+            return self.transport.controller_down(result.argv[0]) or error
         return error
 
     def unknown_cluster_error(self) -> SlurmUnavailableError:
         """Why hpctrain cannot tell which cluster the SLURM commands talk to."""
-        path = self.conf_path()
+        path = self.transport.conf_path()
         where = (f"{path} names no ClusterName" if path else
                  "no slurm.conf is readable here (SLURM_CONF is unset, no dev cluster is up, "
                  f"and none of {', '.join(SYSTEM_CONFS)} exists)")
@@ -264,8 +199,9 @@ class SlurmClient:
         return parsers.parse_sacct(result.stdout)
 
     def prefetch(self, job_ids: Sequence[str]) -> None:
-        """Over ssh: squeue and sacct for all ids in one round trip, kept for the next asks."""
-        if self.transport is None or not job_ids:
+        """Where a command costs a round trip: squeue and sacct for all ids in one, kept for
+        the next asks."""
+        if not self.transport.batches or not job_ids:
             return
         argvs = (_squeue_argv(job_ids), _sacct_argv(job_ids))
         now = time.monotonic()
@@ -388,26 +324,9 @@ class SlurmClient:
                 f"{' '.join(argv)} failed: {(result.stderr or result.stdout).strip()}")
         return result.stdout
 
-    def conf_path(self) -> str | None:
-        """The slurm.conf the SLURM commands read, if there is a readable one."""
-        if self.transport is not None:
-            return None
-        if self.slurm_conf:
-            return self.slurm_conf
-        return next((p for p in SYSTEM_CONFS if os.access(p, os.R_OK)), None)
-
     def cluster_name(self) -> str | None:
-        """ClusterName from slurm.conf (no SLURM call); None where no config file is readable."""
-        if self.transport is not None:
-            return self.transport.cluster_name()
-        path = self.conf_path()
-        if path is None:
-            return os.environ.get("SLURM_CLUSTER_NAME") or None
-        try:
-            text = Path(path).read_text(errors="replace")
-        except OSError:
-            return None
-        return parsers.parse_cluster_name(text)
+        """The cluster the commands talk to, as learnt without a SLURM call; None: unknown."""
+        return self.transport.cluster_name()
 
 
 def _squeue_argv(job_ids: Sequence[str]) -> tuple[str, ...]:
@@ -418,15 +337,6 @@ def _squeue_argv(job_ids: Sequence[str]) -> tuple[str, ...]:
 def _sacct_argv(job_ids: Sequence[str]) -> tuple[str, ...]:
     return ("sacct", "--allocations", "--parsable2", "--noheader",
             "--jobs", parsers.job_id_list(job_ids), "--format", parsers.SACCT_FORMAT)
-
-
-def _require_program(name: str) -> None:
-    if shutil.which(name) is None:
-        raise SlurmUnavailableError(
-            f"{name} not found: SLURM's client commands are not installed here",
-            "run hpctrain on a cluster login node, or install Debian's slurm-client "
-            "and start the dev cluster (`hpctrain devcluster up`)",
-        )
 
 
 def _env_timeout() -> float:

@@ -29,6 +29,24 @@ class JobState(str, Enum):
         """True once SLURM will never change the state again (hpctrain stops asking)."""
         return self in TERMINAL
 
+    @property
+    def group(self) -> StateGroup:
+        """Which of the four groups the state belongs to: what a display needs to know."""
+        for group, members in _GROUPS.items():
+            if self in members:
+                return group
+        return StateGroup.UNKNOWN
+
+
+class StateGroup(str, Enum):
+    """The states as people read them: waiting, working, ended well, ended badly."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    ENDED = "ended"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
 
 # PREEMPTED counts as terminal: a job requeued after preemption shows as PENDING/REQUEUED in
 # squeue before hpctrain caches anything, and sacct -X reports the requeued record's state.
@@ -45,6 +63,18 @@ TERMINAL = frozenset(
         JobState.DEADLINE,
     }
 )
+
+# A requeued or suspended job waits to run again; COMPLETING still holds its nodes.
+PENDING = frozenset({JobState.PENDING, JobState.REQUEUED, JobState.SUSPENDED})
+RUNNING = frozenset({JobState.RUNNING, JobState.COMPLETING})
+ENDED = TERMINAL
+FAILED = TERMINAL - {JobState.COMPLETED}
+_GROUPS = {
+    StateGroup.PENDING: PENDING,
+    StateGroup.RUNNING: RUNNING,
+    StateGroup.ENDED: frozenset({JobState.COMPLETED}),
+    StateGroup.FAILED: FAILED,
+}
 
 # Long names (squeue %T, sacct State, scontrol JobState) and squeue's short codes (%t).
 _ALIASES: dict[str, JobState] = {

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hpctrain import rundir
+
 # Words in metric names where smaller is better, when checkpoint.mode is not set.
 _LOWER_IS_BETTER = {"mse", "rmse", "mae", "nll", "ppl", "wer", "cer", "ce", "bce", "kl", "entropy"}
 _LOWER_PREFIXES = ("loss", "err", "dist", "perplex")
@@ -50,7 +52,7 @@ class BestChoice:
             self.settled = True
             self.note = (
                 f"checkpoint.monitor {self.configured!r} is not logged by the module "
-                f"(it logs: {choices}); only last.ckpt is saved"
+                f"(it logs: {choices}); only {rundir.LAST_CKPT} is saved"
             )
             return f"warning: {self.note} - set checkpoint.monitor to one of those"
         if "val_loss" in validation:
@@ -58,7 +60,7 @@ class BestChoice:
         if validation:
             return self._pick(validation[0], "the first validation metric the module logs")
         self.settled = True
-        self.note = "the module logs no validation metric; only last.ckpt is saved"
+        self.note = f"the module logs no validation metric; only {rundir.LAST_CKPT} is saved"
         hint = f"set checkpoint.monitor to one of: {choices}" if logged else "it logs no metric"
         return f"note: {self.note} ({hint})"
 
@@ -70,6 +72,6 @@ class BestChoice:
             return None
         how = f"{self.mode}, guessed from the name" if guessed else self.mode
         return (
-            f"best.ckpt follows {metric} ({how}): {why}; "
+            f"{rundir.BEST_CKPT} follows {metric} ({how}): {why}; "
             "set checkpoint.monitor / checkpoint.mode to change"
         )

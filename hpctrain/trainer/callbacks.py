@@ -12,10 +12,6 @@ from typing import Any
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
-LAST = "last.ckpt"
-BEST = "best.ckpt"
-METRICS = "metrics.json"
-
 
 def _umask() -> int:
     mask = os.umask(0)

@@ -22,7 +22,7 @@ INTERACTIVE_JOB_NAMES = ("bash", "interactive")
 
 
 @dataclass(frozen=True)
-class Topology:
+class ProcessLayout:
     """The process layout of a run as the launcher set it up."""
 
     launch: Launch
@@ -86,7 +86,7 @@ def is_torchrun_worker(env: Mapping[str, str]) -> bool:
     )
 
 
-def _torchrun_topology(env: Mapping[str, str]) -> Topology:
+def _torchrun_topology(env: Mapping[str, str]) -> ProcessLayout:
     world = _int(env, "WORLD_SIZE") or 1
     local_world = _int(env, "LOCAL_WORLD_SIZE") or world
     if world % local_world:
@@ -95,7 +95,7 @@ def _torchrun_topology(env: Mapping[str, str]) -> Topology:
             "not the same number on every node",
             "use the same --nproc-per-node on every node",
         )
-    return Topology(
+    return ProcessLayout(
         launch="torchrun",
         world_size=world,
         num_nodes=world // local_world,
@@ -107,7 +107,7 @@ def _torchrun_topology(env: Mapping[str, str]) -> Topology:
     )
 
 
-def _slurm_topology(env: Mapping[str, str]) -> Topology:
+def _slurm_topology(env: Mapping[str, str]) -> ProcessLayout:
     # srun overwrites SLURM_NTASKS/SLURM_NNODES for its step and adds the SLURM_STEP_* layout;
     # SLURM_NTASKS_PER_NODE keeps the job's request, which is what Lightning compares against.
     tasks = _int(env, "SLURM_STEP_NUM_TASKS") or _int(env, "SLURM_NTASKS") or 1
@@ -146,7 +146,7 @@ def _slurm_topology(env: Mapping[str, str]) -> Topology:
             "(Lightning would miscount the devices, Lightning issue #20391)",
             "drop --ntasks, or make it equal to --nodes x --ntasks-per-node",
         )
-    return Topology(
+    return ProcessLayout(
         launch="slurm",
         world_size=tasks,
         num_nodes=nodes,
@@ -162,7 +162,7 @@ def detect_topology(
     env: Mapping[str, str] | None = None,
     devices: int | str = "auto",
     num_nodes: int | str = "auto",
-) -> Topology:
+) -> ProcessLayout:
     """The layout from the launcher's variables, checked against the config's devices/num_nodes."""
     env = os.environ if env is None else env
     if is_torchrun_worker(env):
@@ -177,7 +177,8 @@ def detect_topology(
                 "submit the job with `hpctrain submit`, or set trainer.num_nodes: auto",
             )
         per_node = 1 if devices == "auto" else int(devices)
-        return Topology(launch="local", world_size=per_node, num_nodes=1, devices_per_node=per_node)
+        return ProcessLayout(launch="local", world_size=per_node, num_nodes=1,
+                             devices_per_node=per_node)
     if devices != "auto" and devices != topo.devices_per_node:
         raise ConfigError(
             f"the config pins trainer.devices={devices}, but {source} gives "
@@ -195,7 +196,7 @@ def detect_topology(
 
 
 def resolve_run_dir(
-    run_dir: str | Path | None, task: str, topo: Topology, env: Mapping[str, str] | None = None
+    run_dir: str | Path | None, task: str, topo: ProcessLayout, env: Mapping[str, str] | None = None
 ) -> Path:
     """--run-dir, else $HPCTRAIN_RUN_DIR, else ./hpctrain-runs/<task>-<job id or timestamp>."""
     env = os.environ if env is None else env

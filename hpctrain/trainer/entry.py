@@ -5,17 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hpctrain import rundir
 from hpctrain.errors import HpctrainError
-from hpctrain.trainer.config import TASKS, dump_config, load_config, shortcut_overrides
+from hpctrain.trainconfig import TASKS, dump_config, load_config, shortcut_overrides
 from hpctrain.trainer.signals import TrainingStopped
 
-EPILOG = """\
+EPILOG = f"""\
 config layers (later wins): the task's shipped default < --config FILE < --set KEY=VALUE <
 shortcut flags. KEY is the dotted path of any field, VALUE is YAML:
   --set trainer.max_epochs=5  --set model.hidden=[128,64]  --set data.dir=/ptmp/me/mnist
 The run directory is --run-dir, else $HPCTRAIN_RUN_DIR, else ./hpctrain-runs/<task>-<id>.
-SIGUSR1, SIGTERM or a stop-requested file in the run directory stop training safely: the
-checkpoint is saved and the exit status is 75, for the job to requeue itself.
+SIGUSR1, SIGTERM or a {rundir.STOP_REQUESTED} file in the run directory stop training safely:
+the checkpoint is saved and the exit status is 75, for the job to requeue itself.
 
 examples:
   python -m hpctrain.trainer --task spiral --max-epochs 5
@@ -54,12 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "(= --set trainer.global_batch=N)")
     p.add_argument("--max-device-batch", type=int, metavar="B",
                    help="with --global-batch: at most B per device, accumulate the rest")
-    p.add_argument("--run-dir", metavar="DIR", help="checkpoints, logs and metrics.json go here")
+    p.add_argument("--run-dir", metavar="DIR",
+                   help=f"checkpoints, logs and {rundir.METRICS} go here")
     p.add_argument(
         "--resume",
         default="auto",
         metavar="auto|never|PATH",
-        help="auto (default): continue from the run dir's last.ckpt if present",
+        help=f"auto (default): continue from the run dir's {rundir.LAST_CKPT} if present",
     )
     p.add_argument("--print-config", action="store_true", help="print the resolved config, exit")
     return p

@@ -8,6 +8,8 @@ from typing import Any
 import lightning as L
 import torch
 
+from hpctrain import rundir
+
 UNKNOWN = "unknown"
 
 # What samples/s counts, in the banner and metrics.json.
@@ -86,5 +88,5 @@ def optimizer_text(trainer: L.Trainer) -> str:
     text = f"{', '.join(names)} from configure_optimizers"
     schedulers = [type(c.scheduler).__name__ for c in trainer.lr_scheduler_configs]
     if schedulers:
-        text += f", then {', '.join(schedulers)}: each epoch's in metrics.json"
+        text += f", then {', '.join(schedulers)}: each epoch's in {rundir.METRICS}"
     return text

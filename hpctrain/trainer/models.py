@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from hpctrain.errors import ConfigError
+from hpctrain.trainconfig import OptimConfig
 from hpctrain.trainer import fastpath, graphs
-from hpctrain.trainer.config import OptimConfig
 from hpctrain.trainer.networks import build_optimizer
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from hpctrain.trainer.config import OptimConfig
+from hpctrain.trainconfig import OptimConfig
 
 
 def spiral_mlp(hidden: list[int], inputs: int = 2, classes: int = 2) -> nn.Sequential:

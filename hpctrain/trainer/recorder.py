@@ -12,10 +12,10 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Checkpoint
 
-from hpctrain import __version__
+from hpctrain import __version__, rundir
+from hpctrain.trainconfig import CheckpointSection
 from hpctrain.trainer.best import BestChoice
-from hpctrain.trainer.callbacks import BEST, LAST, METRICS, atomic_copy, atomic_write_text
-from hpctrain.trainer.config import CheckpointSection
+from hpctrain.trainer.callbacks import atomic_copy, atomic_write_text
 from hpctrain.trainer.facts import (
     SAMPLES_COUNTED_AS,
     UNKNOWN,
@@ -387,12 +387,12 @@ class RunRecorder(Checkpoint):
         better, score = trainer.strategy.broadcast((better, score), src=0)
         if better:
             self.best_score, self.best_epoch = score, epoch
-        trainer.save_checkpoint(self.run_dir / LAST, weights_only=False)
+        trainer.save_checkpoint(self.run_dir / rundir.LAST_CKPT, weights_only=False)
         self._saved_step = trainer.global_step
         if better:
             if trainer.is_global_zero:
                 # A copy of the checkpoint just written: same state, no second serialization.
-                atomic_copy(self.run_dir / LAST, self.run_dir / BEST)
+                atomic_copy(self.run_dir / rundir.LAST_CKPT, self.run_dir / rundir.BEST_CKPT)
             trainer.strategy.barrier("hpctrain.best_checkpoint")
 
     def _write_metrics(self, trainer: L.Trainer, status: str) -> None:
@@ -430,4 +430,4 @@ class RunRecorder(Checkpoint):
             "epochs": self.epochs,
             "restarts": self.restarts,
         }
-        atomic_write_text(self.run_dir / METRICS, json.dumps(self.summary, indent=2) + "\n")
+        atomic_write_text(self.run_dir / rundir.METRICS, json.dumps(self.summary, indent=2) + "\n")

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from hpctrain import rundir
 from hpctrain.errors import ConfigError
-from hpctrain.trainer.callbacks import LAST
 
 # Lightning's SLURM requeue handler saves hpc_ckpt_<n>.ckpt in the run directory.
 _HPC = re.compile(r"^hpc_ckpt_(\d+)\.ckpt$")
@@ -36,7 +36,7 @@ def choose_checkpoint(mode: str, run_dir: Path) -> Path | None:
             )
         return None
     if mode == "auto":
-        candidates = [run_dir / LAST, *requeue_checkpoints(run_dir)]
+        candidates = [run_dir / rundir.LAST_CKPT, *requeue_checkpoints(run_dir)]
         existing = [p for p in candidates if p.is_file()]
         return max(existing, key=lambda p: p.stat().st_mtime_ns) if existing else None
     path = Path(mode).expanduser()

@@ -21,11 +21,16 @@ from lightning.fabric.plugins.environments import (
 )
 from lightning.pytorch.strategies import DDPStrategy
 
-from hpctrain import __version__
+from hpctrain import __version__, rundir
 from hpctrain.errors import ConfigError
-from hpctrain.trainer.callbacks import METRICS, AtomicCheckpointIO, atomic_write_text
-from hpctrain.trainer.cluster import Topology, default_data_dir, detect_topology, resolve_run_dir
-from hpctrain.trainer.config import FILE_TASKS, TrainConfig, dump_config
+from hpctrain.trainconfig import FILE_TASKS, TrainConfig, dump_config
+from hpctrain.trainer.callbacks import AtomicCheckpointIO, atomic_write_text
+from hpctrain.trainer.cluster import (
+    ProcessLayout,
+    default_data_dir,
+    detect_topology,
+    resolve_run_dir,
+)
 from hpctrain.trainer.custom import build_custom
 from hpctrain.trainer.datasets.fetch import locate_idx_files
 from hpctrain.trainer.loggers import build_loggers
@@ -33,12 +38,7 @@ from hpctrain.trainer.midepoch import ExactResume
 from hpctrain.trainer.recorder import RunRecorder, fmt
 from hpctrain.trainer.restarts import run_history
 from hpctrain.trainer.resume import choose_checkpoint, validate_checkpoint
-from hpctrain.trainer.signals import (
-    TRAINING_COMPLETE,
-    StopSignals,
-    clear_stale_markers,
-    segment_start,
-)
+from hpctrain.trainer.signals import StopSignals, clear_stale_markers, segment_start
 from hpctrain.trainer.stopping import SafeStop, hand_signals_to_hpctrain
 
 # When torch, Lightning and the trainer's modules were imported: start-up's largest part.
@@ -48,7 +48,7 @@ IMPORTED_AT = time.time()
 class CheckedSLURMEnvironment(SLURMEnvironment):
     """Lightning's SLURM environment, trusting the layout hpctrain already checked."""
 
-    def __init__(self, topology: Topology) -> None:
+    def __init__(self, topology: ProcessLayout) -> None:
         self.topology = topology
         # hpctrain's safe stop (stopping.py) replaces Lightning's requeue-from-a-signal-handler.
         super().__init__(auto_requeue=False)
@@ -96,7 +96,7 @@ def _quiet_lightning(task: str) -> None:
         warnings.filterwarnings("ignore", message=r".*`srun` command is available.*")
 
 
-def _cluster_environment(config: TrainConfig, topo: Topology) -> ClusterEnvironment:
+def _cluster_environment(config: TrainConfig, topo: ProcessLayout) -> ClusterEnvironment:
     if topo.launch == "slurm":
         return CheckedSLURMEnvironment(topo)
     if topo.launch == "torchrun":
@@ -105,7 +105,7 @@ def _cluster_environment(config: TrainConfig, topo: Topology) -> ClusterEnvironm
     return LightningEnvironment()
 
 
-def _accelerator(config: TrainConfig, topo: Topology) -> str:
+def _accelerator(config: TrainConfig, topo: ProcessLayout) -> str:
     wanted = config.trainer.accelerator
     cuda = torch.cuda.is_available()
     if wanted == "gpu" and not cuda:
@@ -181,7 +181,7 @@ def _banner(
     trainer: L.Trainer,
     facts: dict[str, Any],
     config: TrainConfig,
-    topo: Topology,
+    topo: ProcessLayout,
     run_dir: Path,
     resume: str,
 ) -> str:
@@ -214,7 +214,7 @@ def _banner(
 
 
 def _resume_text(checkpoint: Path | None, header: dict[str, Any] | None, config: TrainConfig,
-                 topo: Topology) -> str:
+                 topo: ProcessLayout) -> str:
     """Say where training continues."""
     if checkpoint is None or header is None:
         return "fresh start"
@@ -231,7 +231,7 @@ def _resume_text(checkpoint: Path | None, header: dict[str, Any] | None, config:
     return text
 
 
-def _recorder(config: TrainConfig, topo: Topology, path: Path, resume_text: str,
+def _recorder(config: TrainConfig, topo: ProcessLayout, path: Path, resume_text: str,
               checkpoint: Path | None, print_lines: bool,
               history: tuple[list[dict[str, Any]], list[dict[str, Any]]],
               startup: tuple[float, str, float | None]) -> RunRecorder:
@@ -253,7 +253,7 @@ def _recorder(config: TrainConfig, topo: Topology, path: Path, resume_text: str,
     )
 
 
-def _strategy(config: TrainConfig, topo: Topology) -> DDPStrategy | str:
+def _strategy(config: TrainConfig, topo: ProcessLayout) -> DDPStrategy | str:
     if topo.world_size == 1:
         return "auto"
     return DDPStrategy(find_unused_parameters=config.trainer.find_unused_parameters)
@@ -275,7 +275,7 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
         ) from e
 
 
-def _trainer(config: TrainConfig, topo: Topology, path: Path, accelerator: str,
+def _trainer(config: TrainConfig, topo: ProcessLayout, path: Path, accelerator: str,
              loggers: list[Any], callbacks: list[L.Callback], bar: bool) -> L.Trainer:
     return L.Trainer(
         accelerator=accelerator,
@@ -337,7 +337,7 @@ def _print_done(summary: dict[str, Any], path: Path) -> None:
     metric = summary["best_val_metric"]
     shown = f"{metric}={fmt(summary.get(f'final_{metric}'))}, " if metric else ""
     print(
-        f"done: {summary['epochs_completed']} epoch(s), {shown}metrics in {path / METRICS}",
+        f"done: {summary['epochs_completed']} epoch(s), {shown}metrics in {path / rundir.METRICS}",
         flush=True,
     )
 
@@ -348,9 +348,8 @@ def _finish(trainer: L.Trainer, recorder: RunRecorder, path: Path) -> None:
         return
     recorder.finish(trainer)
     summary = recorder.summary
-    atomic_write_text(
-        path / TRAINING_COMPLETE, f"{summary['epochs_completed']} of {summary['max_epochs']}\n"
-    )
+    done = f"{summary['epochs_completed']} of {summary['max_epochs']}\n"
+    atomic_write_text(path / rundir.TRAINING_COMPLETE, done)
     _print_done(summary, path)
 
 
@@ -395,7 +394,7 @@ def _run(
     since = segment_start(os.environ, signals.started)
     path.mkdir(parents=True, exist_ok=True)
     if topo.is_rank_zero:
-        atomic_write_text(path / "config.yaml", dump_config(config))
+        atomic_write_text(path / rundir.CONFIG, dump_config(config))
         clear_stale_markers(path, since)
     loggers = build_loggers(config.logging, path, config.task, resuming=checkpoint is not None)
     for logger in loggers:
@@ -403,7 +402,7 @@ def _run(
 
     progress = config.logging.progress
     bar = progress == "bar" or (progress == "auto" and sys.stdout.isatty())
-    history = run_history(path / METRICS, resume, checkpoint, header, os.environ)
+    history = run_history(path / rundir.METRICS, resume, checkpoint, header, os.environ)
     recorder = _recorder(config, topo, path, resume_text, checkpoint, not bar, history,
                          _startup_origin(signals.started))
     stop = SafeStop(signals, recorder, config.trainer.stop_check_every_n_steps, since,

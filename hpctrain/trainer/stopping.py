@@ -13,14 +13,13 @@ import torch.distributed as dist
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.trainer.connectors.signal_connector import _SignalConnector
 
-from hpctrain.trainer.callbacks import LAST, atomic_write_text
+from hpctrain import rundir
+from hpctrain.trainer.callbacks import atomic_write_text
 from hpctrain.trainer.recorder import RunRecorder
 from hpctrain.trainer.signals import (
     BY_FILE,
     NO_REQUEST,
     REASONS,
-    STOP_REQUESTED,
-    STOP_SAVED,
     StopSignals,
     TrainingStopped,
     read_stop_file,
@@ -92,7 +91,7 @@ class SafeStop(Checkpoint):
     def _local_request(self) -> tuple[int, float]:
         reason, when = self.signals.reason, self.signals.time
         if self.check_file:
-            found = read_stop_file(self.run_dir / STOP_REQUESTED, self.since)
+            found = read_stop_file(self.run_dir / rundir.STOP_REQUESTED, self.since)
             if found is not None:
                 reason = max(reason, BY_FILE)
                 when = found[1] if when is None else min(when, found[1])
@@ -116,19 +115,20 @@ class SafeStop(Checkpoint):
         decided = time.time()
         mid_epoch = batches_done is not None
         if not self.recorder.saved_at(trainer.global_step, mid_epoch):
-            trainer.save_checkpoint(self.run_dir / LAST, weights_only=False)
+            trainer.save_checkpoint(self.run_dir / rundir.LAST_CKPT, weights_only=False)
         on_disk = time.time()
         done = trainer.num_training_batches if batches_done is None else batches_done
         end = self._end_record(trainer, reason, requested, decided, on_disk, done)
         if trainer.is_global_zero:
             self.recorder.record_stop(trainer, end)
-            atomic_write_text(self.run_dir / STOP_SAVED, _stop_line(end))
+            atomic_write_text(self.run_dir / rundir.STOP_SAVED, _stop_line(end))
             print(f"stop: {_stop_line(end).rstrip()}", flush=True)
         # Every rank leaves only once rank 0's records are on disk: srun --kill-on-bad-exit ends
         # the whole step as soon as the first rank exits.
         trainer.strategy.barrier("hpctrain.safe_stop")
         raise TrainingStopped(
-            f"training stopped by {end['reason']} at epoch {end['epoch']}, checkpoint {LAST} saved",
+            f"training stopped by {end['reason']} at epoch {end['epoch']}, "
+            f"checkpoint {rundir.LAST_CKPT} saved",
             stop_exit_code(self.launch, trainer.global_rank),
         )
 
@@ -154,7 +154,7 @@ class SafeStop(Checkpoint):
             "signal_to_checkpoint_s": on_disk - requested if known else None,
             "decision_s": decided - requested if known else None,
             "save_s": on_disk - decided,
-            "checkpoint": str(self.run_dir / LAST),
+            "checkpoint": str(self.run_dir / rundir.LAST_CKPT),
         }
 
 
@@ -163,5 +163,6 @@ def _stop_line(end: dict[str, Any]) -> str:
     where = "mid-epoch" if end["mid_epoch"] else "at its end"
     return (
         f"{end['reason']} at epoch {end['epoch']} ({where}, step {end['global_step']}); "
-        f"{LAST} on disk {'?' if seconds is None else f'{seconds:.3f}'} s after the request\n"
+        f"{rundir.LAST_CKPT} on disk {'?' if seconds is None else f'{seconds:.3f}'} s "
+        "after the request\n"
     )

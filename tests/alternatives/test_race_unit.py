@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from hpctrain import rundir
 from hpctrain.cli import app
 from hpctrain.cli.jobview import one_row_per_chain, plain_table
 from hpctrain.errors import HpctrainError, PlanError
@@ -22,7 +23,7 @@ from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
 from hpctrain.slurm import starts
 from hpctrain.slurm.client import Result, parse_test_only
-from tests.jobs.helpers import ReplayClient, track
+from tests.jobs.helpers import ReplayClient, here, track
 from tests.recorded import SLURM
 
 # The set recorded from the dev cluster's SLURM (see its MANIFEST.json for each file's origin).
@@ -159,8 +160,8 @@ def race_rows(history: History, run_dir: Path) -> list[tracking.JobRecord]:
 def test_status_folds_a_race_into_its_winner(history: History, tmp_path: Path) -> None:
     rows = race_rows(history, tmp_path)
     assert [r.job_id for r in one_row_per_chain(rows)] == ["40", "42"]
-    (tmp_path / tracking.CLAIM_NAME).mkdir()
-    (tmp_path / tracking.CLAIM_NAME / "winner").write_text("41 2x1\n")
+    (tmp_path / rundir.RACE_CLAIM).mkdir()
+    (tmp_path / rundir.RACE_CLAIM / "winner").write_text("41 2x1\n")
     shown = one_row_per_chain(rows)
     assert [r.job_id for r in shown] == ["41", "42"]
     line = plain_table(shown).splitlines()[1]
@@ -174,8 +175,8 @@ def test_cancel_takes_every_alternative(history: History, tmp_path: Path) -> Non
 
 
 def test_winner_ignores_a_garbled_claim(tmp_path: Path) -> None:
-    (tmp_path / tracking.CLAIM_NAME).mkdir()
-    (tmp_path / tracking.CLAIM_NAME / "winner").write_bytes(b"\xff\xfe")
+    (tmp_path / rundir.RACE_CLAIM).mkdir()
+    (tmp_path / rundir.RACE_CLAIM / "winner").write_bytes(b"\xff\xfe")
     assert tracking.winner(str(tmp_path)) is None
     assert tracking.winner(None) is None
 
@@ -210,8 +211,8 @@ def test_logs_and_stats_of_any_alternative_are_the_winners(history: History,
                                                            tmp_path: Path) -> None:
     race_rows(history, tmp_path)
     assert tracking.pick(history, "40").job_id == "40"
-    (tmp_path / tracking.CLAIM_NAME).mkdir()
-    (tmp_path / tracking.CLAIM_NAME / "winner").write_text("41 2x1\n")
+    (tmp_path / rundir.RACE_CLAIM).mkdir()
+    (tmp_path / rundir.RACE_CLAIM / "winner").write_text("41 2x1\n")
     assert tracking.pick(history, "40").job_id == "41"
     assert tracking.pick(history, "42").job_id == "42"
 
@@ -224,12 +225,12 @@ def test_a_race_whose_ids_cannot_be_written_is_cancelled_and_removed(
 
     def sbatch(argv: tuple[str, ...]) -> Result:
         # Something already holds the ids file's name: it cannot be written.
-        (race.run_dir / alt.IDS_NAME).mkdir(exist_ok=True)
+        (race.run_dir / rundir.ALTERNATIVES).mkdir(exist_ok=True)
         return jobs_recording("sbatch_parsable")
 
     client = ReplayClient({"sbatch": sbatch, "scancel": jobs_recording("scancel_done")})
     with pytest.raises(HpctrainError) as e:
-        alt.submit_race(race, client, history)
+        alt.submit_race(race, here(client, tmp_path), history)
     assert "cannot write the race's job ids" in e.value.what
     assert "cancelled the held alternatives" in e.value.what
     assert [c[0] for c in client.calls] == ["sbatch", "sbatch", "scancel"]

@@ -10,6 +10,7 @@ from hpctrain import paths
 from hpctrain.devcluster import DevCluster
 from hpctrain.devcluster.state import publish, withdraw
 from hpctrain.slurm.client import SlurmClient, resolve_slurm_conf
+from hpctrain.slurm.transport import LocalTransport
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def test_published_conf_is_found_until_withdrawn(home: Path) -> None:
     assert resolve_slurm_conf() is None
     publish(paths.slurm_conf_pointer(), conf)
     assert resolve_slurm_conf() == str(conf)
-    assert SlurmClient.from_environment().slurm_conf == str(conf)
+    assert SlurmClient.from_environment().transport == LocalTransport(str(conf))
     withdraw(paths.slurm_conf_pointer(), home / "other" / "slurm.conf")
     assert resolve_slurm_conf() == str(conf), "another cluster's down leaves ours published"
     withdraw(paths.slurm_conf_pointer(), conf)

@@ -11,7 +11,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hpctrain.history import History, JobRecord, NewJob
+from hpctrain.places import LocalPlace
 from hpctrain.slurm.client import Result, SlurmClient
+from hpctrain.slurm.transport import LocalTransport
 from tests.recorded import SLURM, UnrecordedCommandError, check_replay, pick_recording
 
 # The set recorded from the dev cluster's SLURM (see its MANIFEST.json for each file's origin).
@@ -43,7 +45,7 @@ class ReplayClient(SlurmClient):
     """
 
     def __init__(self, answers: dict[str, Answer]) -> None:
-        super().__init__(slurm_conf=None, timeout_s=5)
+        super().__init__(LocalTransport(None), timeout_s=5)
         self.answers = answers
 
     def run(
@@ -73,6 +75,11 @@ class ReplayClient(SlurmClient):
 
     def cluster_name(self) -> str | None:
         return "hpctrain-dev"
+
+
+def here(client: SlurmClient, workdir: Path) -> LocalPlace:
+    """This machine as a place whose SLURM answers through `client` (a ReplayClient)."""
+    return LocalPlace(lambda: client, workdir)
 
 
 def new_job(job_id: str, **kw: object) -> NewJob:

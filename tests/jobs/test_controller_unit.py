@@ -21,12 +21,12 @@ from hpctrain.jobs.watcher import JobWatcher
 from hpctrain.slurm import controller
 from hpctrain.slurm.client import (
     AccountingUnavailableError,
-    ControllerDownError,
     Result,
     SlurmClient,
     SlurmTimeoutError,
 )
 from hpctrain.slurm.parsers import parse_cluster_name, parse_controllers
+from hpctrain.slurm.transport import ControllerDownError, LocalTransport
 
 from .helpers import ReplayClient, recorded_jobs, recording, track
 from .test_logs_unit import FakeTime
@@ -109,7 +109,7 @@ def test_a_refused_controller_stops_the_command_in_about_a_second(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _slow_command(tmp_path, "squeue", monkeypatch)
-    client = SlurmClient(slurm_conf=_conf(tmp_path, _closed_port()), timeout_s=SLOW_S / 2)
+    client = SlurmClient.local(_conf(tmp_path, _closed_port()), timeout_s=SLOW_S / 2)
     start = time.monotonic()
     with pytest.raises(ControllerDownError, match="squeue: the SLURM controller is down"):
         client.squeue(["1"])
@@ -119,7 +119,7 @@ def test_a_refused_controller_stops_the_command_in_about_a_second(
     # Accounting goes to slurmdbd, not the controller: sacct is never cut short by the probe.
     _slow_command(tmp_path, "sacct", monkeypatch)
     with pytest.raises(AccountingUnavailableError) as acct:
-        SlurmClient(slurm_conf=client.slurm_conf, timeout_s=1.5).sacct(["1"])
+        SlurmClient.local(client.transport.slurm_conf, timeout_s=1.5).sacct(["1"])
     assert "did not answer within 1.5 s" in acct.value.what
 
 
@@ -127,7 +127,7 @@ def test_a_stopped_controller_waits_for_the_timeout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listening: int
 ) -> None:
     _slow_command(tmp_path, "squeue", monkeypatch)
-    client = SlurmClient(slurm_conf=_conf(tmp_path, listening), timeout_s=2)
+    client = SlurmClient.local(_conf(tmp_path, listening), timeout_s=2)
     start = time.monotonic()
     with pytest.raises(SlurmTimeoutError) as e:
         client.squeue(["1"])
@@ -140,7 +140,7 @@ def test_a_stopped_controller_waits_for_the_timeout(
 
 def test_slurms_own_connect_failure_names_the_controller(tmp_path: Path) -> None:
     down = recording("squeue_controller_down")
-    client = SlurmClient(slurm_conf=_conf(tmp_path, _closed_port()))
+    client = SlurmClient.local(_conf(tmp_path, _closed_port()))
     err = client.error_for(down)
     assert isinstance(err, ControllerDownError) and "refuses connections" in err.what
     assert "hpctrain devcluster up" in (err.fix or "")
@@ -150,7 +150,7 @@ def test_slurms_own_connect_failure_names_the_controller(tmp_path: Path) -> None
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(1)
-        back = SlurmClient(slurm_conf=_conf(tmp_path, s.getsockname()[1]))
+        back = SlurmClient.local(_conf(tmp_path, s.getsockname()[1]))
         err = back.error_for(down)
         stopped = back.error_for(recording("squeue_controller_stopped"))
     assert type(err) is SlurmUnavailableError and "Unable to contact" in err.what
@@ -167,7 +167,7 @@ class DownClient(ReplayClient):
     def __init__(self, conf: str, **answers: Result) -> None:
         super().__init__({**{"squeue": recording("squeue_mixed"),
                              "sacct": recording("sacct_mixed")}, **answers})
-        self.slurm_conf = conf
+        self.transport = LocalTransport(conf)
         self.down = True
 
     def run(self, argv, **kw):  # type: ignore[no-untyped-def]
@@ -286,7 +286,7 @@ def test_an_unknown_cluster_is_an_error_not_another_cluster(
 ) -> None:
     client = ReplayClient({})
     _backend(monkeypatch, client, "")
-    monkeypatch.setattr(SlurmClient, "conf_path", lambda self: None)
+    monkeypatch.setattr(LocalTransport, "conf_path", lambda self: None)
     track(History(), "5", stdout_path=str(tmp_path / "5.out"))
     (tmp_path / "5.out").write_text("hello\n")
     res = runner.invoke(app, ["status", "--json"])

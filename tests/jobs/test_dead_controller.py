@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from hpctrain.slurm.client import PROBE_AFTER_S
+from hpctrain.slurm.transport import PROBE_AFTER_S
 from tests.waits import assert_prompt, timed, wait_for
 
 from .test_jobs_cluster import Cli

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hpctrain.slurm.client import PROBE_AFTER_S
+from hpctrain.slurm.transport import PROBE_AFTER_S
 from tests.waits import assert_prompt, timed, wait_for
 
 from .helpers import cluster_env, hpctrain

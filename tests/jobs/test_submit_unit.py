@@ -12,15 +12,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hpctrain import rundir
 from hpctrain.errors import HpctrainError, SlurmError
 from hpctrain.history import History
 from hpctrain.jobs import prepare as pre
 from hpctrain.jobs import submit as sub
+from hpctrain.places import git_state
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
 from hpctrain.slurm.client import Result, SlurmTimeoutError
 
-from .helpers import ReplayClient, recorded_jobs, recording
+from .helpers import ReplayClient, here, recorded_jobs, recording
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
@@ -66,19 +68,19 @@ def test_log_patterns_from_rendered_script() -> None:
 
 
 def test_git_state(tmp_path: Path) -> None:
-    assert sub.git_state(tmp_path) is None  # not a repository
+    assert git_state(tmp_path) is None  # not a repository
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
-    assert sub.git_state(tmp_path) is None  # no commit yet
+    assert git_state(tmp_path) is None  # no commit yet
     (tmp_path / "f").write_text("1")
     subprocess.run([*git, "add", "f"], check=True)
     subprocess.run([*git, "commit", "-qm", "c"], check=True)
-    state = sub.git_state(tmp_path)
+    state = git_state(tmp_path)
     assert state is not None and len(state.commit) == 40 and not state.dirty
     (tmp_path / "untracked").write_text("x")
-    assert sub.git_state(tmp_path).dirty is False
+    assert git_state(tmp_path).dirty is False
     (tmp_path / "f").write_text("2")
-    assert sub.git_state(tmp_path).dirty is True
+    assert git_state(tmp_path).dirty is True
 
 
 def _prepared(tmp_path: Path, config: Path | None = None) -> pre.Prepared:
@@ -95,7 +97,7 @@ def test_accepted_job_gets_run_dir_and_history_row(tmp_path: Path) -> None:
     prep = _prepared(tmp_path, config)
     client = ReplayClient({"sbatch": recording("sbatch_parsable")})
     history = History(tmp_path / "h.sqlite3")
-    done = sub.submit(prep, client, history)
+    done = sub.submit(prep, here(client, tmp_path), history)
     job_id = recorded_jobs()["completed"]
     assert done.job_id == job_id and client.calls == [
         ("sbatch", "--parsable", str(prep.run_dir / "job.sbatch"))]
@@ -118,7 +120,7 @@ def test_refused_job_leaves_nothing(tmp_path: Path) -> None:
     client = ReplayClient({"sbatch": recording("sbatch_refused")})
     history = History(tmp_path / "h.sqlite3")
     with pytest.raises(SlurmError, match="Node count specification invalid") as e:
-        sub.submit(prep, client, history)
+        sub.submit(prep, here(client, tmp_path), history)
     assert "SLURM refused the job" in e.value.what
     assert not prep.run_dir.exists() and history.all() == []
 
@@ -131,16 +133,16 @@ def test_sbatch_timeout_keeps_the_run_dir_marked(tmp_path: Path) -> None:
 
     history = History(tmp_path / "h.sqlite3")
     with pytest.raises(SlurmTimeoutError, match="may have been queued") as e:
-        sub.submit(prep, ReplayClient({"sbatch": hang}), history)
+        sub.submit(prep, here(ReplayClient({"sbatch": hang}), tmp_path), history)
     assert "squeue --me" in str(e.value.fix)
-    assert (prep.run_dir / pre.UNCONFIRMED_NAME).is_file() and history.all() == []
+    assert (prep.run_dir / rundir.UNCONFIRMED).is_file() and history.all() == []
 
 
 def test_missing_config_is_refused_before_anything(tmp_path: Path) -> None:
     prep = _prepared(tmp_path, tmp_path / "nope.yaml")
     client = ReplayClient({"sbatch": recording("sbatch_parsable")})
     with pytest.raises(HpctrainError, match="does not exist"):
-        sub.submit(prep, client, History(tmp_path / "h.sqlite3"))
+        sub.submit(prep, here(client, tmp_path), History(tmp_path / "h.sqlite3"))
     assert client.calls == [] and not prep.run_dir.exists()
 
 
@@ -167,7 +169,7 @@ def test_prepare_is_a_value_that_touches_nothing(tmp_path: Path, profile: str) -
 def test_submit_runs_the_prepared_argv_and_expands_its_log_patterns(tmp_path: Path) -> None:
     prep = _prepared(tmp_path)
     client = ReplayClient({"sbatch": recording("sbatch_parsable")})
-    done = sub.submit(prep, client, History(tmp_path / "h.sqlite3"))
+    done = sub.submit(prep, here(client, tmp_path), History(tmp_path / "h.sqlite3"))
     assert client.calls == [prep.sbatch_argv]
     # The job id sbatch answered when the recording was made; %x-%j is job name and id.
     job_id = recording("sbatch_parsable").stdout.strip()

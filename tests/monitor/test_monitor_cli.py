@@ -61,7 +61,7 @@ def test_stats_of_a_run_without_samples_says_why(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--topologies", "1x1,2x0"], "is not NODESxGPUS"),
+    (["--topologies", "1x1,2x0"], "2x0 is out of range"),
     (["--topologies", "1x1,1x2,2x2", "--strong", "--batch-size", "6"], "does not divide"),
     (["--topologies", "1x1", "--set", "trainer.batch_size=0"], "batch_size"),
 ])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hpctrain import rundir
 from hpctrain.monitor import gpu, host, stats
 from hpctrain.monitor.sampler import Sampler, rows_path
 
@@ -142,7 +143,7 @@ def test_recorded_devcluster_rows_of_a_killed_job(tmp_path: Path) -> None:
     assert summary["gpu_util_mean_pct"] is None
     assert summary["notes"][0].startswith("node1, node2: no GPU readings (")
     assert any("2 unreadable line(s) skipped" in n for n in summary["notes"])
-    assert stats.write_summary(tmp_path) == tmp_path / stats.SUMMARY_NAME
+    assert stats.write_summary(tmp_path) == tmp_path / rundir.MONITOR_SUMMARY
     assert stats.job_summary(tmp_path / "nothing") is None
 
 

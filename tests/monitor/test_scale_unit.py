@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hpctrain import rundir
 from hpctrain.errors import HistoryError, HpctrainError
 from hpctrain.history import History, StudyRecord
 from hpctrain.jobs import scale
@@ -71,7 +72,7 @@ def test_report_writes_json_and_a_png(tmp_path: Path) -> None:
     data = scale.report("s1", "weak", rows, tmp_path / "study")
     png = Path(data["plot"])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
-    saved = json.loads((tmp_path / "study" / scale.REPORT_NAME).read_text())
+    saved = json.loads((tmp_path / "study" / rundir.SCALING_REPORT).read_text())
     assert [r["state"] for r in saved["runs"]] == ["COMPLETED", "COMPLETED", "TIMEOUT"]
 
 

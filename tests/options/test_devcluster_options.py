@@ -22,7 +22,7 @@ Switch = Callable[..., "DevClusterHandle"]
 
 def _partitions(slurm_conf: str) -> dict[str, set[str]]:
     """Partition -> its nodes, as sinfo of the running cluster lists them (one row per node)."""
-    out = SlurmClient(slurm_conf=slurm_conf).run(
+    out = SlurmClient.local(slurm_conf).run(
         ["sinfo", "--noheader", "--Node", "--format=%P|%N"]).stdout
     found: dict[str, set[str]] = {}
     for line in out.split():

@@ -14,12 +14,6 @@ from tests.remote.conftest import Laptop, Sshd
 OTHER = "otherlogin"
 
 
-def _two_aliases(sshd: Sshd) -> None:
-    """The client config names the login twice: the profile's alias and OTHER."""
-    text = sshd.client_config.read_text()
-    sshd.client_config.write_text(text.replace("Host testlogin\n", f"Host testlogin {OTHER}\n"))
-
-
 def _ids(res: subprocess.CompletedProcess[str]) -> list[str]:
     return [j["job_id"] for j in json.loads(res.stdout)["jobs"]]
 
@@ -27,7 +21,7 @@ def _ids(res: subprocess.CompletedProcess[str]) -> list[str]:
 def test_login_option_picks_the_destination_on_every_command(
     devcluster: DevClusterHandle, sshd: Sshd, laptop: Callable[..., Laptop], tmp_path: Path
 ) -> None:
-    _two_aliases(sshd)
+    sshd.add_alias(OTHER)
     lap = laptop(str(sshd.remote_home / "proj"))
     lap.ok("login", "remote")
     lap.ok("login", OTHER, "--ssh-config", str(sshd.client_config))

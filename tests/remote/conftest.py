@@ -48,6 +48,13 @@ class Sshd:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return text.count("Accepted publickey for ")
 
+    def add_alias(self, alias: str) -> None:
+        """The client config names the login also as `alias` (a second destination)."""
+        text = self.client_config.read_text()
+        if f" {alias}\n" not in text.split("HostName", 1)[0]:
+            self.client_config.write_text(
+                text.replace(f"Host {self.host}", f"Host {self.host} {alias}", 1))
+
     def commands(self) -> list[str]:
         """Every command line a client ran through sshd, in order."""
         if not self.commands_log.exists():

@@ -77,7 +77,7 @@ def test_module_help_documents_overrides() -> None:
 def test_cli_and_light_trainer_modules_do_not_import_torch() -> None:
     code = (
         "import sys\n"
-        "import hpctrain.cli.train, hpctrain.cli.data, hpctrain.trainer, hpctrain.trainer.config\n"
+        "import hpctrain.cli.train, hpctrain.cli.data, hpctrain.trainer, hpctrain.trainconfig\n"
         "import hpctrain.trainer.cluster, hpctrain.trainer.datasets.fetch, hpctrain.trainer.entry\n"
         "heavy = sorted(m for m in ('torch', 'lightning', 'numpy') if m in sys.modules)\n"
         "print(heavy)\n"

@@ -8,7 +8,7 @@ import pytest
 
 from hpctrain.errors import ConfigError
 from hpctrain.trainer.cluster import (
-    Topology,
+    ProcessLayout,
     default_data_dir,
     detect_topology,
     parse_tasks_per_node,
@@ -33,7 +33,7 @@ def slurm(**extra: str) -> dict[str, str]:
 
 def test_outside_slurm_is_one_local_process() -> None:
     topo = detect_topology({})
-    assert topo == Topology("local", world_size=1, num_nodes=1, devices_per_node=1)
+    assert topo == ProcessLayout("local", world_size=1, num_nodes=1, devices_per_node=1)
 
 
 def test_local_devices_from_config() -> None:
@@ -149,7 +149,7 @@ def test_tasks_per_node_expansion() -> None:
 
 def test_run_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    local = Topology("local", 1, 1, 1)
+    local = ProcessLayout("local", 1, 1, 1)
     assert resolve_run_dir(tmp_path / "x", "spiral", local, {}) == tmp_path / "x"
     env = {"HPCTRAIN_RUN_DIR": str(tmp_path / "env")}
     assert resolve_run_dir(None, "spiral", local, env) == tmp_path / "env"

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from hpctrain.errors import ConfigError
-from hpctrain.trainer.config import (
+from hpctrain.trainconfig import (
     dump_config,
     load_config,
     parse_override,

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain.trainer.signals import EXIT_REQUEUE, STOP_REQUESTED, STOP_SAVED
+from hpctrain import rundir
+from hpctrain.trainer.signals import EXIT_REQUEUE
 
 from .helpers import ONE_BATCH_PER_CALL, clean_env
 from .test_trainer_ddp import run_ranks
@@ -83,10 +84,10 @@ def test_torchrun_workers_stop_on_the_stop_file_and_resume(tmp_path: Path) -> No
     )
     _wait_for_epoch(run, [agent])
     # The batch shell's trap: torchrun's agent does not pass SIGUSR1 on to its workers.
-    (run / STOP_REQUESTED).write_text(f"USR1 {time.time():.6f}\n")
+    (run / rundir.STOP_REQUESTED).write_text(f"USR1 {time.time():.6f}\n")
     [code] = _finish([agent])
     # torchrun reports any failed worker as 1; the stop-saved marker tells a stop apart.
-    assert code == 1 and (run / STOP_SAVED).is_file()
+    assert code == 1 and (run / rundir.STOP_SAVED).is_file()
     [(rc, _, err)] = run_ranks([(cmd, env)])
     assert rc == 0, err[-2000:]
     _check_resumed(run, samples=40000)

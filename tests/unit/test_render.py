@@ -129,7 +129,7 @@ def test_the_shipped_compiled_template_is_current() -> None:
         path = templating.COMPILED_DIR / f"{templating._module_name(name)}.py"
         expected = templating.compiled_module(render._environment(), templates_dir(), name)
         assert path.read_text(encoding="utf-8") == expected, (
-            f"{path} is stale: run `python -m hpctrain.templating`")
+            f"{path} is stale: run `python -m hpctrain.render`")
 
 
 def test_an_edited_template_is_compiled_from_its_text(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ def main() -> int:
     if not conf:
         print("set SLURM_CONF to the dev cluster's slurm.conf", file=sys.stderr)
         return 2
-    plain = SlurmClient(slurm_conf=conf, timeout_s=30)
+    plain = SlurmClient.local(conf, timeout_s=30)
     version = slurm_version(plain)
     rec = Recorder(slurm_set(HERE, version), slurm_version=version,
                    machine=machine_of(plain.cluster_name(), "local"))
@@ -93,7 +93,7 @@ def _wait_running(c: SlurmClient, job_id: str) -> None:
 
 def _wait_for_estimate(c: SlurmClient, job_id: str, limit_s: float) -> None:
     """Until the backfill pass has given the pending job an expected start (unrecorded polls)."""
-    probe = SlurmClient(slurm_conf=c.slurm_conf, timeout_s=30)
+    probe = SlurmClient.local(c.slurm_conf, timeout_s=30)
     deadline = time.monotonic() + limit_s
     while True:
         probe.squeue([job_id])

@@ -38,12 +38,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from hpctrain.errors import SlurmError  # noqa: E402
 from hpctrain.slurm.client import SlurmClient  # noqa: E402
+from hpctrain.slurm.transport import LocalTransport  # noqa: E402
 from tests.recorded import (  # noqa: E402
     Recorder,
     RecordingClient,
@@ -67,7 +69,7 @@ def main() -> int:
     if not conf:
         print("set SLURM_CONF to the dev cluster's slurm.conf", file=sys.stderr)
         return 2
-    plain = SlurmClient(slurm_conf=conf, timeout_s=30)
+    plain = SlurmClient.local(conf, timeout_s=30)
     version = slurm_version(plain)
     rec = Recorder(slurm_set(HERE, version), slurm_version=version,
                    machine=machine_of(plain.cluster_name(), "local"))
@@ -165,7 +167,8 @@ def _record_controller_down(rec: Recorder, plain: SlurmClient, conf: str) -> Non
                 "squeue_controller_stopped", "slurmctld stopped with SIGSTOP (it takes "
                                              f"connections but does not answer); job {job} held"):
             _refused(lambda: c.squeue([job]))
-        patient = _PatientClient(rec, slurm_conf=conf, timeout_s=120)
+        patient = RecordingClient(rec, slurm_conf=conf, timeout_s=120,
+                                  transport=_PatientTransport(conf))
         how = (f"slurmctld killed with SIGKILL (its port refuses connections); job {job} held; "
                "the client's probe of the port turned off, so SLURM's own answer is recorded")
         with _slurmctld_signalled(plain, pid_file, signal.SIGKILL):
@@ -181,7 +184,8 @@ def _record_controller_down(rec: Recorder, plain: SlurmClient, conf: str) -> Non
         shutil.rmtree(work, ignore_errors=True)
 
 
-class _PatientClient(RecordingClient):
+@dataclass(frozen=True)
+class _PatientTransport(LocalTransport):
     """Lets a command run until SLURM itself gives up. The client looks at the controller's
     port once a command is slower than PROBE_AFTER_S and, finding it closed, ends the command
     with its own error: SLURM's answer, which the error is made from, would go unrecorded."""
@@ -197,7 +201,7 @@ def _slurmctld_signalled(plain: SlurmClient, pid_file: Path, sig: int) -> Iterat
     os.kill(pid, sig)
     try:
         if sig == signal.SIGKILL:
-            wait_for(lambda: plain.controller_down("squeue"), 60,
+            wait_for(lambda: plain.transport.controller_down("squeue"), 60,
                      "refusal of connections by the killed slurmctld's port")
         yield
     finally:

@@ -50,7 +50,7 @@ def main() -> int:
     if not conf:
         print("set SLURM_CONF to the dev cluster's slurm.conf", file=sys.stderr)
         return 2
-    plain = SlurmClient(slurm_conf=conf, timeout_s=30)
+    plain = SlurmClient.local(conf, timeout_s=30)
     version = slurm_version(plain)
     rec = Recorder(slurm_set(HERE, version), slurm_version=version,
                    machine=machine_of(plain.cluster_name(), args.profile))

@@ -1,8 +1,11 @@
-"""Trainer configuration: pydantic models, shipped defaults per task, and command-line overrides.
+"""The trainer's configuration: pydantic models, shipped defaults per task, command-line overrides.
+
+Shared by the trainer (inside a job) and the job side (which checks a --config before it
+queues), so it lives beside both rather than inside the trainer.
 
 A run's config is built in layers, later ones winning:
 
-1. the shipped default of the task (``hpctrain/trainer/configs/<task>.yaml``),
+1. the shipped default of the task (``hpctrain/trainconfig/defaults/<task>.yaml``),
 2. the user's YAML file (``--config FILE``), which only needs the fields it changes,
 3. ``--set KEY=VALUE`` overrides, in order, and the shortcut flags (``--max-epochs``,
    ``--batch-size``, ``--lr``, ``--seed``, ``--scale-lr``), which are sugar for ``--set``.
@@ -217,7 +220,7 @@ class TrainConfig(_Section):
 
 def shipped_config_path(task: str) -> Path:
     """The packaged default config file of a task."""
-    return Path(str(resources.files("hpctrain.trainer") / "configs" / f"{task}.yaml"))
+    return Path(str(resources.files("hpctrain.trainconfig") / "defaults" / f"{task}.yaml"))
 
 
 def _read_yaml(path: Path, label: str) -> dict[str, Any]:

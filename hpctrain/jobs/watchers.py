@@ -1,36 +1,27 @@
-"""Jobs grouped by the login they went through: one job watcher each (here, or over ssh)."""
+"""Jobs grouped by the place they went through: one job watcher each (here, or a login)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from hpctrain import places
 from hpctrain.jobs.watcher import CancelReport, JobWatcher, RefreshReport
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
-    from hpctrain.remote.connection import Connection
-    from hpctrain.slurm.client import SlurmClient
+    from hpctrain.places import Place
 
-# The local SLURM client and its cluster's name, for jobs submitted from here.
-Local = Callable[[], "tuple[SlurmClient, str]"]
 LoginKey = tuple[str | None, str | None]
 
 
-def watcher(history: History, local: Local, conn: Connection | None = None,
-            known: str = "") -> JobWatcher:
-    """The job watcher for the cluster the SLURM commands talk to (over `conn` if given).
+def watcher(history: History, place: Place, known: str = "") -> JobWatcher:
+    """The job watcher for the cluster the place's SLURM commands talk to.
 
     `known`: the cluster the jobs were recorded on, for a login whose SLURM does not say.
     """
-    if conn is not None:
-        from hpctrain.remote.site import slurm_client
-
-        client = slurm_client(conn)
-        cluster = client.cluster_name() or known
-    else:
-        client, cluster = local()
-    return JobWatcher(client, history, cluster)
+    client = place.slurm_client()
+    return JobWatcher(client, history, place.cluster(client, known))
 
 
 def by_login(records: Sequence[JobRecord], login: str | None
@@ -43,15 +34,14 @@ def by_login(records: Sequence[JobRecord], login: str | None
     return groups
 
 
-def group_watcher(history: History, local: Local, group: Sequence[JobRecord]) -> JobWatcher:
+def group_watcher(history: History, local: Place, group: Sequence[JobRecord]) -> JobWatcher:
     """The watcher for jobs of one login (all went through the same one, or none)."""
-    from hpctrain.remote.site import for_record
-
     known = {r.cluster for r in group}
-    return watcher(history, local, for_record(group[0]), known.pop() if len(known) == 1 else "")
+    return watcher(history, places.for_record(group[0], local),
+                   known.pop() if len(known) == 1 else "")
 
 
-def refresh(history: History, local: Local, records: Sequence[JobRecord], login: str | None,
+def refresh(history: History, local: Place, records: Sequence[JobRecord], login: str | None,
             starts: dict[str, str | None] | None = None
             ) -> tuple[list[JobRecord], RefreshReport, str]:
     """Refresh each login's jobs through its own watcher (one round trip each over ssh).
@@ -75,7 +65,7 @@ def refresh(history: History, local: Local, records: Sequence[JobRecord], login:
     return [fresh[r.id] for r in records if r.id in fresh], total, ", ".join(clusters)
 
 
-def cancel(history: History, local: Local, records: Sequence[JobRecord]) -> CancelReport:
+def cancel(history: History, local: Place, records: Sequence[JobRecord]) -> CancelReport:
     """One scancel per login (here, or over its ssh master) for the records' unfinished jobs."""
     total = CancelReport()
     if not records:
@@ -85,13 +75,3 @@ def cancel(history: History, local: Local, records: Sequence[JobRecord]) -> Canc
         total.cancelled += report.cancelled
         total.skipped.update(report.skipped)
     return total
-
-
-def connection_of(record: JobRecord, login: str | None) -> Connection | None:
-    """The login a job went through (a login given replaces its destination); None: here."""
-    from hpctrain.remote.connection import Target
-    from hpctrain.remote.site import connection, for_record
-
-    if login is None:
-        return for_record(record)
-    return connection(Target.of(login, record.login_config))

@@ -1,0 +1,118 @@
+"""What every place offers: SLURM, the project, the run directory's files, the git state."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from hpctrain.plan import JobRequest
+    from hpctrain.remote.sync import SyncReport
+    from hpctrain.rundir import RunFile
+    from hpctrain.slurm.client import SlurmClient
+
+GIT_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class GitState:
+    commit: str
+    dirty: bool
+
+
+def git_state(cwd: Path) -> GitState | None:
+    """The commit and dirty flag of the repository around `cwd`; None outside one (or no git)."""
+    def git(*args: str) -> subprocess.CompletedProcess[str] | None:
+        try:
+            return subprocess.run(
+                ["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                timeout=GIT_TIMEOUT_S, check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    head = git("rev-parse", "--verify", "--quiet", "HEAD")
+    if head is None or head.returncode != 0 or not head.stdout.strip():
+        return None
+    # Untracked files do not count: run directories and data would make every repo dirty.
+    status = git("status", "--porcelain", "--untracked-files=no")
+    dirty = status is None or status.returncode != 0 or bool(status.stdout.strip())
+    return GitState(commit=head.stdout.strip(), dirty=dirty)
+
+
+class Place(Protocol):
+    """Where a submission goes: this machine, or a login over its ssh master."""
+
+    @property
+    def login(self) -> str | None:
+        """The login's destination for the history row (None: this machine)."""
+        ...
+
+    @property
+    def login_config(self) -> str | None: ...
+
+    @property
+    def workdir(self) -> Path:
+        """Where the project is at the place (jobs start there)."""
+        ...
+
+    @property
+    def user(self) -> str:
+        """Who SLURM runs the jobs as (%u in log file patterns)."""
+        ...
+
+    def slurm_client(self) -> SlurmClient:
+        """The one SLURM client, its commands run at the place."""
+        ...
+
+    def cluster(self, client: SlurmClient, recorded: str) -> str:
+        """The cluster `client` talks to; `recorded` is the history's, for a login that does
+        not say."""
+        ...
+
+    def adapt(self, req: JobRequest) -> JobRequest:
+        """The request with the place's facts (its Python environment, its home for `~`)."""
+        ...
+
+    def check(self) -> None:
+        """Fail fast (a login's master is down) before anything is planned against it."""
+        ...
+
+    def check_files(self, run_dir: Path, files: Sequence[RunFile]) -> None:
+        """Every check made before writing: --config files load, the run directory can be made."""
+        ...
+
+    def sync_project(self, output_dir: str) -> SyncReport | None:
+        """Bring the project to the place (None: it is there already)."""
+        ...
+
+    def sync_facts(self, synced: SyncReport | None) -> dict[str, object]:
+        """What the sync did, for submit's JSON ({} where nothing was synced)."""
+        ...
+
+    def sync_notes(self, synced: SyncReport | None) -> tuple[str, ...]:
+        """What the sync did, for people (nothing where nothing was synced)."""
+        ...
+
+    def create_run_dir(self, run_dir: Path, files: Sequence[RunFile]) -> None:
+        """Make the run directory with its files, whole; HpctrainError if it exists."""
+        ...
+
+    def write(self, path: Path, text: str) -> None:
+        """Replace one small file whole or not at all (run.json, a race's job ids)."""
+        ...
+
+    def discard(self, run_dir: Path) -> None:
+        """Remove a run directory that nothing ran in."""
+        ...
+
+    def read_file(self, path: Path, tail: int | None) -> tuple[bytes, int] | None:
+        """A file (or its last `tail` lines) and its size; None if it does not exist."""
+        ...
+
+    def git(self) -> GitState | None:
+        """The commit and dirty flag of the project submitted from here."""
+        ...

@@ -1,0 +1,136 @@
+"""This machine as a place: SLURM's commands here, the run directory on the local disk."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hpctrain.errors import HpctrainError
+from hpctrain.files import write_atomic
+from hpctrain.places.base import GitState, git_state
+from hpctrain.slurm.client import SlurmClient
+
+if TYPE_CHECKING:
+    from hpctrain.plan import JobRequest
+    from hpctrain.remote.sync import SyncReport
+    from hpctrain.rundir import RunFile
+
+
+@dataclass
+class LocalPlace:
+    """Submit from where hpctrain runs: the project is the current directory."""
+
+    # How the client is made (the CLI's backends hand theirs in, so that tests can too).
+    connect: Callable[[], SlurmClient] = SlurmClient.from_environment
+    workdir: Path = field(default_factory=Path.cwd)
+
+    login = None
+    login_config = None
+
+    @property
+    def user(self) -> str:
+        return getpass.getuser()
+
+    @cached_property
+    def _client(self) -> SlurmClient:
+        return self.connect()
+
+    def slurm_client(self) -> SlurmClient:
+        return self._client
+
+    def cluster(self, client: SlurmClient, recorded: str) -> str:
+        # Here an unknown cluster is an error to show, never the one a job was recorded on.
+        return client.cluster_name() or ""
+
+    def adapt(self, req: JobRequest) -> JobRequest:
+        return req
+
+    def check(self) -> None:
+        """Nothing to reach: SLURM's own errors say what is missing here."""
+
+    def check_files(self, run_dir: Path, files: Sequence[RunFile]) -> None:
+        for f in files:
+            if f.copy_of is not None:
+                check_config(f.copy_of)
+        _check_run_dir(run_dir)
+
+    def sync_project(self, output_dir: str) -> SyncReport | None:
+        return None
+
+    def sync_facts(self, synced: SyncReport | None) -> dict[str, object]:
+        return {}
+
+    def sync_notes(self, synced: SyncReport | None) -> tuple[str, ...]:
+        return ()
+
+    def create_run_dir(self, run_dir: Path, files: Sequence[RunFile]) -> None:
+        try:
+            _write_files(run_dir, files)
+        except FileExistsError:
+            raise HpctrainError(
+                f"run directory {run_dir} exists already", "submit again (a new name is drawn)"
+            ) from None
+        except OSError as e:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise HpctrainError(
+                f"cannot write the run directory {run_dir}: {e.strerror}",
+                "choose a writable output_dir in the profile, or submit from another directory",
+            ) from None
+
+    def write(self, path: Path, text: str) -> None:
+        write_atomic(path, text)
+
+    def discard(self, run_dir: Path) -> None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+    def read_file(self, path: Path, tail: int | None) -> tuple[bytes, int] | None:
+        try:
+            data = path.read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+        if tail is None:
+            return data, len(data)
+        lines = data.splitlines(keepends=True)
+        return b"".join(lines[max(len(lines) - tail, 0):]), len(data)
+
+    def git(self) -> GitState | None:
+        return git_state(self.workdir)
+
+
+def check_config(path: Path) -> None:
+    """A --config file must exist and load: the job would read it only after the queue."""
+    from hpctrain.trainconfig import load_config
+
+    if not path.exists():
+        raise HpctrainError(f"--config {path} does not exist", "check the path")
+    load_config(path)
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    try:
+        base = next(p for p in run_dir.parents if p.exists())
+        usable = base.is_dir() and os.access(base, os.W_OK | os.X_OK)
+    except OSError:
+        base, usable = run_dir.parent, False
+    if not usable:
+        raise HpctrainError(
+            f"cannot create the run directory {run_dir}: {base} is not a writable directory",
+            "choose a writable output_dir in the profile, or submit from another directory",
+        )
+
+
+def _write_files(run_dir: Path, files: Sequence[RunFile]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=False)
+    for f in files:
+        if f.copy_of is not None:
+            shutil.copy2(f.copy_of, f.path)
+        else:
+            f.path.write_text(f.text or "", encoding="utf-8")
+        if f.mode is not None:
+            f.path.chmod(f.mode)

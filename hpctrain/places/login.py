@@ -1,0 +1,154 @@
+"""A login node as a place: SLURM over the ssh master, the project synced to its workdir."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import shlex
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from hpctrain.errors import RemoteError
+from hpctrain.places.base import GitState, git_state
+from hpctrain.places.local import check_config
+from hpctrain.remote import site as sites
+from hpctrain.remote import sync as syncing
+from hpctrain.remote.connection import Connection
+
+if TYPE_CHECKING:
+    from hpctrain.plan import JobRequest
+    from hpctrain.profiles.model import Login
+    from hpctrain.rundir import RunFile
+    from hpctrain.slurm.client import SlurmClient
+
+
+def python_env(choice: str | None, login_python: str | None) -> str | None:
+    """The remote environment jobs activate: --python-env, else login.python; 'none': none."""
+    if choice == "none":
+        return None
+    return choice or login_python
+
+
+@dataclass
+class LoginPlace:
+    """Submit from a laptop through a login: the laptop's project is mirrored at `workdir`."""
+
+    conn: Connection
+    # The profile's login section (its workdir and python), if the login came from a profile.
+    section: Login | None = None
+    # --python-env as given (None: the login section's; 'none': no environment).
+    python_choice: str | None = None
+    local_root: Path = field(default_factory=Path.cwd)
+
+    @property
+    def login(self) -> str:
+        return self.conn.target.host
+
+    @property
+    def login_config(self) -> str | None:
+        return self.conn.target.ssh_config
+
+    @cached_property
+    def workdir(self) -> Path:
+        """login.workdir, else ~/hpctrain-projects/<local dir name> (asked once: a round trip)."""
+        return Path(sites.remote_workdir(self.conn, self.section, self.local_root))
+
+    @property
+    def user(self) -> str:
+        return self.conn.facts()["user"]
+
+    @cached_property
+    def _client(self) -> SlurmClient:
+        return sites.slurm_client(self.conn)
+
+    def slurm_client(self) -> SlurmClient:
+        return self._client
+
+    def cluster(self, client: SlurmClient, recorded: str) -> str:
+        # A login whose SLURM does not name its cluster is still the one the jobs went to.
+        return client.cluster_name() or recorded
+
+    def adapt(self, req: JobRequest) -> JobRequest:
+        output_dir = req.profile.output_dir
+        if output_dir.startswith("~"):
+            output_dir = self.conn.absolute(output_dir)
+        profile = dataclasses.replace(req.profile, output_dir=output_dir)
+        remote_python = python_env(self.python_choice, self.section.python if self.section
+                                   else None)
+        return dataclasses.replace(req, profile=profile, python_env=remote_python)
+
+    def check(self) -> None:
+        self.conn.require()
+
+    def check_files(self, run_dir: Path, files: Sequence[RunFile]) -> None:
+        # A --config file is read from the laptop's copy: refuse a bad one before syncing.
+        for f in files:
+            if f.copy_of is not None:
+                check_config(self.local_copy(f.copy_of))
+
+    def sync_project(self, output_dir: str) -> syncing.SyncReport:
+        return syncing.sync(self.conn, self.local_root, str(self.workdir), _excluded(output_dir))
+
+    def sync_facts(self, synced: syncing.SyncReport | None) -> dict[str, object]:
+        return {"login": self.login, "synced_files": synced.files if synced else 0,
+                "ssh_round_trips": self.conn.round_trips}
+
+    def sync_notes(self, synced: syncing.SyncReport | None) -> tuple[str, ...]:
+        return (f"synced {synced.files if synced else 0} file(s) "
+                f"({synced.source if synced else 'nothing'}) to {self.login}:{self.workdir}",)
+
+    def local_copy(self, remote: Path) -> Path:
+        """The laptop file a remote path under the workdir mirrors."""
+        try:
+            return self.local_root / PurePosixPath(remote).relative_to(self.workdir)
+        except ValueError:
+            return remote
+
+    def create_run_dir(self, run_dir: Path, files: Sequence[RunFile]) -> None:
+        """Upload the run directory's files (one round trip); fail if it exists there."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for f in files:
+                data = (self.local_copy(f.copy_of).read_bytes() if f.copy_of is not None
+                        else (f.text or "").encode())
+                info = tarfile.TarInfo(f.path.name)
+                info.size, info.mode = len(data), f.mode or 0o644
+                tar.addfile(info, io.BytesIO(data))
+        quoted = shlex.quote(str(run_dir))
+        command = (f"mkdir -p -- {shlex.quote(str(run_dir.parent))} && "
+                   f"mkdir -- {quoted} && tar -xf - -C {quoted}")
+        _out, err, code = self.conn.run(command, input=buf.getvalue())
+        if code != 0:
+            raise RemoteError(
+                f"cannot create the run directory {run_dir} on {self.login}: "
+                f"{err.decode(errors='replace').strip()}",
+                "choose a writable login.workdir or output_dir in the profile")
+
+    def write(self, path: Path, text: str) -> None:
+        target, partial = shlex.quote(str(path)), shlex.quote(f"{path}.partial")
+        _out, err, code = self.conn.run(f"cat > {partial} && mv -f -- {partial} {target}",
+                                        input=text.encode())
+        if code != 0:
+            raise RemoteError(f"cannot write {path} on {self.login}: "
+                              f"{err.decode(errors='replace').strip()}",
+                              "check that the run directory is writable there")
+
+    def discard(self, run_dir: Path) -> None:
+        self.conn.run(f"rm -rf -- {shlex.quote(str(run_dir))}")
+
+    def read_file(self, path: Path, tail: int | None) -> tuple[bytes, int] | None:
+        return sites.read_file(self.conn, path, tail)
+
+    def git(self) -> GitState | None:
+        # The laptop's repository: the login holds a synced copy without .git history.
+        return git_state(self.local_root)
+
+
+def _excluded(output_dir: str) -> tuple[str, ...]:
+    # Run outputs of earlier local runs inside the project are not sent again.
+    rel = output_dir.strip("/")
+    return () if output_dir.startswith(("/", "~")) or not rel else (f"/{rel}/",)

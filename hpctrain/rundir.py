@@ -1,0 +1,55 @@
+"""The run directory: the one definition of every file and marker a job's run directory holds.
+
+A run directory (`$HPCTRAIN_RUN_DIR`) is a contract between parts that never import each other:
+the sbatch script (templates/sbatch.sh.j2 receives these names as `run_files`), the trainer
+inside the job, the monitor on every node, the job watcher and `status` on the login node, and
+the studies. Each name is spelled here only; tests/unit/test_rundir.py fails on a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# Written by `submit` before the job is queued.
+SCRIPT = "job.sbatch"  # a race writes one per alternative: job-1x4.sbatch, ...
+PROFILE = "profile.yaml"  # the resolved profile the job was planned with
+RUN_INFO = "run.json"  # git commit and dirty state, job ids once known
+UNCONFIRMED = "SUBMIT-UNCONFIRMED"  # sbatch timed out: the job may or may not exist
+ALTERNATIVES = "alternatives.txt"  # a race's ids, one "JOBID NODESxGPUS" line each
+
+# Written by the sbatch script on the compute node.
+RACE_CLAIM = "race-claim"  # the first alternative to start makes it (mkdir is atomic)
+RACE_WINNER = "winner"  # inside RACE_CLAIM: "JOBID NODESxGPUS" of the winner
+STOP_REQUESTED = "stop-requested"  # SLURM's warning arrived: "USR1 <unix time>"
+
+# Written by the trainer.
+STOP_SAVED = "stop-saved"  # the safe stop's checkpoint is on disk
+TRAINING_COMPLETE = "training-complete"  # a chain's later segments have nothing left to do
+CONFIG = "config.yaml"  # the trainer's resolved configuration
+LAST_CKPT = "last.ckpt"
+BEST_CKPT = "best.ckpt"
+METRICS = "metrics.json"
+
+# Written by the monitor.
+MONITOR_DIR = "monitor"  # one <node>.jsonl of samples per node
+MONITOR_SUMMARY = "monitor-summary.json"
+
+# Written by a scaling study into its own directory, beside its runs' directories.
+SCALING_REPORT = "scaling.json"
+SCALING_PLOT = "scaling.png"
+
+
+def for_template() -> dict[str, str]:
+    """The names as the sbatch template reads them: `{{ run_files.stop_requested }}`."""
+    return {k.lower(): v for k, v in globals().items() if k.isupper() and isinstance(v, str)}
+
+
+@dataclass(frozen=True)
+class RunFile:
+    """A file submit writes into the run directory: given text, or a copy of a user's file."""
+
+    path: Path
+    text: str | None = None
+    copy_of: Path | None = None
+    mode: int | None = None

@@ -1,0 +1,141 @@
+"""Where SLURM's commands run: here (LocalTransport) or on a login (hpctrain.remote's)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from hpctrain.errors import SlurmUnavailableError
+from hpctrain.slurm import controller, parsers
+
+# Where slurm.conf is read from when SLURM_CONF is unset: Debian's default, older Debian's,
+# and the caches of configless sites (slurmd's, then sackd's).
+SYSTEM_CONFS = (
+    "/etc/slurm/slurm.conf",
+    "/etc/slurm-llnl/slurm.conf",
+    "/run/slurm/conf/slurm.conf",
+    "/var/spool/slurmd/conf-cache/slurm.conf",
+)
+# The commands that talk to slurmctld; sacct and sacctmgr talk to slurmdbd.
+CONTROLLER_COMMANDS = frozenset({"sbatch", "squeue", "scontrol", "scancel", "sinfo"})
+# A healthy controller answers within this; only a slower command makes the client look at
+# the controller's port. Not sooner: slurmctld logs an error for every connection that
+# brings no message, and a login node runs many `hpctrain status`.
+PROBE_AFTER_S = 1.0
+_DOWN_FIX = (
+    "SLURM commands cannot work until slurmctld is back (running jobs go on); on the dev "
+    "cluster run `hpctrain devcluster up`, on a real cluster check `scontrol ping` and tell "
+    "its admins"
+)
+
+Answer = tuple[str, str, int]
+
+
+class ControllerDownError(SlurmUnavailableError):
+    """slurmctld refuses connections or cannot be reached at all."""
+
+
+class Transport(Protocol):
+    """Runs SLURM's commands somewhere and knows what can be learnt there without SLURM."""
+
+    @property
+    def batches(self) -> bool:
+        """True where a command costs a round trip: squeue and sacct are then asked together."""
+        ...
+
+    def execute(self, argv: tuple[str, ...], input: str | None, limit: float,
+                cwd: str | Path | None) -> Answer:
+        """The command's stdout, stderr and exit status; subprocess.TimeoutExpired past `limit`."""
+        ...
+
+    def execute_many(self, argvs: Sequence[tuple[str, ...]], limit: float) -> list[Answer]: ...
+
+    def conf_path(self) -> str | None:
+        """The slurm.conf readable from here, if any (None: no controller to look at)."""
+        ...
+
+    def controller_down(self, command: str) -> ControllerDownError | None:
+        """The error naming slurmctld when no controller accepts a connection, else None."""
+        ...
+
+    def cluster_name(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class LocalTransport:
+    """SLURM's commands on this machine, with `slurm_conf` (None: the system's configuration)."""
+
+    slurm_conf: str | None = None
+
+    @property
+    def batches(self) -> bool:
+        # A local command is cheap; batching would only delay sacct's answer.
+        return False
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.slurm_conf:
+            env["SLURM_CONF"] = self.slurm_conf
+        return env
+
+    def execute(self, argv: tuple[str, ...], input: str | None, limit: float,
+                cwd: str | Path | None) -> Answer:
+        """The command's output and exit status; stops it early when slurmctld is down."""
+        _require_program(argv[0])
+        deadline = time.monotonic() + limit
+        with subprocess.Popen(
+            argv, stdin=subprocess.PIPE if input is not None else None,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env(), cwd=cwd,
+        ) as proc:
+            try:
+                try:
+                    out, err = proc.communicate(input, timeout=min(PROBE_AFTER_S, limit))
+                except subprocess.TimeoutExpired:
+                    if argv[0] in CONTROLLER_COMMANDS and (down := self.controller_down(argv[0])):
+                        raise down from None
+                    out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 0.0))
+            except BaseException:
+                # Ctrl-C, the timeout or a dead controller: the command must not outlive us.
+                proc.kill()
+                raise
+        return out, err, proc.returncode
+
+    def execute_many(self, argvs: Sequence[tuple[str, ...]], limit: float) -> list[Answer]:
+        return [self.execute(argv, None, limit, None) for argv in argvs]
+
+    def conf_path(self) -> str | None:
+        if self.slurm_conf:
+            return self.slurm_conf
+        return next((p for p in SYSTEM_CONFS if os.access(p, os.R_OK)), None)
+
+    def controller_down(self, command: str) -> ControllerDownError | None:
+        why = controller.unreachable(controller.controllers(self.conf_path()))
+        if why is None:
+            return None
+        return ControllerDownError(f"{command}: the SLURM controller is down: {why}", _DOWN_FIX)
+
+    def cluster_name(self) -> str | None:
+        """ClusterName from slurm.conf (no SLURM call); None where no config file is readable."""
+        path = self.conf_path()
+        if path is None:
+            return os.environ.get("SLURM_CLUSTER_NAME") or None
+        try:
+            text = Path(path).read_text(errors="replace")
+        except OSError:
+            return None
+        return parsers.parse_cluster_name(text)
+
+
+def _require_program(name: str) -> None:
+    if shutil.which(name) is None:
+        raise SlurmUnavailableError(
+            f"{name} not found: SLURM's client commands are not installed here",
+            "run hpctrain on a cluster login node, or install Debian's slurm-client "
+            "and start the dev cluster (`hpctrain devcluster up`)",
+        )

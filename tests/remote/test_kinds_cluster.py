@@ -1,0 +1,87 @@
+"""Every submission kind, here and through a login, by the one pipeline: the same answers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DevClusterHandle
+from tests.remote.conftest import Laptop, Sshd
+
+KINDS = {"job": (), "chain": ("--chain", "2"), "race": ("--first-of", "1x1,2x1")}
+# What only a submission through a login adds to submit's JSON.
+LOGIN_KEYS = {"login", "synced_files", "ssh_round_trips"}
+
+
+def _here(lap: Laptop, devcluster: DevClusterHandle, *args: str) -> dict[str, object]:
+    """`hpctrain ARGS` (with --json) in the laptop's project, the dev cluster's SLURM here."""
+    env = {**lap.env, "SLURM_CONF": str(devcluster.slurm_conf)}
+    res = subprocess.run([sys.executable, "-m", "hpctrain", *args], env=env,
+                         cwd=lap.project, capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL, check=False)
+    assert res.returncode == 0, res.stderr
+    return dict(json.loads(res.stdout))
+
+
+def _there(lap: Laptop, *args: str) -> dict[str, object]:
+    return dict(json.loads(lap.ok(*args).stdout))
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_here_and_through_a_login(
+    kind: str, devcluster: DevClusterHandle, sshd: Sshd, laptop: Callable[..., Laptop],
+    tmp_path: Path,
+) -> None:
+    workdir = sshd.remote_home / f"kind {kind}"
+    lap = laptop(str(workdir))
+    lap.ok("login", "remote")
+    job = ("--json", "--time", "1", *KINDS[kind], "--", "true")
+    dry_here = _here(lap, devcluster, "submit", "--profile", "local", "--dry-run", *job)
+    dry_there = _there(lap, "submit", "--profile", "remote", "--dry-run", *job)
+    assert dry_here.keys() == dry_there.keys() and dry_here["dry_run"] is True
+    assert str(dry_there["run_dir"]).startswith(str(workdir) + "/")
+
+    here = _here(lap, devcluster, "submit", "--profile", "local", *job)
+    there = _there(lap, "submit", "--profile", "remote", *job)
+    assert there.keys() == here.keys() | LOGIN_KEYS and not LOGIN_KEYS & here.keys()
+    assert there["login"] == "testlogin" and int(str(there["synced_files"])) >= 1
+    for done in (here, there):
+        run_dir = Path(str(done["run_dir"]))
+        assert (run_dir / "run.json").is_file(), run_dir
+        assert done["cluster"] == devcluster.client().cluster_name()
+    if kind == "chain":
+        assert len(here["chain"]) == len(there["chain"]) == 2  # type: ignore[arg-type]
+    if kind == "race":
+        for done in (here, there):
+            assert (Path(str(done["run_dir"])) / "alternatives.txt").read_text().count("\n") == 2
+    # Both went into the laptop's history, the login's with its destination.
+    rows = _here(lap, devcluster, "status", "--all", "--json")["jobs"]
+    logins = {str(r["job_id"]): r.get("login") for r in rows}  # type: ignore[attr-defined]
+    assert logins[str(there["job_id"])] == "testlogin" and logins[str(here["job_id"])] is None
+
+
+def test_probe_here_and_through_a_login(
+    devcluster: DevClusterHandle, sshd: Sshd, laptop: Callable[..., Laptop],
+) -> None:
+    lap = laptop(str(sshd.remote_home / "probe"))
+    lap.ok("login", "remote")
+    here = _here(lap, devcluster, "profiles", "probe", "local", "--json")
+    there = _there(lap, "profiles", "probe", "remote", "--json")
+    # Sent through another destination by --login (its own master).
+    sshd.add_alias("otherlogin")
+    lap.ok("login", "otherlogin", "--ssh-config", str(sshd.client_config))
+    sent = _there(lap, "profiles", "probe", "remote", "--login", "otherlogin", "--json")
+    assert here.keys() == there.keys() == sent.keys()
+    # The job ran on a dev cluster node and its output was read back over the master.
+    for doc in (here, there, sent):
+        assert doc["findings"]["host"], doc  # type: ignore[index]
+    rows = _here(lap, devcluster, "status", "--all", "--json")["jobs"]
+    logins = {str(r["job_id"]): r.get("login") for r in rows}  # type: ignore[attr-defined]
+    assert logins[str(here["job_id"])] is None
+    assert logins[str(there["job_id"])] == "testlogin"
+    assert logins[str(sent["job_id"])] == "otherlogin"
