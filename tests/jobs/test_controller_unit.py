@@ -286,6 +286,8 @@ def test_an_unknown_cluster_is_an_error_not_another_cluster(
 ) -> None:
     client = ReplayClient({})
     _backend(monkeypatch, client, "")
+    # No slurm.conf names a cluster here: the client says it does not know which one.
+    monkeypatch.setattr(ReplayClient, "cluster_name", lambda self: None)
     monkeypatch.setattr(LocalTransport, "conf_path", lambda self: None)
     track(History(), "5", stdout_path=str(tmp_path / "5.out"))
     (tmp_path / "5.out").write_text("hello\n")
