@@ -83,9 +83,18 @@ def validate(
     json_out: JsonOpt = False,
 ) -> None:
     """Check a profile file; every problem is reported with the field and file."""
+    from hpctrain.errors import ProfileError
     from hpctrain.profiles import load_profile_file
 
-    prof = load_profile_file(file)
+    try:
+        prof = load_profile_file(file)
+    except ProfileError as e:
+        if not json_out:
+            raise
+        # A script asked for JSON: the verdict as JSON too, one problem a line, and exit 1.
+        print_json({"valid": False, "path": str(file), "problems": e.what.splitlines(),
+                    "fix": e.fix})
+        raise typer.Exit(1) from None
     if json_out:
         print_json({"valid": True, "name": prof.name, "path": str(file)})
     else:

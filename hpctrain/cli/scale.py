@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hpctrain.cli import backends
+from hpctrain.cli.options import LoginOpt
 from hpctrain.cli.output import console, err_console, print_json
 
 if TYPE_CHECKING:
@@ -133,9 +134,11 @@ def scale(
     wait_timeout: WaitTimeoutOpt = None,
     monitor_interval: Annotated[int, typer.Option(min=1, help="Seconds between monitor "
                                 "samples.")] = 10,
+    login: LoginOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run the packaged trainer at each topology; compare throughput, speedup, efficiency."""
+    from hpctrain import places
     from hpctrain.cli.options import TopologyOptions, build_request
     from hpctrain.jobs.pipeline import run
     from hpctrain.jobs.study import Studies, StudyKind, StudyPlan, plan_runs, trainer_args
@@ -152,7 +155,8 @@ def scale(
                           f"{'one at a time' if wait and not parallel else 'all at once'}; "
                           f"table: hpctrain scale-report {study.name}", highlight=False)
 
-    place, history = backends.local_place(), backends.history()
+    place = places.for_profile(base.profile, login, local=backends.local_place())
+    history = backends.history()
     kind = StudyKind(plan, name, one_at_a_time=wait and not parallel, timeout_s=wait_timeout,
                      on_start=started, on_run=_submitted)
     study = run(kind, place, history, dry_run=False).result
@@ -168,10 +172,13 @@ def scale_report(
     json_out: JsonOpt = False,
 ) -> None:
     """The table and plot of a scaling study (runs still going are shown as they are)."""
+    from hpctrain import places
     from hpctrain.jobs.study import Studies
 
-    studies = Studies(backends.history(), backends.local_place())
-    found = studies.find(study)
+    history = backends.history()
+    found = Studies(history, backends.local_place()).find(study)
+    # Where its runs went: this machine, or the login they were submitted through.
+    studies = Studies(history, places.for_study(found, history, backends.local_place()))
     _report(studies, found, studies.refresh(found), json_out)
 
 

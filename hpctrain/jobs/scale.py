@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -66,13 +66,15 @@ def measure(metrics: dict[str, Any]) -> Measured:
     return Measured(rate, float(wall) if isinstance(wall, int | float) else None, len(used))
 
 
-def read_metrics(run_dir: str | None) -> dict[str, Any] | None:
-    """A run's metrics.json, or None when it is missing or unreadable."""
+def read_json(read: Callable[[Path], bytes | None], run_dir: str | None, name: str
+              ) -> dict[str, Any] | None:
+    """A run directory's JSON file `name` as `read` finds it (here or at a login); None when
+    it is missing or unreadable."""
     if not run_dir:
         return None
     try:
-        data = json.loads((Path(run_dir) / rundir.METRICS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read(Path(run_dir) / name) or b"")
+    except ValueError:
         return None
     return data if isinstance(data, dict) else None
 

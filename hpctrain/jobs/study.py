@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpctrain import rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.jobs import scale
 from hpctrain.jobs.scale import Topology
@@ -48,7 +49,10 @@ def plan_runs(topologies: str, *, strong: bool, batch_size: int | None, task: st
               config: str | None, sets: Sequence[str]) -> tuple[tuple[Topology, int], ...]:
     """Each topology with its per-device batch (weak: the same; strong: the global split)."""
     topos = scale.parse_topologies(topologies)
-    batch = batch_size or default_batch(task, config, sets) * (topos[0].gpus if strong else 1)
+    # Read as every run's trainer will read it: a bad file, --set or a --task that conflicts
+    # with the file's task is refused now, not after each run waited in the queue.
+    trainer_batch = default_batch(task, config, sets)
+    batch = batch_size or trainer_batch * (topos[0].gpus if strong else 1)
     batches = scale.per_device_batches(topos, strong, batch)
     return tuple((t, batches[t]) for t in topos)
 
@@ -117,13 +121,14 @@ class Studies:
                 "start one with `hpctrain scale --profile P --topologies 1x1,1x2`")
         return found
 
-    def start(self, plan: StudyPlan, name: str | None) -> StudyRecord:
-        """Record the study with every run 'not submitted yet' (a refused name: nothing)."""
+    def start(self, plan: StudyPlan, name: str | None, output_dir: str) -> StudyRecord:
+        """Record the study with every run 'not submitted yet' (a refused name: nothing); its
+        table and plot go under `output_dir` on this machine, wherever the runs go."""
         from hpctrain.history import StudyRecord
 
         if name is not None and self.history.study(name) is not None:
             raise HpctrainError(f"a study named {name!r} exists already", "choose another --name")
-        directory = study_dir(plan.base.profile.output_dir, name)
+        directory = study_dir(output_dir, name)
         _client, cluster = self.slurm()
         return self.history.add_study(StudyRecord(
             name=name or directory.name, profile=plan.base.profile.name, mode=plan.mode,
@@ -191,25 +196,31 @@ class Studies:
     def report(self, study: StudyRecord, records: dict[str, JobRecord]
                ) -> tuple[dict[str, Any], list[str]]:
         """The table (written with its plot once every run has ended) and the runs pending."""
-        rows = scale.table(results(study, records))
+        rows = scale.table(results(study, records, self._read))
         pending = [r.job_id for r in records.values() if not r.terminal]
         if pending:
             return {"study": study.name, "mode": study.mode, "directory": study.directory,
                     "plot": None, "runs": rows}, pending
         return scale.report(study.name, study.mode, rows, Path(study.directory)), pending
 
+    def _read(self, path: Path) -> bytes | None:
+        """A run's file where the run is: on this machine, or at the login, over its master."""
+        found = self.place.read_file(path, None)
+        return found[0] if found else None
 
-def results(study: StudyRecord, records: dict[str, JobRecord]) -> list[scale.RunResult]:
-    """Each run with its SLURM state, metrics and the monitor's mean GPU utilization."""
-    from hpctrain.monitor.stats import job_summary
 
+def results(study: StudyRecord, records: dict[str, JobRecord],
+            read: Callable[[Path], bytes | None]) -> list[scale.RunResult]:
+    """Each run with its SLURM state, metrics and the monitor's mean GPU utilization (from
+    the summary the job writes as it ends), its files read through `read`."""
     out = []
     for run in study.runs:
         rec = records.get(str(run.get("job_id")))
         state = "NOT SUBMITTED" if not run.get("job_id") else rec.state if rec else "UNKNOWN"
-        summary = job_summary(Path(run["run_dir"])) if run.get("run_dir") else None
-        out.append(scale.RunResult(run, state, scale.read_metrics(run.get("run_dir")),
-                                   summary["gpu_util_mean_pct"] if summary else None))
+        summary = scale.read_json(read, run.get("run_dir"), rundir.MONITOR_SUMMARY)
+        out.append(scale.RunResult(run, state,
+                                   scale.read_json(read, run.get("run_dir"), rundir.METRICS),
+                                   (summary or {}).get("gpu_util_mean_pct")))
     return out
 
 
@@ -242,7 +253,8 @@ class StudyKind:
 
     def execute(self, prepared: StudyPlan, place: Place, history: History) -> StudyRecord:
         studies = Studies(history, place)
-        study = studies.start(prepared, self.name)
+        # The plan as given: a login's adapted output_dir names a directory over there.
+        study = studies.start(prepared, self.name, self.plan.base.profile.output_dir)
         self.on_start(study)
         studies.submit(study, prepared, one_at_a_time=self.one_at_a_time,
                        timeout_s=self.timeout_s, on_run=self.on_run)

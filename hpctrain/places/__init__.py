@@ -12,19 +12,21 @@ from hpctrain.places.base import GitState, Place, git_state
 from hpctrain.places.local import LocalPlace
 
 if TYPE_CHECKING:
-    from hpctrain.history import JobRecord
+    from hpctrain.history import History, JobRecord, StudyRecord
     from hpctrain.profiles.model import Profile
 
-__all__ = ["GitState", "LocalPlace", "Place", "for_profile", "for_record", "git_state"]
+__all__ = ["GitState", "LocalPlace", "Place", "for_profile", "for_record", "for_study",
+           "git_state"]
 
 
-def for_profile(profile: Profile, login: str | None, python_choice: str | None = None) -> Place:
-    """The profile's login (its host replaced by --login DEST), or this machine."""
+def for_profile(profile: Profile, login: str | None, python_choice: str | None = None,
+                local: Place | None = None) -> Place:
+    """The profile's login (its host replaced by --login DEST), or this machine (`local`)."""
     from hpctrain.remote.site import profile_connection
 
     conn = profile_connection(profile, login)
     if conn is None:
-        return LocalPlace()
+        return local or LocalPlace()
     from hpctrain.places.login import LoginPlace
 
     return LoginPlace(conn, profile.login, python_choice)
@@ -40,3 +42,10 @@ def for_record(record: JobRecord, local: Place, login: str | None = None) -> Pla
     from hpctrain.places.login import LoginPlace
 
     return LoginPlace(conn)
+
+
+def for_study(study: StudyRecord, history: History, local: Place) -> Place:
+    """The place a scaling study's runs were submitted through (its first recorded run's)."""
+    ids = [str(r["job_id"]) for r in study.runs if r.get("job_id")]
+    records = history.by_job_ids(ids)
+    return for_record(records[0], local) if records else local

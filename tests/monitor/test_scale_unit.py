@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from hpctrain import rundir
-from hpctrain.errors import HistoryError, HpctrainError
+from hpctrain.errors import ConfigError, HistoryError, HpctrainError
 from hpctrain.history import History, StudyRecord
 from hpctrain.jobs import scale
+from hpctrain.jobs.study import plan_runs
 
 RECORDED = Path(__file__).parent / "recorded"
 
@@ -94,3 +95,20 @@ def test_studies_in_the_history(tmp_path: Path) -> None:
         history.add_study(StudyRecord(name="a b'; $(x)", profile="p", mode="weak",
                                       directory="/d", runs=[]))
     assert history.study("nope") is None and History(tmp_path / "none").studies() == []
+
+
+def test_a_study_the_trainer_would_refuse_is_refused_before_anything_is_submitted(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "mnist.yaml"
+    config.write_text("task: mnist\n")
+    # The batch size is given, so the trainer's own default is not needed: still checked.
+    with pytest.raises(ConfigError, match="--task spiral conflicts with 'task: mnist'"):
+        plan_runs("1x1,1x2", strong=False, batch_size=64, task="spiral", config=str(config),
+                  sets=[])
+    with pytest.raises(ConfigError, match="trainer.no_such_field"):
+        plan_runs("1x1", strong=False, batch_size=64, task=None, config=None,
+                  sets=["trainer.no_such_field=1"])
+    runs = plan_runs("1x1,1x2", strong=True, batch_size=64, task=None, config=str(config),
+                     sets=[])
+    assert [(t.label, b) for t, b in runs] == [("1x1", 64), ("1x2", 32)]

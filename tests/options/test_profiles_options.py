@@ -56,7 +56,10 @@ def test_validate_json_says_valid_with_name_and_path(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(TWO_PARTITIONS.read_text().replace("gpu_request:", "gpu_requets:"))
     refused = hpctrain(tmp_path, "profiles", "validate", str(bad), "--json")
-    assert refused.returncode == 1 and "gpu_requets" in refused.stderr, refused.stderr
+    verdict = json.loads(refused.stdout)
+    assert refused.returncode == 1 and verdict["valid"] is False and verdict["path"] == str(bad)
+    assert [p for p in verdict["problems"] if "gpu_requets" in p] == [
+        f"{bad}: gpu_requets: unknown field (typo?)"], verdict
 
 
 def test_discover_overwrites_output_only_with_force(two_partitions: DevClusterHandle,

@@ -85,3 +85,32 @@ def test_probe_here_and_through_a_login(
     assert logins[str(here["job_id"])] is None
     assert logins[str(there["job_id"])] == "testlogin"
     assert logins[str(sent["job_id"])] == "otherlogin"
+
+
+STUDY = ("--topologies", "1x1", "--max-epochs", "2", "--set", "data.samples=2000", "--time", "2",
+         "--wait", "--json")
+
+
+def test_study_here_and_through_a_login(
+    devcluster: DevClusterHandle, sshd: Sshd, laptop: Callable[..., Laptop],
+) -> None:
+    lap = laptop(str(sshd.remote_home / "study"))
+    sshd.add_alias("otherlogin")
+    lap.ok("login", "otherlogin", "--ssh-config", str(sshd.client_config))
+    here = _here(lap, devcluster, "scale", "--profile", "local", "--name", "here", *STUDY)
+    there = _there(lap, "scale", "--profile", "remote", "--login", "otherlogin", "--name",
+                   "there", *STUDY)
+    assert here.keys() == there.keys()
+    for table in (here, there):
+        (run,) = table["runs"]  # type: ignore[misc]
+        # Measured: metrics.json was read where the run was, here or over the master.
+        assert run["state"] == "COMPLETED" and run["samples_per_s"] > 0, table
+    # The table and plot stay on this machine, under the study's own directory.
+    assert Path(str(there["directory"])).is_relative_to(lap.project)
+    # scale-report finds the login from the study's runs and reads their files there again.
+    again = _there(lap, "scale-report", "there", "--json")
+    assert again["runs"][0]["samples_per_s"] == there["runs"][0]["samples_per_s"]  # type: ignore[index]
+    rows = _here(lap, devcluster, "status", "--all", "--json")["jobs"]
+    logins = {str(r["job_id"]): r.get("login") for r in rows}  # type: ignore[attr-defined]
+    assert logins[str(there["runs"][0]["job_id"])] == "otherlogin"  # type: ignore[index]
+    assert logins[str(here["runs"][0]["job_id"])] is None  # type: ignore[index]
