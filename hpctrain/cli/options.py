@@ -1,4 +1,5 @@
-"""The topology options of `render` and `submit`, declared once, and the request they build."""
+"""The options that describe a job (profile, topology, environment, trainer, monitor, command),
+declared once for `render`, `submit` and `scale`, and the request they build."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from hpctrain.plan import JobRequest, Launcher
     from hpctrain.profiles import Profile
 
-TOPOLOGY_PARAM = "topology"
+JOB_PARAM = "job"
 LoginOpt = Annotated[
     str | None,
     typer.Option("--login", metavar="DEST", help="Through this ssh destination (as you would "
@@ -26,8 +27,8 @@ LoginOpt = Annotated[
 
 
 @dataclass(frozen=True)
-class TopologyOptions:
-    """Every topology option: its type, CLI declaration and default, in help order."""
+class JobOptions:
+    """Every option that describes a job: its type, CLI declaration and default, in help order."""
 
     profile: Annotated[
         str, typer.Option("--profile", "-P", help="Cluster profile name or YAML file.")
@@ -119,15 +120,15 @@ class TopologyOptions:
     ] = None
 
 
-def _topology_parameters() -> list[inspect.Parameter]:
-    """TopologyOptions' fields as keyword-only parameters that typer reads."""
-    hints = get_type_hints(TopologyOptions, include_extras=True)
+def _job_parameters() -> list[inspect.Parameter]:
+    """JobOptions' fields as keyword-only parameters that typer reads."""
+    hints = get_type_hints(JobOptions, include_extras=True)
     return [
         inspect.Parameter(
             f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
             default=inspect.Parameter.empty if f.default is MISSING else f.default,
         )
-        for f in fields(TopologyOptions)
+        for f in fields(JobOptions)
     ]
 
 
@@ -135,22 +136,22 @@ def _is_argument(param: inspect.Parameter) -> bool:
     return any(isinstance(m, ArgumentInfo) for m in getattr(param.annotation, "__metadata__", ()))
 
 
-def with_topology(command: Callable[..., None]) -> Callable[..., None]:
-    """Give a command every topology option; it receives them packed as `topology`."""
+def with_job_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a command every job option; it receives them packed as `job`."""
     own = [
         p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
         for p in inspect.signature(command, eval_str=True).parameters.values()
-        if p.name != TOPOLOGY_PARAM
+        if p.name != JOB_PARAM
     ]
-    topo = _topology_parameters()
+    topo = _job_parameters()
     names = [p.name for p in topo]
     # Options keep today's help order (topology first); the trailing argument comes last.
     params = [p for p in topo if not _is_argument(p)] + own + [p for p in topo if _is_argument(p)]
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> None:
-        packed = TopologyOptions(**{name: kwargs.pop(name) for name in names})
-        command(**{TOPOLOGY_PARAM: packed}, **kwargs)
+        packed = JobOptions(**{name: kwargs.pop(name) for name in names})
+        command(**{JOB_PARAM: packed}, **kwargs)
 
     wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     # typer resolves annotations through get_type_hints too: give it the real objects.
@@ -209,8 +210,8 @@ _CONVERTED = {"profile", "launcher", "env", "sbatch_arg", "command", "python_env
               "monitor_interval"}
 
 
-def build_request(opts: TopologyOptions) -> JobRequest:
-    """Load the profile and turn the topology options into a JobRequest."""
+def build_request(opts: JobOptions) -> JobRequest:
+    """Load the profile and turn the job options into a JobRequest."""
     from hpctrain.plan import JobRequest
     from hpctrain.profiles import load_profile
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hpctrain.cli.options import TopologyOptions, build_request, with_topology
+from hpctrain.cli.options import JobOptions, build_request, with_job_options
 from hpctrain.cli.output import err_console, is_tty, print_code, print_json
 from hpctrain.cli.race import FirstOfOpt, render_race, verdict_dict
 
@@ -116,9 +116,9 @@ def write_script(output: Path, script: str) -> None:
         ) from None
 
 
-@with_topology
+@with_job_options
 def render(
-    topology: TopologyOptions,
+    job: JobOptions,
     output: OutputOpt = None,
     dry_run: DryRunOpt = False,
     check: CheckOpt = False,
@@ -129,10 +129,10 @@ def render(
     from hpctrain.render import plan_script
 
     if first_of is not None:
-        render_race(build_request(topology), first_of, output, check, json_out)
+        render_race(build_request(job), first_of, output, check, json_out)
         return
 
-    plan, script = plan_script(build_request(topology), environ=os.environ)
+    plan, script = plan_script(build_request(job), environ=os.environ)
     verdict = _ask_slurm(script) if check else None
     if output is not None:
         write_script(output, script)

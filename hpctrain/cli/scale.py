@@ -139,14 +139,14 @@ def scale(
 ) -> None:
     """Run the packaged trainer at each topology; compare throughput, speedup, efficiency."""
     from hpctrain import places
-    from hpctrain.cli.options import TopologyOptions, build_request
+    from hpctrain.cli.options import JobOptions, build_request
     from hpctrain.jobs.pipeline import run
     from hpctrain.jobs.study import Studies, StudyKind, StudyPlan, plan_runs, trainer_args
 
     extra = list(sets or [])
     runs = plan_runs(topologies, strong=strong, batch_size=batch_size, task=task, config=config,
                      sets=extra)
-    base = build_request(TopologyOptions(
+    base = build_request(JobOptions(
         profile=profile, partition=partition, time=time_limit, account=account,
         monitor_interval=monitor_interval, job_name="scale"))
     plan = StudyPlan(base, runs, strong, trainer_args(task, config, max_epochs, extra))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hpctrain.cli import backends
-from hpctrain.cli.options import LoginOpt, TopologyOptions, build_request, with_topology
+from hpctrain.cli.options import JobOptions, LoginOpt, build_request, with_job_options
 from hpctrain.cli.output import console, err_console, print_json
 from hpctrain.cli.race import FirstOfOpt
 from hpctrain.cli.render import show_script, show_summary
@@ -87,9 +87,9 @@ def show(outcome: Outcome[Any, Any], place: Place, json_out: bool) -> None:
     RESULTS[type(outcome.result)](outcome, json_out)
 
 
-@with_topology
+@with_job_options
 def submit(
-    topology: TopologyOptions, chain: ChainOpt = 1, after: AfterOpt = None,
+    job: JobOptions, chain: ChainOpt = 1, after: AfterOpt = None,
     login: LoginOpt = None, first_of: FirstOfOpt = None, dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -102,8 +102,8 @@ def submit(
 
     _register_displays()
     after_ids = tuple(a.strip() for a in (after or "").split(",") if a.strip())
-    request = replace(build_request(topology), chain=chain, after=after_ids)
-    place = places.for_profile(request.profile, login, topology.python_env)
+    request = replace(build_request(job), chain=chain, after=after_ids)
+    place = places.for_profile(request.profile, login, job.python_env)
     outcome = run(submission(request, first_of), place, backends.history(), dry_run)
     show(outcome, place, json_out)
 

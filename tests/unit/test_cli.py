@@ -147,10 +147,10 @@ def _params(command: str) -> dict[str, tuple[object, ...]]:
 def test_render_and_submit_share_every_topology_option() -> None:
     from dataclasses import fields
 
-    from hpctrain.cli.options import TopologyOptions
+    from hpctrain.cli.options import JobOptions
 
     render, submit = _params("render"), _params("submit")
-    names = [f.name for f in fields(TopologyOptions)]
+    names = [f.name for f in fields(JobOptions)]
     assert [n for n in render if n in names] == names == [n for n in submit if n in names]
     assert {n: render[n] for n in names} == {n: submit[n] for n in names}
     assert render["profile"][:4] == (("--profile", "-P"), (), None, True)
@@ -158,16 +158,16 @@ def test_render_and_submit_share_every_topology_option() -> None:
     assert render["sbatch_arg"][0] == ("--sbatch-arg",) and render["sbatch_arg"][4]
 
 
-def test_with_topology_packs_the_options() -> None:
+def test_with_job_options_packs_the_options() -> None:
     import typer
 
-    from hpctrain.cli.options import TopologyOptions, with_topology
+    from hpctrain.cli.options import JobOptions, with_job_options
 
-    seen: list[tuple[TopologyOptions, bool]] = []
+    seen: list[tuple[JobOptions, bool]] = []
 
-    @with_topology
-    def cmd(topology: TopologyOptions, flag: bool = False) -> None:
-        seen.append((topology, flag))
+    @with_job_options
+    def cmd(job: JobOptions, flag: bool = False) -> None:
+        seen.append((job, flag))
 
     mini = typer.Typer()
     mini.command(context_settings={"allow_interspersed_args": False})(cmd)
@@ -180,9 +180,9 @@ def test_with_topology_packs_the_options() -> None:
 
 
 def test_build_request_passes_every_option_through() -> None:
-    from hpctrain.cli.options import TopologyOptions, build_request
+    from hpctrain.cli.options import JobOptions, build_request
 
-    req = build_request(TopologyOptions(
+    req = build_request(JobOptions(
         profile="raven", partition="gpu", nodes=2, gpus_per_node=4, cpus_per_task=18,
         mem="100G", time="1:00:00", account="acc", qos="q", constraint="gpu", job_name="j",
         launcher="torchrun", env=["A=b=c"], sbatch_arg=["--begin=now"], config="c.yaml",
