@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tests.waits import wait_for
+
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
 
@@ -54,8 +56,19 @@ class User:
 
 
 def sacct(cluster: DevClusterHandle, job_id: str, fields: str) -> dict[str, str]:
-    """One job's allocation row of sacct, by field name."""
-    out = cluster.client().run(["sacct", "-n", "-P", "-X", "-j", job_id,
-                                f"--format={fields}"]).stdout
-    (line,) = [ln for ln in out.splitlines() if ln.strip()]
-    return dict(zip(fields.split(","), line.split("|"), strict=True))
+    """One job's allocation row of sacct, by field name, once slurmdbd has the whole record.
+
+    Under load slurmdbd can take a job's end before its start: until the start arrives the
+    row is a stub named `allocation`, without partition, QOS, limits or requests.
+    """
+    asked = f"JobName,{fields}"
+
+    def row() -> dict[str, str]:
+        out = cluster.client().run(["sacct", "-n", "-P", "-X", "-j", job_id,
+                                    f"--format={asked}"]).stdout
+        (line,) = [ln for ln in out.splitlines() if ln.strip()]
+        return dict(zip(asked.split(","), line.split("|"), strict=True))
+
+    found = wait_for(row, 60, f"job {job_id}'s whole accounting record",
+                     until=lambda r: r["JobName"] != "allocation")
+    return {k: found[k] for k in fields.split(",")}

@@ -15,6 +15,8 @@ import yaml
 from hpctrain.resources import profiles_dir
 from tests.options.conftest import TWO_PARTITIONS
 
+from .helpers import sacct
+
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
 
@@ -91,8 +93,6 @@ def test_probe_partition_account_qos_reach_the_job(two_partitions: DevClusterHan
                    "--account", "hpctrain-test", "--qos", "standby", "--json", env=env)
     assert res.returncode == 0, res.stderr
     job_id = str(json.loads(res.stdout)["job_id"])
-    fmt = "Partition,Account,QOS,State"
-    row = two_partitions.client().run(
-        ["sacct", "--noheader", "--parsable2", "-X", "-j", job_id, f"--format={fmt}"]).stdout
+    row = sacct(two_partitions, job_id, "Partition,Account,QOS,State")
     # Not the defaults (debug, hpctrain-dev, normal): the options' values.
-    assert row.strip().split("|") == ["batch", "hpctrain-test", "standby", "COMPLETED"]
+    assert list(row.values()) == ["batch", "hpctrain-test", "standby", "COMPLETED"]

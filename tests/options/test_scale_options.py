@@ -17,6 +17,8 @@ import yaml
 
 from tests.options.conftest import TWO_PARTITIONS
 
+from .helpers import sacct
+
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
 
@@ -31,12 +33,6 @@ def hpctrain(dc: DevClusterHandle, cwd: Path, *args: str, timeout_s: float = 120
     return subprocess.run([sys.executable, "-m", "hpctrain", *args], cwd=cwd,
                           env=dc.env(HPCTRAIN_HOME=str(cwd / "home")), capture_output=True,
                           text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, check=False)
-
-
-def sacct(dc: DevClusterHandle, job_id: str, fields: str) -> dict[str, str]:
-    out = dc.client().run(["sacct", "--noheader", "--parsable2", "-X", "-j", job_id,
-                           f"--format={fields}"]).stdout.strip()
-    return dict(zip(fields.split(","), out.split("|"), strict=True))
 
 
 def metrics(run: dict[str, Any]) -> dict[str, Any]:
