@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -42,6 +42,8 @@ class Sshd:
     client_config: Path
     remote_home: Path
     host: str = "testlogin"
+    # Other names the client config gives the login (add_alias); laptops close their masters.
+    aliases: list[str] = field(default_factory=list)
 
     def connections(self) -> int:
         """Connections sshd has authenticated so far (the readiness probe never is)."""
@@ -51,6 +53,8 @@ class Sshd:
     def add_alias(self, alias: str) -> None:
         """The client config names the login also as `alias` (a second destination)."""
         text = self.client_config.read_text()
+        if alias not in self.aliases:
+            self.aliases.append(alias)
         if f" {alias}\n" not in text.split("HostName", 1)[0]:
             self.client_config.write_text(
                 text.replace(f"Host {self.host}", f"Host {self.host} {alias}", 1))
@@ -209,3 +213,5 @@ def laptop(tmp_path: Path, sshd: Sshd) -> Iterator[Callable[..., Laptop]]:
     yield make
     for lap in made:
         lap("login", "remote", "--close")
+        for alias in sshd.aliases:
+            lap("login", alias, "--ssh-config", str(sshd.client_config), "--close")
