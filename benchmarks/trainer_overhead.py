@@ -47,9 +47,11 @@ import torch
 from torch import nn
 from torch.utils.data import DistributedSampler
 
+from hpctrain.trainconfig.load import load_config
+
 # No Lightning at the top: the plain tutorial script (--plain-tutorial, its own process) must
 # not pay for imports a plain PyTorch script would not make. The trainer's side imports it.
-from hpctrain.trainconfig import TrainConfig, load_config
+from hpctrain.trainconfig.model import TrainConfig
 from hpctrain.trainer.datasets.fetch import locate_idx_files
 from hpctrain.trainer.datasets.idx import write_idx
 from hpctrain.trainer.datasets.points import make_spiral

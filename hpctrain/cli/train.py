@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
         """Train a packaged task locally, without SLURM."""
         # The trainer (torch, Lightning) loads only when a command needs it: `hpctrain --help`
         # stays fast.
-        from hpctrain.trainconfig import dump_config, load_config, shortcut_overrides
+        from hpctrain.trainconfig.load import dump_config, load_config, shortcut_overrides
 
         overrides = [
             *(sets or []),

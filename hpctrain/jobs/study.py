@@ -40,7 +40,7 @@ def trainer_args(task: str | None, config: str | None, max_epochs: int | None,
 
 def default_batch(task: str | None, config: str | None, sets: Sequence[str]) -> int:
     """The trainer's per-device batch size for these options (its config, without torch)."""
-    from hpctrain.trainconfig import load_config
+    from hpctrain.trainconfig.load import load_config
 
     return int(load_config(config, task, list(sets)).trainer.batch_size)
 

@@ -105,7 +105,7 @@ class LocalPlace:
 
 def check_config(path: Path) -> None:
     """A --config file must exist and load: the job would read it only after the queue."""
-    from hpctrain.trainconfig import load_config
+    from hpctrain.trainconfig.load import load_config
 
     if not path.exists():
         raise HpctrainError(f"--config {path} does not exist", "check the path")

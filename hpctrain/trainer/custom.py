@@ -12,7 +12,7 @@ import lightning as L
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from hpctrain.errors import ConfigError
-from hpctrain.trainconfig import CustomSection
+from hpctrain.trainconfig.model import CustomSection
 
 T = TypeVar("T")
 

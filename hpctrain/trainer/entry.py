@@ -7,7 +7,8 @@ import sys
 
 from hpctrain import rundir
 from hpctrain.errors import HpctrainError
-from hpctrain.trainconfig import TASKS, dump_config, load_config, shortcut_overrides
+from hpctrain.trainconfig.load import dump_config, load_config, shortcut_overrides
+from hpctrain.trainconfig.model import TASKS
 from hpctrain.trainer.signals import TrainingStopped
 
 EPILOG = f"""\

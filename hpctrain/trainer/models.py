@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from hpctrain.errors import ConfigError
-from hpctrain.trainconfig import OptimConfig
+from hpctrain.trainconfig.model import OptimConfig
 from hpctrain.trainer import fastpath, graphs
 from hpctrain.trainer.networks import build_optimizer
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from hpctrain.trainconfig import OptimConfig
+from hpctrain.trainconfig.model import OptimConfig
 
 
 def spiral_mlp(hidden: list[int], inputs: int = 2, classes: int = 2) -> nn.Sequential:

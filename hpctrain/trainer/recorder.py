@@ -13,7 +13,7 @@ import torch
 from lightning.pytorch.callbacks import Checkpoint
 
 from hpctrain import __version__, rundir
-from hpctrain.trainconfig import CheckpointSection
+from hpctrain.trainconfig.model import CheckpointSection
 from hpctrain.trainer.best import BestChoice
 from hpctrain.trainer.callbacks import atomic_copy, atomic_write_text
 from hpctrain.trainer.facts import (

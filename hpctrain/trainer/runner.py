@@ -23,7 +23,8 @@ from lightning.pytorch.strategies import DDPStrategy
 
 from hpctrain import __version__, rundir
 from hpctrain.errors import ConfigError
-from hpctrain.trainconfig import FILE_TASKS, TrainConfig, dump_config
+from hpctrain.trainconfig.load import dump_config
+from hpctrain.trainconfig.model import FILE_TASKS, TrainConfig
 from hpctrain.trainer.callbacks import AtomicCheckpointIO, atomic_write_text
 from hpctrain.trainer.cluster import (
     ProcessLayout,

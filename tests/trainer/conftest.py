@@ -24,7 +24,7 @@ def _no_launcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.fixture
 def train(capsys: pytest.CaptureFixture[str]) -> Any:
     """In-process runs: train(run_dir, *overrides, task=, resume=) -> (stdout, metrics)."""
-    from hpctrain.trainconfig import load_config
+    from hpctrain.trainconfig.load import load_config
     from hpctrain.trainer.runner import run_training
 
     def _train(

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from hpctrain.errors import ConfigError
-from hpctrain.trainconfig import (
+from hpctrain.trainconfig.load import (
     dump_config,
     load_config,
     parse_override,

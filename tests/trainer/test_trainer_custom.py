@@ -185,7 +185,7 @@ def test_epoch_split_by_a_stop_reports_the_whole_epoch(
     train: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The returned loss and per-step means of an epoch stopped mid-way count all its steps."""
-    from hpctrain.trainconfig import load_config
+    from hpctrain.trainconfig.load import load_config
     from hpctrain.trainer.runner import run_training
     from hpctrain.trainer.signals import TrainingStopped
 

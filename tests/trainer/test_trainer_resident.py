@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from hpctrain.errors import ConfigError
-from hpctrain.trainconfig import load_config
+from hpctrain.trainconfig.load import load_config
 from hpctrain.trainer.datasets.idx import write_idx
 from hpctrain.trainer.datasets.images import ImageDataModule
 from hpctrain.trainer.runner import batches_per_call, run_training

@@ -280,7 +280,7 @@ class _Preempted(Exception):
 def test_requeue_checkpoint_saved_mid_epoch_resumes_in_that_epoch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hpctrain.trainconfig import load_config
+    from hpctrain.trainconfig.load import load_config
     from hpctrain.trainer.runner import run_training
 
     run = tmp_path / "run"

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from hpctrain import rundir
-from hpctrain.trainconfig import load_config
+from hpctrain.trainconfig.load import load_config
 from hpctrain.trainer.runner import run_training
 from hpctrain.trainer.signals import EXIT_REQUEUE, TrainingStopped
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import lightning as L
 import torch
 
-from hpctrain.trainconfig import DataConfig
+from hpctrain.trainconfig.model import DataConfig
 from hpctrain.trainer.datasets.points import make_spiral
 from hpctrain.trainer.datasets.resident import DeviceBatches
 
