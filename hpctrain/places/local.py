@@ -55,9 +55,7 @@ class LocalPlace:
         """Nothing to reach: SLURM's own errors say what is missing here."""
 
     def check_files(self, run_dir: Path, files: Sequence[RunFile]) -> None:
-        for f in files:
-            if f.copy_of is not None:
-                check_config(f.copy_of)
+        # A --config file was read when the request was built; its settings are in the script.
         _check_run_dir(run_dir)
 
     def sync_project(self, output_dir: str) -> SyncReport | None:
@@ -101,15 +99,6 @@ class LocalPlace:
 
     def git(self) -> GitState | None:
         return git_state(self.workdir)
-
-
-def check_config(path: Path) -> None:
-    """A --config file must exist and load: the job would read it only after the queue."""
-    from hpctrain.trainconfig.load import load_config
-
-    if not path.exists():
-        raise HpctrainError(f"--config {path} does not exist", "check the path")
-    load_config(path)
 
 
 def _check_run_dir(run_dir: Path) -> None:
