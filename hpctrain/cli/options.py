@@ -228,6 +228,9 @@ def trainer_fields(opts: JobOptions) -> dict[str, Any]:
             raise ConfigError(f"{given[0]} applies to the packaged trainer",
                               "give your own command its batch size in its own options")
         return {"command": command, "config": opts.config}
+    if not command and opts.config is None and not any(v is not None for v in batch.values()):
+        # The default task's defaults (JobRequest.trainer None): render need not load pydantic.
+        return {"command": ()}
     call = parse_call(command[len(TRAINER_COMMAND):]) if command else TrainerCall()
     if opts.config is not None:
         if call.config is not None:
