@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -55,7 +55,7 @@ class LocalPlace:
         """Nothing to reach: SLURM's own errors say what is missing here."""
 
     def check_files(self, run_dir: Path, files: Sequence[RunFile]) -> None:
-        # A --config file was read when the request was built; its settings are in the script.
+        check_copies(f.copy_of for f in files if f.copy_of is not None)
         _check_run_dir(run_dir)
 
     def sync_project(self, output_dir: str) -> SyncReport | None:
@@ -99,6 +99,17 @@ class LocalPlace:
 
     def git(self) -> GitState | None:
         return git_state(self.workdir)
+
+
+def check_copies(paths: Iterable[Path]) -> None:
+    """The files the run directory keeps copies of (a --config) are still there.
+
+    Their settings were read when the request was built and are in the script; only the copy
+    is left to make, and a file gone since must not leave half a run directory.
+    """
+    for path in paths:
+        if not path.is_file():
+            raise HpctrainError(f"--config {path} does not exist", "check the path")
 
 
 def _check_run_dir(run_dir: Path) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from hpctrain.errors import RemoteError
 from hpctrain.places.base import GitState, git_state
+from hpctrain.places.local import check_copies
 from hpctrain.remote import site as sites
 from hpctrain.remote import sync as syncing
 from hpctrain.remote.connection import Connection
@@ -84,9 +85,8 @@ class LoginPlace:
         self.conn.require()
 
     def check_files(self, run_dir: Path, files: Sequence[RunFile]) -> None:
-        # A --config file was read from the laptop's copy when the request was built, and the
-        # run directory is made over there, where a refusal is SLURM's or mkdir's to say.
-        return None
+        # The copies are made from the laptop's files (the run directory is made over there).
+        check_copies(self.local_copy(f.copy_of) for f in files if f.copy_of is not None)
 
     def sync_project(self, output_dir: str) -> syncing.SyncReport:
         return syncing.sync(self.conn, self.local_root, str(self.workdir), _excluded(output_dir))
