@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -207,7 +208,41 @@ def _python_env(choice: str | None, profile: Profile) -> str | None:
 
 # Options whose value the request holds in another form; the rest pass through by name.
 _CONVERTED = {"profile", "launcher", "env", "sbatch_arg", "command", "python_env", "monitor",
-              "monitor_interval"}
+              "monitor_interval", "config", "global_batch", "max_device_batch"}
+
+
+def trainer_fields(opts: JobOptions) -> dict[str, Any]:
+    """The request's command and, for the packaged trainer (no command, or `python -m
+    hpctrain.trainer ARGS`), its settings resolved now, submit's --config and batch folded in."""
+    from dataclasses import replace
+
+    from hpctrain.errors import ConfigError
+    from hpctrain.plan import TRAINER_COMMAND
+    from hpctrain.trainconfig.options import TrainerCall, parse_call
+
+    command = tuple(opts.command or ())
+    batch = {"--global-batch": opts.global_batch, "--max-device-batch": opts.max_device_batch}
+    if command and command[:len(TRAINER_COMMAND)] != TRAINER_COMMAND:
+        given = [flag for flag, value in batch.items() if value is not None]
+        if given:
+            raise ConfigError(f"{given[0]} applies to the packaged trainer",
+                              "give your own command its batch size in its own options")
+        return {"command": command, "config": opts.config}
+    if not command and opts.config is None and not any(v is not None for v in batch.values()):
+        # The default task's defaults (JobRequest.trainer None): render need not load pydantic.
+        return {"command": ()}
+    call = parse_call(command[len(TRAINER_COMMAND):]) if command else TrainerCall()
+    if opts.config is not None:
+        if call.config is not None:
+            raise ConfigError("--config is given twice: to submit and in the trainer's command",
+                              "give it once")
+        call = replace(call, config=opts.config)
+    if call.config is not None and not os.path.exists(call.config):
+        raise ConfigError(f"--config {call.config} does not exist", "check the path")
+    call = call.adding([("trainer.global_batch", opts.global_batch),
+                        ("trainer.max_device_batch", opts.max_device_batch)])
+    return {"command": (), "config": call.config, "trainer": call.load(),
+            "trainer_args": call.run_args()}
 
 
 def build_request(opts: JobOptions) -> JobRequest:
@@ -223,7 +258,7 @@ def build_request(opts: JobOptions) -> JobRequest:
         launcher=launcher,
         env=parse_env(opts.env or []),
         sbatch_args=tuple(opts.sbatch_arg or ()),
-        command=tuple(opts.command or ()),
+        **trainer_fields(opts),
         python_env=_python_env(opts.python_env, profile),
         invocation=invocation(),
         monitor_interval_s=opts.monitor_interval if opts.monitor else None,

@@ -141,7 +141,7 @@ def scale(
     from hpctrain import places
     from hpctrain.cli.options import JobOptions, build_request
     from hpctrain.jobs.pipeline import run
-    from hpctrain.jobs.study import Studies, StudyKind, StudyPlan, plan_runs, trainer_args
+    from hpctrain.jobs.study import Studies, StudyKind, StudyPlan, plan_runs, study_settings
 
     extra = list(sets or [])
     runs = plan_runs(topologies, strong=strong, batch_size=batch_size, task=task, config=config,
@@ -149,7 +149,7 @@ def scale(
     base = build_request(JobOptions(
         profile=profile, partition=partition, time=time_limit, account=account,
         monitor_interval=monitor_interval, job_name="scale"))
-    plan = StudyPlan(base, runs, strong, trainer_args(task, config, max_epochs, extra))
+    plan = StudyPlan(base, runs, strong, study_settings(task, config, max_epochs, extra))
     def started(study: StudyRecord) -> None:
         err_console.print(f"study {study.name}: {len(runs)} run(s), "
                           f"{'one at a time' if wait and not parallel else 'all at once'}; "

@@ -1,12 +1,17 @@
-"""`hpctrain train`: run the packaged trainer on this machine (the same code jobs run)."""
+"""`hpctrain train`: run the packaged trainer on this machine (the same code jobs run).
+
+Its options are generated from the table `python -m hpctrain.trainer` is built from
+(trainconfig/options.py): the same names, metavars, help and order.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import inspect
+from typing import Annotated, Any
 
 import typer
 
-from hpctrain import rundir
+from hpctrain.trainconfig.options import OPTIONS, TrainerCall, TrainerOption
 
 TRAIN_EPILOG = (
     "Config layers, later winning: the task's shipped default, --config FILE, --set KEY=VALUE "
@@ -17,58 +22,46 @@ TRAIN_EPILOG = (
 )
 
 
+def _parameter(option: TrainerOption) -> inspect.Parameter:
+    """One table entry as the keyword parameter typer reads."""
+    declared = typer.Option(option.flag, help=option.help, metavar=option.metavar,
+                            show_default=False)
+    kind: Any = {bool: bool, list: list[str] | None, str: str | None}[option.value_type]
+    default = False if option.switch else None
+    return inspect.Parameter(option.dest, inspect.Parameter.KEYWORD_ONLY,
+                             annotation=Annotated[kind, declared], default=default)
+
+
+def _train(**values: Any) -> None:
+    """Train a packaged task locally, without SLURM."""
+    call = TrainerCall.from_values(values)
+    # The config models and the trainer (torch, Lightning) load only when a command runs:
+    # `hpctrain --help` stays fast.
+    from hpctrain.trainconfig.load import dump_config
+
+    cfg = call.load()
+    if call.print_config:
+        typer.echo(dump_config(cfg), nl=False)
+        return
+    from hpctrain.trainer.runner import run_training
+
+    run_training(cfg, call.run_dir, call.resume_mode)
+
+
+def train_command() -> Any:
+    """`hpctrain train` as a function whose signature is the option table."""
+    params = [_parameter(o) for o in OPTIONS]
+
+    def train(**values: Any) -> None:
+        _train(**values)
+
+    train.__doc__ = _train.__doc__
+    train.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    # typer resolves annotations through get_type_hints too: give it the real objects.
+    train.__annotations__ = {p.name: p.annotation for p in params}
+    return train
+
+
 def register(app: typer.Typer) -> None:
     """Add `hpctrain train` to the root app."""
-
-    @app.command(epilog=TRAIN_EPILOG)
-    def train(
-        config: Annotated[
-            str | None, typer.Option("--config", help="Trainer YAML (only the fields it changes).")
-        ] = None,
-        task: Annotated[
-            str | None,
-            typer.Option(help="spiral, mnist, fashionmnist or custom (default: the file's task)."),
-        ] = None,
-        sets: Annotated[
-            list[str] | None,
-            typer.Option("--set", help="Override a field: KEY=VALUE, e.g. trainer.max_epochs=5."),
-        ] = None,
-        max_epochs: Annotated[
-            int | None, typer.Option(help="Same as --set trainer.max_epochs=N.")
-        ] = None,
-        batch_size: Annotated[
-            int | None, typer.Option(help="Per device; same as --set trainer.batch_size=N.")
-        ] = None,
-        lr: Annotated[float | None, typer.Option(help="Base learning rate (optim.lr).")] = None,
-        seed: Annotated[int | None, typer.Option(help="Same as --set seed=N.")] = None,
-        scale_lr: Annotated[
-            str | None, typer.Option(help="none, or linear: lr x world size (optim.scale_lr).")
-        ] = None,
-        run_dir: Annotated[
-            str | None,
-            typer.Option(help="Run directory (default: $HPCTRAIN_RUN_DIR, else ./hpctrain-runs/)."),
-        ] = None,
-        resume: Annotated[
-            str, typer.Option(help=f"auto (continue from the run dir's {rundir.LAST_CKPT}), "
-                              "never, or PATH.")
-        ] = "auto",
-        print_config: Annotated[
-            bool, typer.Option("--print-config", help="Print the resolved config and exit.")
-        ] = False,
-    ) -> None:
-        """Train a packaged task locally, without SLURM."""
-        # The trainer (torch, Lightning) loads only when a command needs it: `hpctrain --help`
-        # stays fast.
-        from hpctrain.trainconfig.load import dump_config, load_config, shortcut_overrides
-
-        overrides = [
-            *(sets or []),
-            *shortcut_overrides(max_epochs, batch_size, lr, seed, scale_lr),
-        ]
-        cfg = load_config(config, task, overrides)
-        if print_config:
-            typer.echo(dump_config(cfg), nl=False)
-            return
-        from hpctrain.trainer.runner import run_training
-
-        run_training(cfg, run_dir, resume)
+    app.command("train", epilog=TRAIN_EPILOG)(train_command())

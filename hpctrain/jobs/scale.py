@@ -39,11 +39,6 @@ def per_device_batches(topologies: Sequence[Topology], strong: bool, batch: int
     return {t: batch // t.gpus for t in topologies}
 
 
-def trainer_command(base: Sequence[str], batch_per_device: int) -> tuple[str, ...]:
-    """The packaged trainer with the study's options and this run's per-device batch."""
-    return ("python", "-m", "hpctrain.trainer", *base, "--batch-size", str(batch_per_device))
-
-
 @dataclass(frozen=True)
 class Measured:
     """What a run's metrics.json says, warm-up left out."""

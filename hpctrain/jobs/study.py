@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -20,29 +19,22 @@ if TYPE_CHECKING:
     from hpctrain.places import Place
     from hpctrain.plan import JobRequest
     from hpctrain.slurm.client import SlurmClient
+    from hpctrain.trainconfig.model import TrainConfig
 
 
-def trainer_args(task: str | None, config: str | None, max_epochs: int | None,
-                 sets: Sequence[str]) -> tuple[str, ...]:
-    """The packaged trainer's options every run of the study shares."""
-    args: list[str] = []
-    if task:
-        args += ["--task", task]
-    if config:
-        # Absolute: the job starts in the submit directory, and a leading '-' is no option.
-        args += ["--config", os.path.abspath(config)]
-    if max_epochs is not None:
-        args += ["--max-epochs", str(max_epochs)]
-    for item in sets:
-        args += ["--set", item]
-    return tuple(args)
+def study_settings(task: str | None, config: str | None, max_epochs: int | None,
+                   sets: Sequence[str]) -> TrainConfig:
+    """The packaged trainer's settings every run of the study shares, read now (a bad file,
+    --set or a --task that conflicts with the file's task is refused before any run queues)."""
+    from hpctrain.trainconfig.options import TrainerCall
+
+    call = TrainerCall(config=config, task=task, sets=tuple(sets))
+    return call.adding([("trainer.max_epochs", max_epochs)]).load()
 
 
 def default_batch(task: str | None, config: str | None, sets: Sequence[str]) -> int:
     """The trainer's per-device batch size for these options (its config, without torch)."""
-    from hpctrain.trainconfig.load import load_config
-
-    return int(load_config(config, task, list(sets)).trainer.batch_size)
+    return int(study_settings(task, config, None, sets).trainer.batch_size)
 
 
 def plan_runs(topologies: str, *, strong: bool, batch_size: int | None, task: str | None,
@@ -57,29 +49,39 @@ def plan_runs(topologies: str, *, strong: bool, batch_size: int | None, task: st
     return tuple((t, batches[t]) for t in topos)
 
 
+def with_batch(settings: TrainConfig, batch: int) -> TrainConfig:
+    """The settings with this per-device batch size (validated as a --set of it would be)."""
+    return type(settings).model_validate(
+        {**settings.model_dump(), "trainer": {**settings.trainer.model_dump(),
+                                              "batch_size": batch}})
+
+
 @dataclass(frozen=True)
 class StudyPlan:
-    """A study before anything is submitted: the job every run shares, the runs, the trainer."""
+    """A study before anything is submitted: the job every run shares, the runs, the trainer's
+    settings (each run's with its own per-device batch)."""
 
     base: JobRequest
     runs: tuple[tuple[Topology, int], ...]
     strong: bool
-    trainer_args: tuple[str, ...]
+    trainer: TrainConfig
 
     @property
     def mode(self) -> str:
         return "strong" if self.strong else "weak"
 
     def as_dict(self) -> dict[str, Any]:
+        from hpctrain.trainconfig.options import config_args
+
         return {"profile": self.base.profile.name, "mode": self.mode,
                 "runs": [{"topology": t.label, "batch_per_device": b} for t, b in self.runs],
-                "trainer_args": list(self.trainer_args)}
+                "trainer_args": list(config_args(self.trainer))}
 
     def request(self, topo: Topology, batch: int) -> JobRequest:
         """One run's job: the shared one at this topology, with its per-device batch."""
         return replace(self.base, nodes=topo.nodes, gpus_per_node=topo.gpus_per_node,
-                       job_name=f"{self.base.job_name}-{topo.label}",
-                       command=scale.trainer_command(self.trainer_args, batch))
+                       job_name=f"{self.base.job_name}-{topo.label}", command=(),
+                       trainer=with_batch(self.trainer, batch))
 
 
 def study_dir(profile_dir: str, name: str | None) -> Path:

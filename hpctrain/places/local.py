@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -55,9 +55,7 @@ class LocalPlace:
         """Nothing to reach: SLURM's own errors say what is missing here."""
 
     def check_files(self, run_dir: Path, files: Sequence[RunFile]) -> None:
-        for f in files:
-            if f.copy_of is not None:
-                check_config(f.copy_of)
+        check_copies(f.copy_of for f in files if f.copy_of is not None)
         _check_run_dir(run_dir)
 
     def sync_project(self, output_dir: str) -> SyncReport | None:
@@ -103,13 +101,15 @@ class LocalPlace:
         return git_state(self.workdir)
 
 
-def check_config(path: Path) -> None:
-    """A --config file must exist and load: the job would read it only after the queue."""
-    from hpctrain.trainconfig.load import load_config
+def check_copies(paths: Iterable[Path]) -> None:
+    """The files the run directory keeps copies of (a --config) are still there.
 
-    if not path.exists():
-        raise HpctrainError(f"--config {path} does not exist", "check the path")
-    load_config(path)
+    Their settings were read when the request was built and are in the script; only the copy
+    is left to make, and a file gone since must not leave half a run directory.
+    """
+    for path in paths:
+        if not path.is_file():
+            raise HpctrainError(f"--config {path} does not exist", "check the path")
 
 
 def _check_run_dir(run_dir: Path) -> None:

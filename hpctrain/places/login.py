@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from hpctrain.errors import RemoteError
 from hpctrain.places.base import GitState, git_state
-from hpctrain.places.local import check_config
+from hpctrain.places.local import check_copies
 from hpctrain.remote import site as sites
 from hpctrain.remote import sync as syncing
 from hpctrain.remote.connection import Connection
@@ -85,10 +85,8 @@ class LoginPlace:
         self.conn.require()
 
     def check_files(self, run_dir: Path, files: Sequence[RunFile]) -> None:
-        # A --config file is read from the laptop's copy: refuse a bad one before syncing.
-        for f in files:
-            if f.copy_of is not None:
-                check_config(self.local_copy(f.copy_of))
+        # The copies are made from the laptop's files (the run directory is made over there).
+        check_copies(self.local_copy(f.copy_of) for f in files if f.copy_of is not None)
 
     def sync_project(self, output_dir: str) -> syncing.SyncReport:
         return syncing.sync(self.conn, self.local_root, str(self.workdir), _excluded(output_dir))

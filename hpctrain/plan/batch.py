@@ -1,9 +1,14 @@
-"""Rule: `--global-batch N` for the packaged trainer, checked against the job's world size."""
+"""Rule: the packaged trainer's `trainer.global_batch`, checked against the job's world size.
+
+The setting may come from a config file, `--set`, the trainer's `--global-batch` or submit's:
+the request holds it resolved (JobRequest.trainer), and the trainer splits it again at run time
+by the same rule (hpctrain/batching.py).
+"""
 
 from __future__ import annotations
 
 from hpctrain.errors import ConfigError
-from hpctrain.plan.model import TRAINER_COMMAND, JobRequest
+from hpctrain.plan.model import JobRequest
 from hpctrain.plan.outcome import Outcome
 
 
@@ -12,23 +17,21 @@ def world_size(req: JobRequest, nodes: int, gpus_per_node: int, tasks_per_node: 
     return nodes * (tasks_per_node if req.launcher == "lightning" else max(gpus_per_node, 1))
 
 
-def global_batch_args(req: JobRequest, command: tuple[str, ...], world: int
-                      ) -> Outcome[tuple[str, ...]]:
-    """The trainer options that fix the effective batch, or the problem with them."""
-    n, cap = req.global_batch, req.max_device_batch
-    if n is None:
-        problems = ("--max-device-batch needs --global-batch N",) if cap is not None else ()
-        return Outcome((), problems)
-    if command[:len(TRAINER_COMMAND)] != TRAINER_COMMAND:
-        return Outcome((), ("--global-batch applies to the packaged trainer; give your own "
-                            "command its batch size in its own options",))
+def global_batch_problems(req: JobRequest, world: int) -> Outcome[None]:
+    """The split of the global batch over this job's world size (a note), or why it fails."""
+    t = req.trainer.trainer if req.trainer is not None else None
+    if t is None or t.global_batch is None:
+        cap = t is not None and t.max_device_batch is not None
+        return Outcome(None, ("--max-device-batch needs --global-batch N "
+                              "(trainer.max_device_batch applies with trainer.global_batch)",)
+                       if cap else ())
     from hpctrain.batching import split_batch
 
+    n = t.global_batch
     try:
-        split = split_batch(n, world, cap)
+        split = split_batch(n, world, t.max_device_batch, t.accumulate_grad_batches)
     except ConfigError as e:
-        return Outcome((), (f"--global-batch {n}: {e.what}; {e.fix}",))
+        return Outcome(None, (f"trainer.global_batch {n}: {e.what}; {e.fix}",))
     note = (f"global batch {n} = {split.per_device} per device x {world} device(s)"
             f" x {split.accumulation} accumulated step(s)")
-    args = ("--global-batch", str(n), *(("--max-device-batch", str(cap)) if cap else ()))
-    return Outcome(args, notes=(note,))
+    return Outcome(None, notes=(note,))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hpctrain.plan.access import choose_account
-from hpctrain.plan.batch import global_batch_args, world_size
+from hpctrain.plan.batch import global_batch_problems, world_size
 from hpctrain.plan.inputs import check_inputs, choose_command
 from hpctrain.plan.limits import choose_qos, wall_time
 from hpctrain.plan.model import JobPlan, JobRequest
@@ -60,8 +60,8 @@ def build_plan(req: JobRequest) -> JobPlan:
     options = found.take(sbatch_options(req, fit, shape.gpus_per_node))
     command = found.take(choose_command(req))
     world = world_size(req, shape.nodes, shape.gpus_per_node, tasks)
-    command = (*command, *found.take(global_batch_args(req, command, world)))
-    found.take(cuda_graphs_problems(command, world, shape.gpus_per_node))
+    found.take(global_batch_problems(req, world))
+    found.take(cuda_graphs_problems(req, world, shape.gpus_per_node))
     restart = found.take(restart_policy(req, command, time_s))
     found.raise_any()
 

@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from hpctrain.plan.model import TRAINER_COMMAND, JobRequest
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.text import CONTROL
+from hpctrain.trainconfig.options import config_args
+
+# The packaged trainer's command when a request names no settings: the default task's.
+DEFAULT_TRAINER_ARGS = ("--task", "spiral")
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SECRET_KEY = re.compile(r"(KEY|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL)", re.IGNORECASE)
@@ -33,7 +37,6 @@ def check_inputs(req: JobRequest) -> Outcome[Inputs]:
         (log_dir, "the log directory"),
         (req.run_dir, "--run-dir"),
         (req.python_env, "the Python environment path"),
-        (req.config, "--config"),
     ]
     problems = [
         *_job_name_problems(req.job_name),
@@ -55,10 +58,9 @@ def _encoding_problems(req: JobRequest) -> tuple[str, ...]:
     fields = {
         "--job-name": [req.job_name],
         "--env": [*req.env, *req.env.values()],
-        "the command": list(req.command),
         "--sbatch-arg": list(req.sbatch_args),
-        "a path (--config, --run-dir, --python-env or the log directory)": [
-            v for v in (req.config, req.run_dir, req.python_env, req.log_dir) if v is not None
+        "a path (--run-dir, --python-env or the log directory)": [
+            v for v in (req.run_dir, req.python_env, req.log_dir) if v is not None
         ],
     }
     return tuple(
@@ -111,19 +113,20 @@ def _env_problem(key: str, value: str) -> str | None:
 
 
 def choose_command(req: JobRequest) -> Outcome[tuple[str, ...]]:
-    """The command the job runs: the packaged trainer unless one is given."""
-    command = tuple(req.command)
+    """The command the job runs: the user's, else the packaged trainer with the request's
+    settings written out (a file's setting and the same flag give the same command, and the
+    job does not read the file again: an edit after submit leaves it alone)."""
     problems: list[str] = []
-    if not command:
-        args = ("--config", _not_an_option(req.config)) if req.config else ("--task", "spiral")
-        command = (*TRAINER_COMMAND, *args)
-    elif req.config is not None:
-        problems.append("--config applies to the packaged trainer; drop it or the command")
+    if req.command:
+        command = tuple(req.command)
+        if req.config is not None:
+            problems.append("--config applies to the packaged trainer; drop it or the command")
+    else:
+        settings = config_args(req.trainer) if req.trainer is not None else DEFAULT_TRAINER_ARGS
+        command = (*TRAINER_COMMAND, *settings, *req.trainer_args)
     if any(CONTROL.search(a.replace("\t", " ")) for a in command):
         problems.append("the command contains a newline or control character; remove it")
+    if not all(_is_utf8(a) for a in command):
+        problems.append("the command contains bytes that are not UTF-8 text; use UTF-8 "
+                        "(or plain ASCII)")
     return Outcome(command, tuple(problems))
-
-
-def _not_an_option(path: str) -> str:
-    """A relative path that starts with '-' gets './', or the trainer reads it as an option."""
-    return f"./{path}" if path.startswith("-") else path

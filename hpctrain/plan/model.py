@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hpctrain.profiles.model import Profile
 from hpctrain.units import format_time
+
+if TYPE_CHECKING:
+    from hpctrain.trainconfig.model import TrainConfig
 
 Launcher = Literal["lightning", "torchrun"]
 
@@ -33,8 +36,15 @@ class JobRequest:
     launcher: Launcher = "lightning"
     env: Mapping[str, str] = field(default_factory=dict)
     sbatch_args: Sequence[str] = ()
+    # The user's own command; empty: the packaged trainer, its command made from `trainer`.
     command: Sequence[str] = ()
+    # The user's trainer config file (its copy goes into the run directory).
     config: str | None = None
+    # The packaged trainer's resolved settings (None: the default task's), read at submit:
+    # the plan's rules check them, the job's command is made from them.
+    trainer: TrainConfig | None = None
+    # The packaged trainer's options about the run (--run-dir, --resume), as given.
+    trainer_args: Sequence[str] = ()
     # The Python environment to activate in the job (a venv or conda prefix), or None.
     python_env: str | None = None
     log_dir: str | None = None
@@ -50,9 +60,6 @@ class JobRequest:
     monitor_interval_s: int | None = DEFAULT_MONITOR_INTERVAL_S
     # `submit --first-of`: this alternative's NODESxGPUS; the job claims the run or bows out.
     race: str | None = None
-    # The packaged trainer's effective batch, whatever the topology, and its per-device cap.
-    global_batch: int | None = None
-    max_device_batch: int | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hpctrain.trainconfig import ScaleLr
+
 Task = Literal["spiral", "mnist", "fashionmnist", "custom"]
 TASKS: tuple[str, ...] = ("spiral", "mnist", "fashionmnist", "custom")
 FILE_TASKS: tuple[str, ...] = ("mnist", "fashionmnist")
@@ -58,7 +60,7 @@ class OptimConfig(_Section):
     lr: float = Field(default=0.01, gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
     momentum: float = Field(default=0.9, ge=0, description="sgd only")
-    scale_lr: Literal["none", "linear"] = Field(
+    scale_lr: ScaleLr = Field(
         default="none", description="linear: lr x world size (the linear scaling rule)"
     )
 
