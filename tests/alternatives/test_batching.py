@@ -45,31 +45,46 @@ def test_non_positive_values_are_refused(bad: tuple[int, ...]) -> None:
         split_batch(*bad)
 
 
-def _plan(nodes: int, gpus: int, **kw: object) -> tuple[str, ...]:
+def _plan(nodes: int, gpus: int, sets: tuple[str, ...] = (), **kw: object) -> tuple[str, ...]:
     from hpctrain.plan import JobRequest, build_plan
     from hpctrain.profiles import load_profile
+    from hpctrain.trainconfig.load import load_config
 
-    req = JobRequest(profile=load_profile("local"), nodes=nodes, gpus_per_node=gpus, **kw)  # type: ignore[arg-type]
+    trainer = load_config(overrides=list(sets)) if sets else None
+    req = JobRequest(profile=load_profile("local"), nodes=nodes, gpus_per_node=gpus,
+                     trainer=trainer, **kw)  # type: ignore[arg-type]
     return build_plan(req).command
 
 
 def test_plan_passes_the_global_batch_to_the_trainer() -> None:
-    assert _plan(2, 2, global_batch=64, max_device_batch=8)[-4:] == (
-        "--global-batch", "64", "--max-device-batch", "8")
-    assert "--global-batch" not in _plan(1, 1)
+    command = _plan(2, 2, ("trainer.global_batch=64", "trainer.max_device_batch=8"))
+    assert command[-4:] == ("--set", "trainer.global_batch=64",
+                            "--set", "trainer.max_device_batch=8")
+    assert not any("global_batch" in arg for arg in _plan(1, 1))
 
 
-@pytest.mark.parametrize(("kw", "says"), [
-    ({"global_batch": 65}, "use a global batch of 64 or 68"),
-    ({"max_device_batch": 8}, "--max-device-batch needs --global-batch"),
-    ({"global_batch": 64, "command": ("python", "train.py")}, "applies to the packaged trainer"),
+@pytest.mark.parametrize(("sets", "says"), [
+    (("trainer.global_batch=65",), "use a global batch of 64 or 68"),
+    (("trainer.max_device_batch=8",), "--max-device-batch needs --global-batch"),
 ])
-def test_plan_refuses_what_cannot_work(kw: dict[str, object], says: str) -> None:
+def test_plan_refuses_what_cannot_work(sets: tuple[str, ...], says: str) -> None:
     from hpctrain.errors import PlanError
 
     with pytest.raises(PlanError) as e:
-        _plan(2, 2, **kw)
+        _plan(2, 2, sets)
     assert any(says in p for p in e.value.problems)
+
+
+def test_global_batch_for_a_foreign_command_is_refused() -> None:
+    from typer.testing import CliRunner
+
+    from hpctrain.cli import app
+
+    res = CliRunner().invoke(app, ["render", "-P", "local", "--global-batch", "64", "--",
+                                   "python", "train.py"])
+    # In process, the error boundary's message is the exception's.
+    assert res.exit_code == 1 and res.exception is not None, res.output
+    assert "applies to the packaged trainer" in str(res.exception)
 
 
 def test_torchrun_counts_one_process_per_gpu() -> None:

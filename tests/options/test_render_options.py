@@ -102,14 +102,16 @@ def test_config_is_passed_to_the_packaged_trainer(tmp_path: Path) -> None:
     config.write_text("trainer:\n  max_epochs: 3\n")
     launch = _launch(_script(["render", "-P", "local", "--config", str(config), "--dry-run"]))
     assert "-m hpctrain.trainer" in launch
-    assert f"--config '{config}'" in launch
+    # The file's settings are written into the command: a later edit cannot change the job.
+    assert "--task spiral --set trainer.max_epochs=3" in launch
+    assert "--config" not in launch
 
 
 def test_global_batch_and_max_device_batch_reach_the_trainer() -> None:
     # 2 nodes x 2 GPUs = 4 ranks: 64 samples per step split as 16 per rank.
     launch = _launch(_script(["render", "-P", "local", "--nodes", "2", "--global-batch", "64",
                               "--max-device-batch", "8", "--dry-run"]))
-    assert "--global-batch 64 --max-device-batch 8" in launch
+    assert "--set trainer.global_batch=64 --set trainer.max_device_batch=8" in launch
     # 6 does not split over 4 ranks: refused before the queue, naming a size that does.
     out = _refused(["render", "-P", "local", "--nodes", "2", "--global-batch", "6",
                     "--dry-run"])
