@@ -42,6 +42,7 @@ def check_inputs(req: JobRequest) -> Outcome[Inputs]:
         *_job_name_problems(req.job_name),
         *(p for value, what in paths if value is not None for p in _path_problems(value, what)),
         *_encoding_problems(req),
+        *_settings_secret_problems(req),
     ]
     env: list[tuple[str, str]] = []
     for key, value in req.env.items():
@@ -76,6 +77,31 @@ def _is_utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _settings_secret_problems(req: JobRequest) -> tuple[str, ...]:
+    """Secret-looking keys in the trainer's settings: the job's command (the script, the
+    history) carries every setting, as --env carries its variables."""
+    if req.trainer is None:
+        return ()
+    custom = req.trainer.custom
+    keys = [*_dotted_keys(custom.module_kwargs, "custom.module_kwargs"),
+            *_dotted_keys(custom.datamodule_kwargs, "custom.datamodule_kwargs")]
+    return tuple(
+        f"{key}: looks like a secret, and hpctrain never writes secrets into scripts or the "
+        "history; have your module read it from an environment variable that you export "
+        "before submitting (sbatch passes your environment to the job)"
+        for key in keys if secret_like(key.rsplit(".", 1)[-1])
+    )
+
+
+def _dotted_keys(value: object, prefix: str) -> list[str]:
+    if not isinstance(value, dict):
+        return []
+    keys = []
+    for key, inner in value.items():
+        keys += [f"{prefix}.{key}", *_dotted_keys(inner, f"{prefix}.{key}")]
+    return keys
 
 
 def _job_name_problems(name: str) -> tuple[str, ...]:

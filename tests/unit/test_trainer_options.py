@@ -322,3 +322,19 @@ def test_a_study_writes_each_run_s_batch_into_its_settings() -> None:
          f"trainer.batch_size={b}") for b in (64, 32)]
     assert study.as_dict()["trainer_args"] == [
         "--task", "spiral", "--set", "seed=5", "--set", "trainer.max_epochs=3"]
+
+
+def test_a_secret_in_the_settings_is_refused_before_it_reaches_the_script(
+        cli: Cli, tmp_path: Path) -> None:
+    # Every setting is written into the job's command (the script, the history): a key that
+    # names a secret is refused as --env refuses one, wherever the setting was made.
+    (tmp_path / "my.yaml").write_text(
+        "task: custom\ncustom:\n  module: pkg.mod:Model\n"
+        "  module_kwargs: {width: 8, hub: {api_token: s3cr3t}}\n")
+    r = cli("render", "-P", "local", "--config", "my.yaml")
+    assert r.code == 1 and "s3cr3t" not in r.out + r.err
+    assert "custom.module_kwargs.hub.api_token: looks like a secret" in r.err, r.err
+    r = cli("render", "-P", "local", "--", "python", "-m", "hpctrain.trainer", "--task",
+            "custom", "--set", "custom.module=pkg.mod:Model",
+            "--set", "custom.datamodule_kwargs={password: x}")
+    assert r.code == 1 and "custom.datamodule_kwargs.password: looks like a secret" in r.err
