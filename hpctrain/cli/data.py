@@ -41,8 +41,7 @@ def fetch(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Download a dataset's IDX files, verify their checksums, and write them atomically."""
-    from hpctrain.trainer.cluster import default_data_dir
-    from hpctrain.trainer.datasets.fetch import fetch_dataset
+    from hpctrain.tasks.parts.datasets.fetch import default_data_dir, fetch_dataset
 
     target = (to or default_data_dir(dataset)).expanduser().absolute()
     files = fetch_dataset(

@@ -5,7 +5,7 @@ queues), so it lives beside both rather than inside the trainer.
 
 A run's config is built in layers, later ones winning:
 
-1. the shipped default of the task (``hpctrain/trainconfig/defaults/<task>.yaml``),
+1. the task's defaults (the ``settings`` of its declaration, ``hpctrain/tasks/<task>.py``),
 2. the user's YAML file (``--config FILE``), which only needs the fields it changes,
 3. ``--set KEY=VALUE`` overrides, in order, and the shortcut flags (``--max-epochs``,
    ``--batch-size``, ``--lr``, ``--seed``, ``--scale-lr``), which are sugar for ``--set``.
@@ -19,7 +19,6 @@ This module imports neither torch nor Lightning.
 from __future__ import annotations
 
 import re
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +27,10 @@ from pydantic import ValidationError
 
 from hpctrain import yamlfile
 from hpctrain.errors import ConfigError
+from hpctrain.tasks import registry
 from hpctrain.trainconfig.model import TASKS, TrainConfig
 
 _KEY = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
-
-
-def shipped_config_path(task: str) -> Path:
-    """The packaged default config file of a task."""
-    return Path(str(resources.files("hpctrain.trainconfig") / "defaults" / f"{task}.yaml"))
 
 
 def _read_yaml(path: Path, label: str) -> dict[str, Any]:
@@ -158,7 +153,7 @@ def load_config(
     task: str | None = None,
     overrides: list[str] | tuple[str, ...] = (),
 ) -> TrainConfig:
-    """Build the validated config from the shipped default, a user file and overrides."""
+    """Build the validated config from the task's defaults, a user file and overrides."""
     label = str(config_file) if config_file is not None else "--task"
     file_data = _read_yaml(Path(config_file), label) if config_file is not None else {}
     parsed = [parse_override(item) for item in overrides]
@@ -166,9 +161,9 @@ def load_config(
     chosen = choose_task(file_data, override_task or task, label)
 
     origins: dict[tuple[str, ...], str] = {}
-    default_label = f"shipped {chosen}.yaml"
+    default_label = f"{chosen}'s defaults"
     merged: dict[str, Any] = {}
-    _merge(merged, _read_yaml(shipped_config_path(chosen), default_label), default_label, origins)
+    _merge(merged, registry.get(chosen).defaults(), default_label, origins)
     if config_file is not None:
         _merge(merged, file_data, label, origins)
     merged["task"] = chosen

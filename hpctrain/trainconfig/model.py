@@ -5,16 +5,14 @@ Loaded by `trainconfig/load.py`; read by the trainer and, before a job queues, b
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Task = Literal["spiral", "mnist", "fashionmnist", "custom"]
-TASKS: tuple[str, ...] = ("spiral", "mnist", "fashionmnist", "custom")
-FILE_TASKS: tuple[str, ...] = ("mnist", "fashionmnist")
+from hpctrain.tasks import registry
 
-_CLASS_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+# The task names, from the registry (hpctrain/tasks/).
+TASKS: tuple[str, ...] = registry.names()
 
 PositiveInt = Annotated[int, Field(gt=0)]
 
@@ -158,7 +156,7 @@ class CustomSection(_Section):
 class TrainConfig(_Section):
     """A complete, validated trainer configuration."""
 
-    task: Task = "spiral"
+    task: str = "spiral"
     seed: int = 42
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -168,14 +166,24 @@ class TrainConfig(_Section):
     logging: LoggingSection = Field(default_factory=LoggingSection)
     custom: CustomSection = Field(default_factory=CustomSection)
 
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, task: str) -> str:
+        if task not in TASKS:
+            quoted = [repr(name) for name in TASKS]
+            raise ValueError(f"Input should be {', '.join(quoted[:-1])} or {quoted[-1]}")
+        return task
+
     @model_validator(mode="after")
     def _batches_per_call(self) -> TrainConfig:
-        if self.task == "custom" and self.trainer.batches_per_call not in ("auto", 1):
+        if registry.get(self.task).builtin_step:
+            return self
+        if self.trainer.batches_per_call not in ("auto", 1):
             raise ValueError(
                 "trainer.batches_per_call applies to the built-in tasks only (a custom module's "
                 "training_step takes one batch); leave it auto"
             )
-        if self.task == "custom" and self.trainer.cuda_graphs is True:
+        if self.trainer.cuda_graphs is True:
             raise ValueError(
                 "trainer.cuda_graphs applies to the built-in tasks only (a custom module's step "
                 "is its own); leave it auto"
@@ -183,16 +191,9 @@ class TrainConfig(_Section):
         return self
 
     @model_validator(mode="after")
-    def _custom_classes(self) -> TrainConfig:
-        if self.task != "custom":
-            return self
-        if self.custom.module is None:
-            raise ValueError("custom.module is required for task custom")
-        for field in ("module", "datamodule"):
-            value = getattr(self.custom, field)
-            # Without a data module, the module's own *_dataloader methods serve the data.
-            if value is not None and not _CLASS_PATH.match(value):
-                raise ValueError(
-                    f"custom.{field} {value!r} is not of the form 'package.module:ClassName'"
-                )
+    def _task_rules(self) -> TrainConfig:
+        # The task's own checks (task custom: its class paths).
+        validate = registry.get(self.task).validate
+        if validate is not None:
+            validate(self)
         return self

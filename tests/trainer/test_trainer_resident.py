@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from hpctrain.errors import ConfigError
+from hpctrain.tasks.parts.datasets.idx import write_idx
+from hpctrain.tasks.parts.datasets.images import ImageDataModule
 from hpctrain.trainconfig.load import load_config
-from hpctrain.trainer.datasets.idx import write_idx
-from hpctrain.trainer.datasets.images import ImageDataModule
 from hpctrain.trainer.runner import batches_per_call, run_training
 from hpctrain.trainer.startup import PROCESS_START, RUN_CALL, process_age
 

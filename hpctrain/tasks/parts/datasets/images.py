@@ -11,9 +11,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from hpctrain.errors import ConfigError
-from hpctrain.trainer.datasets.fetch import locate_idx_files
-from hpctrain.trainer.datasets.idx import read_idx
-from hpctrain.trainer.datasets.resident import DeviceBatches, fits_on_device
+from hpctrain.tasks.parts.datasets.fetch import locate_idx_files
+from hpctrain.tasks.parts.datasets.idx import read_idx
+from hpctrain.tasks.parts.datasets.resident import DeviceBatches, fits_on_device
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
