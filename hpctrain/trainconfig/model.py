@@ -22,7 +22,7 @@ class _Section(BaseModel):
 
 
 class DataConfig(_Section):
-    """Where the data comes from; spiral fields apply to spiral, the rest to mnist/fashionmnist."""
+    """Where the data comes from: generated (spiral, synthcifar) or read (mnist, fashionmnist)."""
 
     dir: str | None = Field(
         default=None, description="IDX files; default $HPCTRAIN_DATA_DIR/<task>, else ./data/<task>"
@@ -35,16 +35,21 @@ class DataConfig(_Section):
         description="file tasks: hold the images on the training device (uint8, normalized per "
         "batch) instead of a DataLoader; auto: when they fit in half its free memory",
     )
-    samples: int = Field(default=200000, ge=8, description="spiral: points in total (train + val)")
-    val_fraction: float = Field(default=0.2, gt=0, lt=1, description="spiral: share held out")
+    samples: int = Field(
+        default=200000, ge=8, description="spiral, synthcifar: samples in total (train + val)"
+    )
+    val_fraction: float = Field(
+        default=0.2, gt=0, lt=1, description="spiral, synthcifar: share held out"
+    )
     noise: float = Field(
-        default=0.02, ge=0, description="spiral: Gaussian noise added to each point"
+        default=0.02, ge=0,
+        description="spiral, synthcifar: Gaussian noise added to each point or pixel",
     )
     turns: float = Field(default=1.5, gt=0, description="spiral: turns of each arm")
 
 
 class ModelConfig(_Section):
-    """The spiral MLP's hidden layers (the CNN is fixed, as in the tutorials)."""
+    """The spiral MLP's hidden layers (the CNNs are fixed, as in the tutorials)."""
 
     hidden: list[PositiveInt] = Field(default_factory=lambda: [64, 32, 16], min_length=1)
 
@@ -101,7 +106,7 @@ class TrainerSection(_Section):
         default="auto",
         description="built-in tasks with data on the device: batches (optimizer steps) per "
         "Lightning training_step call; auto: 64 for the spiral MLP on a GPU, 8192 samples' worth "
-        "on a CPU, 2048 for the CNN on a GPU, at most 64 (1 for the CNN on a CPU); custom "
+        "on a CPU, 2048 for the CNNs on a GPU, at most 64 (1 for the CNNs on a CPU); custom "
         "tasks: 1",
     )
     cuda_graphs: Literal["auto"] | bool = Field(
