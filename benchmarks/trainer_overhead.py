@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import logging
@@ -108,12 +109,12 @@ def plain_setup(
         batches = DeviceBatches(*_spiral_data(config, device, "train"), bs, shuffle=True,
                                 seed=config.seed)
     else:
-        from hpctrain.tasks.parts.datasets.images import NORMALIZATION, ImageTensors, load_split
+        from hpctrain.tasks.parts.datasets.images import ImageTensors, load_split
 
         model = TutorialCNN()
         assert config.data.dir is not None
         files = locate_idx_files(config.task, Path(config.data.dir))
-        mean, std = NORMALIZATION[config.task]
+        mean, std = importlib.import_module(f"hpctrain.tasks.{config.task}").NORMALIZATION
         images, labels = load_split(files, "train", config.task)
         data = ImageTensors(images.to(device), labels.to(device), mean, std)
         sampler: DistributedSampler[int] = DistributedSampler(

@@ -9,12 +9,15 @@ from __future__ import annotations
 from hpctrain.tasks import mnist
 from hpctrain.tasks.registry import CLASSIFIER_METRICS, DataFiles, Task
 
+# The mean and standard deviation of FashionMNIST's training pixels (in [0, 1]).
+NORMALIZATION = (0.2860, 0.3530)
+
 TASK = Task(
     name="fashionmnist",
     summary="clothing images (FashionMNIST IDX files, `hpctrain data fetch fashionmnist`), "
     "the tutorial CNN",
     settings=mnist.SETTINGS,
-    build=mnist.build,
+    build=mnist.build_on_idx_files(NORMALIZATION),
     metrics=CLASSIFIER_METRICS,
     best=("val_acc", "max"),
     auto_batches_per_call=mnist.batches_per_call,

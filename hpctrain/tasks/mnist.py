@@ -3,11 +3,12 @@ MNIST IDX files.
 
 Compute nodes have no internet: fetch the files on a login node with
 `hpctrain data fetch mnist --to DIR` and set data.dir to DIR. fashionmnist is the same task on
-other files and builds with `build` below.
+other files, built by `build_on_idx_files` below.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,9 @@ from hpctrain.tasks.registry import CLASSIFIER_METRICS, DataFiles, Task
 if TYPE_CHECKING:
     from hpctrain.tasks.registry import Built
     from hpctrain.trainconfig.model import TrainConfig
+
+# The mean and standard deviation of MNIST's training pixels (in [0, 1]).
+NORMALIZATION = (0.1307, 0.3081)
 
 SETTINGS = {
     "seed": 42,
@@ -31,29 +35,37 @@ def batches_per_call(batch_size: int, device: str) -> int:
     return max(1, min(64, (2048 if device == "gpu" else 0) // batch_size))
 
 
-def build(config: TrainConfig, lr: float, chunk: int) -> Built:
-    """The tutorial CNN in hpctrain's Classifier, and the IDX files of data.dir."""
-    from hpctrain.tasks.parts.classifier import classifier_for
-    from hpctrain.tasks.parts.datasets.fetch import default_data_dir, locate_idx_files
-    from hpctrain.tasks.parts.datasets.images import ImageDataModule
-    from hpctrain.tasks.parts.networks import TutorialCNN
+def build_on_idx_files(
+    normalization: tuple[float, float],
+) -> Callable[[TrainConfig, float, int], Built]:
+    """The build of a task on MNIST-style IDX files with these training pixels' mean and std."""
 
-    d = config.data
-    directory = (Path(d.dir).expanduser() if d.dir else default_data_dir(config.task)).absolute()
-    # Fail before Lightning starts anything, with the fetch command in the message.
-    locate_idx_files(config.task, directory)
-    data = ImageDataModule(
-        config.task, directory, config.trainer.batch_size, d.num_workers, config.seed,
-        on_device=d.on_device, chunk=chunk,
-    )
-    return classifier_for(TutorialCNN(), config, lr), data
+    def build(config: TrainConfig, lr: float, chunk: int) -> Built:
+        """The tutorial CNN in hpctrain's Classifier, and the IDX files of data.dir."""
+        from hpctrain.tasks.parts.classifier import classifier_for
+        from hpctrain.tasks.parts.datasets.fetch import default_data_dir, locate_idx_files
+        from hpctrain.tasks.parts.datasets.images import ImageDataModule
+        from hpctrain.tasks.parts.networks import TutorialCNN
+
+        d = config.data
+        where = Path(d.dir).expanduser() if d.dir else default_data_dir(config.task)
+        directory = where.absolute()
+        # Fail before Lightning starts anything, with the fetch command in the message.
+        locate_idx_files(config.task, directory)
+        data = ImageDataModule(
+            config.task, directory, config.trainer.batch_size, d.num_workers, config.seed,
+            normalization, on_device=d.on_device, chunk=chunk,
+        )
+        return classifier_for(TutorialCNN(), config, lr), data
+
+    return build
 
 
 TASK = Task(
     name="mnist",
     summary="handwritten digits (MNIST IDX files, `hpctrain data fetch mnist`), the tutorial CNN",
     settings=SETTINGS,
-    build=build,
+    build=build_on_idx_files(NORMALIZATION),
     metrics=CLASSIFIER_METRICS,
     best=("val_acc", "max"),
     auto_batches_per_call=batches_per_call,

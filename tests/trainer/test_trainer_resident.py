@@ -50,7 +50,8 @@ def _same_weights(a: Path, b: Path) -> bool:
 @pytest.mark.parametrize("world", [1, 2])
 def test_resident_batches_are_the_loaders_batches(tmp_path: Path, world: int) -> None:
     dm = ImageDataModule(
-        "mnist", _idx_files(tmp_path / "mnist"), 8, 0, seed=5, on_device=True, chunk=3
+        "mnist", _idx_files(tmp_path / "mnist"), 8, 0, seed=5, normalization=(0.1, 0.3),
+        on_device=True, chunk=3,
     )
     dm.setup("fit")
     assert dm.resident and dm._train is not None and dm._train.images.dtype == torch.uint8
