@@ -29,7 +29,7 @@ PATTERN = 40
 
 
 def make_images(samples: int, noise: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`samples` images (N, 3, 32, 32) and their labels, shuffled; the same for every seed."""
+    """`samples` images (N, 3, 32, 32) and their labels, shuffled; a seed always gives the same."""
     import torch
     import torch.nn.functional as F
 
