@@ -16,7 +16,7 @@ import lightning  # noqa: F401  (what the baseline measures)
 import torch
 
 # Plain torch and os/time: what a plain script would write itself, at the same cost.
-from hpctrain.trainer.datasets.points import make_spiral
+from hpctrain.tasks.parts.datasets.points import make_spiral
 from hpctrain.trainer.startup import process_age
 
 imported = process_age()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import logging
@@ -47,16 +48,16 @@ import torch
 from torch import nn
 from torch.utils.data import DistributedSampler
 
+from hpctrain.tasks.parts.datasets.fetch import locate_idx_files
+from hpctrain.tasks.parts.datasets.idx import write_idx
+from hpctrain.tasks.parts.datasets.points import make_spiral
+from hpctrain.tasks.parts.datasets.resident import DeviceBatches
+from hpctrain.tasks.parts.networks import TutorialCNN, build_optimizer, spiral_mlp
 from hpctrain.trainconfig.load import load_config
 
 # No Lightning at the top: the plain tutorial script (--plain-tutorial, its own process) must
 # not pay for imports a plain PyTorch script would not make. The trainer's side imports it.
 from hpctrain.trainconfig.model import TrainConfig
-from hpctrain.trainer.datasets.fetch import locate_idx_files
-from hpctrain.trainer.datasets.idx import write_idx
-from hpctrain.trainer.datasets.points import make_spiral
-from hpctrain.trainer.datasets.resident import DeviceBatches
-from hpctrain.trainer.networks import TutorialCNN, build_optimizer, spiral_mlp
 
 Batches = Callable[[int], Iterable[tuple[torch.Tensor, torch.Tensor]]]
 Epochs = list[tuple[int, float]]
@@ -108,12 +109,12 @@ def plain_setup(
         batches = DeviceBatches(*_spiral_data(config, device, "train"), bs, shuffle=True,
                                 seed=config.seed)
     else:
-        from hpctrain.trainer.datasets.images import NORMALIZATION, ImageTensors, load_split
+        from hpctrain.tasks.parts.datasets.images import ImageTensors, load_split
 
         model = TutorialCNN()
         assert config.data.dir is not None
         files = locate_idx_files(config.task, Path(config.data.dir))
-        mean, std = NORMALIZATION[config.task]
+        mean, std = importlib.import_module(f"hpctrain.tasks.{config.task}").NORMALIZATION
         images, labels = load_split(files, "train", config.task)
         data = ImageTensors(images.to(device), labels.to(device), mean, std)
         sampler: DistributedSampler[int] = DistributedSampler(

@@ -91,6 +91,11 @@ def load(text: str) -> Any:
     """Parse YAML text with the safe loader once it is known to expand to a bounded size."""
     # Syntax errors raise yaml.YAMLError, as from yaml.safe_load; anything over the limits,
     # or a value Python cannot hold (an integer of thousands of digits), YamlInputError.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Bytes that are not UTF-8 (an argv or a file name) reach Python as lone surrogates.
+        raise YamlInputError("contains bytes that are not UTF-8 text", "use UTF-8") from None
     check_expansion(text)
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader

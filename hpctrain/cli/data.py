@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from hpctrain.cli.output import err_console, print_json
+from hpctrain.tasks import registry
 
 data_app = typer.Typer(
     name="data",
@@ -22,7 +23,8 @@ data_app = typer.Typer(
     epilog="Example: hpctrain data fetch fashionmnist --to /ptmp/$USER/data/fashionmnist"
 )
 def fetch(
-    dataset: Annotated[str, typer.Argument(help="mnist or fashionmnist.")],
+    dataset: Annotated[str, typer.Argument(help=" or ".join(
+        t.name for t in registry.all_tasks().values() if t.data_files) + ".")],
     to: Annotated[
         Path | None,
         typer.Option(
@@ -41,8 +43,7 @@ def fetch(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Download a dataset's IDX files, verify their checksums, and write them atomically."""
-    from hpctrain.trainer.cluster import default_data_dir
-    from hpctrain.trainer.datasets.fetch import fetch_dataset
+    from hpctrain.tasks.parts.datasets.fetch import default_data_dir, fetch_dataset
 
     target = (to or default_data_dir(dataset)).expanduser().absolute()
     files = fetch_dataset(

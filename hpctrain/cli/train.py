@@ -14,7 +14,7 @@ import typer
 from hpctrain.trainconfig.options import OPTIONS, TrainerCall, TrainerOption
 
 TRAIN_EPILOG = (
-    "Config layers, later winning: the task's shipped default, --config FILE, --set KEY=VALUE "
+    "Config layers, later winning: the task's defaults, --config FILE, --set KEY=VALUE "
     "(dotted key, YAML value, repeatable), then the shortcut flags.\n\n"
     "Examples:\n\n"
     "  hpctrain train --task spiral --max-epochs 5\n\n"

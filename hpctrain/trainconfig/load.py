@@ -1,11 +1,11 @@
-"""Build a run's settings: shipped defaults per task, the user's file, command-line overrides.
+"""Build a run's settings: the task's defaults, the user's file, command-line overrides.
 
 Shared by the trainer (inside a job) and the job side (which checks a --config before it
 queues), so it lives beside both rather than inside the trainer.
 
 A run's config is built in layers, later ones winning:
 
-1. the shipped default of the task (``hpctrain/trainconfig/defaults/<task>.yaml``),
+1. the task's defaults (the ``settings`` of its declaration, ``hpctrain/tasks/<task>.py``),
 2. the user's YAML file (``--config FILE``), which only needs the fields it changes,
 3. ``--set KEY=VALUE`` overrides, in order, and the shortcut flags (``--max-epochs``,
    ``--batch-size``, ``--lr``, ``--seed``, ``--scale-lr``), which are sugar for ``--set``.
@@ -19,7 +19,6 @@ This module imports neither torch nor Lightning.
 from __future__ import annotations
 
 import re
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +27,10 @@ from pydantic import ValidationError
 
 from hpctrain import yamlfile
 from hpctrain.errors import ConfigError
+from hpctrain.tasks import registry
 from hpctrain.trainconfig.model import TASKS, TrainConfig
 
 _KEY = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
-
-
-def shipped_config_path(task: str) -> Path:
-    """The packaged default config file of a task."""
-    return Path(str(resources.files("hpctrain.trainconfig") / "defaults" / f"{task}.yaml"))
 
 
 def _read_yaml(path: Path, label: str) -> dict[str, Any]:
@@ -158,7 +153,7 @@ def load_config(
     task: str | None = None,
     overrides: list[str] | tuple[str, ...] = (),
 ) -> TrainConfig:
-    """Build the validated config from the shipped default, a user file and overrides."""
+    """Build the validated config from the task's defaults, a user file and overrides."""
     label = str(config_file) if config_file is not None else "--task"
     file_data = _read_yaml(Path(config_file), label) if config_file is not None else {}
     parsed = [parse_override(item) for item in overrides]
@@ -166,9 +161,9 @@ def load_config(
     chosen = choose_task(file_data, override_task or task, label)
 
     origins: dict[tuple[str, ...], str] = {}
-    default_label = f"shipped {chosen}.yaml"
+    default_label = f"{chosen}'s defaults"
     merged: dict[str, Any] = {}
-    _merge(merged, _read_yaml(shipped_config_path(chosen), default_label), default_label, origins)
+    _merge(merged, registry.get(chosen).defaults(), default_label, origins)
     if config_file is not None:
         _merge(merged, file_data, label, origins)
     merged["task"] = chosen
@@ -189,23 +184,9 @@ def dump_config(config: TrainConfig) -> str:
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
 
 
-def shortcut_overrides(
-    max_epochs: int | None = None,
-    batch_size: int | None = None,
-    lr: float | None = None,
-    seed: int | None = None,
-    scale_lr: str | None = None,
-    global_batch: int | None = None,
-    max_device_batch: int | None = None,
-) -> list[str]:
-    """The --set items that the shortcut flags stand for (applied after explicit --set)."""
-    pairs = [
-        ("trainer.max_epochs", max_epochs),
-        ("trainer.batch_size", batch_size),
-        ("optim.lr", lr),
-        ("seed", seed),
-        ("optim.scale_lr", scale_lr),
-        ("trainer.global_batch", global_batch),
-        ("trainer.max_device_batch", max_device_batch),
-    ]
-    return [f"{key}={value}" for key, value in pairs if value is not None]
+def task_defaults(task: str) -> dict[str, Any]:
+    """A task's defaults as plain data with every field: the model's defaults under the task's
+    layer (not validated: custom's lacks the module that every custom config names)."""
+    data = TrainConfig().model_dump()
+    _merge(data, registry.get(task).defaults(), "", {})
+    return data

@@ -5,18 +5,15 @@ Loaded by `trainconfig/load.py`; read by the trainer and, before a job queues, b
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hpctrain.tasks import registry
 from hpctrain.trainconfig import ScaleLr
 
-Task = Literal["spiral", "mnist", "fashionmnist", "custom"]
-TASKS: tuple[str, ...] = ("spiral", "mnist", "fashionmnist", "custom")
-FILE_TASKS: tuple[str, ...] = ("mnist", "fashionmnist")
-
-_CLASS_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+# The task names, from the registry (hpctrain/tasks/).
+TASKS: tuple[str, ...] = registry.names()
 
 PositiveInt = Annotated[int, Field(gt=0)]
 
@@ -26,7 +23,7 @@ class _Section(BaseModel):
 
 
 class DataConfig(_Section):
-    """Where the data comes from; spiral fields apply to spiral, the rest to mnist/fashionmnist."""
+    """Where the data comes from: generated (spiral, synthcifar) or read (mnist, fashionmnist)."""
 
     dir: str | None = Field(
         default=None, description="IDX files; default $HPCTRAIN_DATA_DIR/<task>, else ./data/<task>"
@@ -39,16 +36,21 @@ class DataConfig(_Section):
         description="file tasks: hold the images on the training device (uint8, normalized per "
         "batch) instead of a DataLoader; auto: when they fit in half its free memory",
     )
-    samples: int = Field(default=200000, ge=8, description="spiral: points in total (train + val)")
-    val_fraction: float = Field(default=0.2, gt=0, lt=1, description="spiral: share held out")
+    samples: int = Field(
+        default=200000, ge=8, description="spiral, synthcifar: samples in total (train + val)"
+    )
+    val_fraction: float = Field(
+        default=0.2, gt=0, lt=1, description="spiral, synthcifar: share held out"
+    )
     noise: float = Field(
-        default=0.02, ge=0, description="spiral: Gaussian noise added to each point"
+        default=0.02, ge=0,
+        description="spiral, synthcifar: Gaussian noise added to each point or pixel",
     )
     turns: float = Field(default=1.5, gt=0, description="spiral: turns of each arm")
 
 
 class ModelConfig(_Section):
-    """The spiral MLP's hidden layers (the CNN is fixed, as in the tutorials)."""
+    """The spiral MLP's hidden layers (the CNNs are fixed, as in the tutorials)."""
 
     hidden: list[PositiveInt] = Field(default_factory=lambda: [64, 32, 16], min_length=1)
 
@@ -105,7 +107,7 @@ class TrainerSection(_Section):
         default="auto",
         description="built-in tasks with data on the device: batches (optimizer steps) per "
         "Lightning training_step call; auto: 64 for the spiral MLP on a GPU, 8192 samples' worth "
-        "on a CPU, 2048 for the CNN on a GPU, at most 64 (1 for the CNN on a CPU); custom "
+        "on a CPU, 2048 for the CNNs on a GPU, at most 64 (1 for the CNNs on a CPU); custom "
         "tasks: 1",
     )
     cuda_graphs: Literal["auto"] | bool = Field(
@@ -160,7 +162,7 @@ class CustomSection(_Section):
 class TrainConfig(_Section):
     """A complete, validated trainer configuration."""
 
-    task: Task = "spiral"
+    task: str = "spiral"
     seed: int = 42
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -170,14 +172,24 @@ class TrainConfig(_Section):
     logging: LoggingSection = Field(default_factory=LoggingSection)
     custom: CustomSection = Field(default_factory=CustomSection)
 
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, task: str) -> str:
+        if task not in TASKS:
+            quoted = [repr(name) for name in TASKS]
+            raise ValueError(f"Input should be {', '.join(quoted[:-1])} or {quoted[-1]}")
+        return task
+
     @model_validator(mode="after")
     def _batches_per_call(self) -> TrainConfig:
-        if self.task == "custom" and self.trainer.batches_per_call not in ("auto", 1):
+        if registry.get(self.task).builtin_step:
+            return self
+        if self.trainer.batches_per_call not in ("auto", 1):
             raise ValueError(
                 "trainer.batches_per_call applies to the built-in tasks only (a custom module's "
                 "training_step takes one batch); leave it auto"
             )
-        if self.task == "custom" and self.trainer.cuda_graphs is True:
+        if self.trainer.cuda_graphs is True:
             raise ValueError(
                 "trainer.cuda_graphs applies to the built-in tasks only (a custom module's step "
                 "is its own); leave it auto"
@@ -185,16 +197,9 @@ class TrainConfig(_Section):
         return self
 
     @model_validator(mode="after")
-    def _custom_classes(self) -> TrainConfig:
-        if self.task != "custom":
-            return self
-        if self.custom.module is None:
-            raise ValueError("custom.module is required for task custom")
-        for field in ("module", "datamodule"):
-            value = getattr(self.custom, field)
-            # Without a data module, the module's own *_dataloader methods serve the data.
-            if value is not None and not _CLASS_PATH.match(value):
-                raise ValueError(
-                    f"custom.{field} {value!r} is not of the form 'package.module:ClassName'"
-                )
+    def _task_rules(self) -> TrainConfig:
+        # The task's own checks (task custom: its class paths).
+        validate = registry.get(self.task).validate
+        if validate is not None:
+            validate(self)
         return self

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from hpctrain import rundir
 from hpctrain.errors import ConfigError
+from hpctrain.tasks import registry
 from hpctrain.trainconfig import ScaleLr
 
 if TYPE_CHECKING:
@@ -70,8 +71,8 @@ def _shortcut(flag: str, metavar: str, key: str, help: str,
 
 OPTIONS: tuple[TrainerOption, ...] = (
     TrainerOption("--config", "YAML config (only the fields it changes)", "FILE"),
-    TrainerOption("--task", "task whose shipped default to start from (default: the file's "
-                  "task:, else spiral)", "TASK"),
+    TrainerOption("--task", f"task whose defaults to start from: {', '.join(registry.names())}"
+                  " (default: the file's task:, else spiral)", "TASK"),
     TrainerOption("--set", "override one field, e.g. trainer.max_epochs=5 (repeatable)",
                   "KEY=VALUE", repeatable=True, dest_name="sets"),
     _shortcut("--max-epochs", "N", "trainer.max_epochs", ""),
@@ -202,24 +203,9 @@ def _differs(value: Any, defaults: Mapping[str, Any], key: str) -> bool:
 
 @functools.cache
 def _task_defaults(task: str) -> dict[str, Any]:
-    """The task's defaults as plain data: the model's, under the task's shipped file (not
-    validated: custom's default lacks the module every custom config names)."""
-    from hpctrain import yamlfile
-    from hpctrain.trainconfig.load import shipped_config_path
-    from hpctrain.trainconfig.model import TrainConfig
+    from hpctrain.trainconfig.load import task_defaults
 
-    data = TrainConfig().model_dump()
-    shipped = yamlfile.load(yamlfile.read_text(shipped_config_path(task))) or {}
-    _merge(data, {**shipped, "task": task})
-    return data
-
-
-def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> None:
-    for key, value in layer.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = value
+    return task_defaults(task)
 
 
 def flow_value(value: Any) -> str:

@@ -209,10 +209,3 @@ def resolve_run_dir(
     if stamp is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
     return (Path.cwd() / "hpctrain-runs" / f"{task}-{stamp}").absolute()
-
-
-def default_data_dir(task: str, env: Mapping[str, str] | None = None) -> Path:
-    """Where the file datasets live by default: $HPCTRAIN_DATA_DIR/<task>, else ./data/<task>."""
-    env = os.environ if env is None else env
-    root = env.get("HPCTRAIN_DATA_DIR")
-    return (Path(root).expanduser() if root else Path.cwd() / "data") / task

@@ -12,7 +12,7 @@ from hpctrain.trainconfig.options import TrainerCall, add_arguments
 from hpctrain.trainer.signals import TrainingStopped
 
 EPILOG = f"""\
-config layers (later wins): the task's shipped default < --config FILE < --set KEY=VALUE <
+config layers (later wins): the task's defaults < --config FILE < --set KEY=VALUE <
 shortcut flags. KEY is the dotted path of any field, VALUE is YAML:
   --set trainer.max_epochs=5  --set model.hidden=[128,64]  --set data.dir=/ptmp/me/mnist
 The run directory is --run-dir, else $HPCTRAIN_RUN_DIR, else ./hpctrain-runs/<task>-<id>.

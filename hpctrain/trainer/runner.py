@@ -23,17 +23,12 @@ from lightning.pytorch.strategies import DDPStrategy
 
 from hpctrain import __version__, rundir
 from hpctrain.errors import ConfigError
+from hpctrain.tasks import registry
+from hpctrain.tasks.registry import Task
 from hpctrain.trainconfig.load import dump_config
-from hpctrain.trainconfig.model import FILE_TASKS, TrainConfig
+from hpctrain.trainconfig.model import TrainConfig
 from hpctrain.trainer.callbacks import AtomicCheckpointIO, atomic_write_text
-from hpctrain.trainer.cluster import (
-    ProcessLayout,
-    default_data_dir,
-    detect_topology,
-    resolve_run_dir,
-)
-from hpctrain.trainer.custom import build_custom
-from hpctrain.trainer.datasets.fetch import locate_idx_files
+from hpctrain.trainer.cluster import ProcessLayout, detect_topology, resolve_run_dir
 from hpctrain.trainer.loggers import build_loggers
 from hpctrain.trainer.midepoch import ExactResume
 from hpctrain.trainer.recorder import RunRecorder, fmt
@@ -75,16 +70,16 @@ class _DropTip(logging.Filter):
         return not str(record.msg).startswith("💡 Tip")
 
 
-def _quiet_lightning(task: str) -> None:
+def _quiet_lightning(task: Task) -> None:
     """Silence Lightning chatter that does not apply to how hpctrain drives it."""
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropTip())
     # Lightning 2.6 on torch >= 2.10 warns about its own use of torch's pytree API.
     warnings.filterwarnings(
         "ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated.*"
     )
-    if task != "custom":
-        # Built-in tasks log once per epoch, never per step, values they already reduced over
-        # all ranks.
+    if task.builtin_step:
+        # hpctrain's Classifier logs once per epoch, never per step, values it already reduced
+        # over all ranks.
         warnings.filterwarnings("ignore", message=r".*smaller than the logging interval.*")
         warnings.filterwarnings(
             "ignore", message=r".*sync_dist=True.*when logging on epoch level.*"
@@ -132,50 +127,14 @@ def batches_per_call(config: TrainConfig, accelerator: str) -> int:
     wanted = config.trainer.batches_per_call
     if wanted != "auto":
         return wanted
-    # Lightning's fixed work per call (~0.5 ms on a 2-core CPU) is as long as a small batch's
-    # step of the spiral MLP; on a GPU, where its step is launches whatever the batch, as long
-    # as any batch's. The CNN's step on a CPU is long enough by itself, and a long call would
-    # delay the safe stop, which is checked between calls.
-    if config.task == "spiral" and accelerator == "gpu":
-        return 64
-    samples = {"spiral": 8192}.get(config.task, 2048 if accelerator == "gpu" else 0)
-    return max(1, min(64, samples // config.trainer.batch_size))
+    return registry.get(config.task).auto_batches_per_call(config.trainer.batch_size, accelerator)
 
 
 def build_task(
     config: TrainConfig, lr: float, accelerator: str = "cpu"
 ) -> tuple[L.LightningModule, L.LightningDataModule | None]:
     """The LightningModule and LightningDataModule of the configured task."""
-    batch_size = config.trainer.batch_size
-    chunk = batches_per_call(config, accelerator)
-    clip = config.trainer.gradient_clip_val
-    acc = config.trainer.accumulate_grad_batches or 1
-    graphs = config.trainer.cuda_graphs
-    if config.task == "spiral":
-        from hpctrain.trainer.datasets.spiral import SpiralDataModule
-        from hpctrain.trainer.models import Classifier
-        from hpctrain.trainer.networks import spiral_mlp
-
-        module = Classifier(
-            spiral_mlp(config.model.hidden), config.optim, lr, clip, acc, graphs
-        )
-        return module, SpiralDataModule(config.data, batch_size, config.seed, chunk)
-    if config.task in FILE_TASKS:
-        from hpctrain.trainer.datasets.images import ImageDataModule
-        from hpctrain.trainer.models import Classifier
-        from hpctrain.trainer.networks import TutorialCNN
-
-        directory = (
-            Path(config.data.dir).expanduser() if config.data.dir else default_data_dir(config.task)
-        )
-        # Fail before Lightning starts anything, with the fetch command in the message.
-        locate_idx_files(config.task, directory.absolute())
-        data = ImageDataModule(
-            config.task, directory.absolute(), batch_size, config.data.num_workers, config.seed,
-            on_device=config.data.on_device, chunk=chunk,
-        )
-        return Classifier(TutorialCNN(), config.optim, lr, clip, acc, graphs), data
-    return build_custom(config.custom, lr, batch_size)
+    return registry.get(config.task).build(config, lr, batches_per_call(config, accelerator))
 
 
 def _banner(
@@ -190,10 +149,11 @@ def _banner(
     accelerator = "gpu" if trainer.strategy.root_device.type == "cuda" else "cpu"
     backend = getattr(trainer.strategy, "process_group_backend", None) or "none"
     params = sum(p.numel() for p in trainer.lightning_module.parameters())
-    if config.task == "custom":
-        origin = f"({facts['optimizers']})"
-    else:
+    builtin = registry.get(config.task).builtin_step
+    if builtin:
         origin = f"(base {config.optim.lr:g}, scale-lr {config.optim.scale_lr})"
+    else:
+        origin = f"({facts['optimizers']})"
     lines = [
         f"hpctrain {__version__} trainer: task {config.task} ({params:,} parameters), "
         f"run dir {run_dir}",
@@ -209,7 +169,7 @@ def _banner(
                      f"global_batch={config.trainer.global_batch or 'unset'}")
     if accelerator == "gpu" and facts.get("cuda_graphs"):
         lines.append(f"cuda graphs: {facts['cuda_graphs']}")
-    if config.task == "custom":
+    if not builtin:
         lines.append(f"samples/s counts {facts['samples_counted_as']}")
     return "\n".join(lines)
 
@@ -278,6 +238,9 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningD
 
 def _trainer(config: TrainConfig, topo: ProcessLayout, path: Path, accelerator: str,
              loggers: list[Any], callbacks: list[L.Callback], bar: bool) -> L.Trainer:
+    # A user's module is driven by Lightning's sampler, clipping and accumulation; hpctrain's
+    # Classifier shards its own data and clips and accumulates itself (manual optimization).
+    user_step = not registry.get(config.task).builtin_step
     return L.Trainer(
         accelerator=accelerator,
         devices=topo.devices_per_node,
@@ -292,15 +255,12 @@ def _trainer(config: TrainConfig, topo: ProcessLayout, path: Path, accelerator: 
         enable_checkpointing=True,
         # The banner gives the parameter count; Lightning's summary table would land in stdout.
         enable_model_summary=False,
-        # Built-in tasks shard their own data; custom data modules get Lightning's sampler.
-        use_distributed_sampler=config.task == "custom",
+        use_distributed_sampler=user_step,
         default_root_dir=path,
         num_sanity_val_steps=config.trainer.num_sanity_val_steps,
         check_val_every_n_epoch=config.trainer.check_val_every_n_epoch,
-        # The built-in modules optimize manually: they clip and accumulate themselves.
-        gradient_clip_val=config.trainer.gradient_clip_val if config.task == "custom" else None,
-        accumulate_grad_batches=(config.trainer.accumulate_grad_batches or 1)
-        if config.task == "custom" else 1,
+        gradient_clip_val=config.trainer.gradient_clip_val if user_step else None,
+        accumulate_grad_batches=(config.trainer.accumulate_grad_batches or 1) if user_step else 1,
         log_every_n_steps=config.logging.every_n_steps,
         benchmark=accelerator == "gpu",
     )
@@ -380,7 +340,7 @@ def _run(
         # Lightning re-runs this command for the other local processes; they must name the
         # same directory, not one with their own timestamp.
         os.environ["HPCTRAIN_RUN_DIR"] = str(path)
-    _quiet_lightning(config.task)
+    _quiet_lightning(registry.get(config.task))
     accelerator = _accelerator(config, topo)
     if accelerator == "gpu":
         torch.set_float32_matmul_precision(config.trainer.matmul_precision)

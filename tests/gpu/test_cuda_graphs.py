@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from hpctrain.errors import ConfigError
+from hpctrain.tasks.parts.datasets.idx import write_idx
 from hpctrain.trainconfig.load import load_config
-from hpctrain.trainer.datasets.idx import write_idx
 from hpctrain.trainer.runner import run_training
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

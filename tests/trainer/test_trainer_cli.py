@@ -78,7 +78,8 @@ def test_cli_and_light_trainer_modules_do_not_import_torch() -> None:
     code = (
         "import sys\n"
         "import hpctrain.cli.train, hpctrain.cli.data, hpctrain.trainer, hpctrain.trainconfig\n"
-        "import hpctrain.trainer.cluster, hpctrain.trainer.datasets.fetch, hpctrain.trainer.entry\n"
+        "import hpctrain.trainer.cluster, hpctrain.trainer.entry, hpctrain.tasks.registry\n"
+        "import hpctrain.tasks.parts.datasets.fetch\n"
         "heavy = sorted(m for m in ('torch', 'lightning', 'numpy') if m in sys.modules)\n"
         "print(heavy)\n"
     )

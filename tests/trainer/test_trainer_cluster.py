@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from hpctrain.errors import ConfigError
+from hpctrain.tasks.parts.datasets.fetch import default_data_dir
 from hpctrain.trainer.cluster import (
     ProcessLayout,
-    default_data_dir,
     detect_topology,
     parse_tasks_per_node,
     resolve_run_dir,

@@ -12,16 +12,15 @@ from hpctrain.trainconfig.load import (
     dump_config,
     load_config,
     parse_override,
-    shipped_config_path,
-    shortcut_overrides,
 )
+from hpctrain.trainconfig.options import parse_call
 
 
-@pytest.mark.parametrize("task", ["spiral", "mnist", "fashionmnist"])
+@pytest.mark.parametrize("task", ["spiral", "mnist", "fashionmnist", "synthcifar"])
 def test_shipped_defaults_load(task: str) -> None:
     config = load_config(task=task)
     assert config.task == task
-    assert shipped_config_path(task).is_file()
+    assert config.checkpoint.monitor == "val_acc" and config.checkpoint.mode == "max"
 
 
 def test_spiral_default_is_the_tutorial_mlp() -> None:
@@ -39,21 +38,17 @@ def test_custom_default_needs_the_classes() -> None:
 def test_file_overrides_and_shortcuts_layer_in_order(tmp_path: Path) -> None:
     f = tmp_path / "run.yaml"
     f.write_text("task: mnist\ntrainer:\n  max_epochs: 3\n  batch_size: 32\ndata:\n  dir: /d\n")
-    config = load_config(
-        f,
-        overrides=[
-            "trainer.max_epochs=7",
-            "model.hidden=[8, 4]",
-            *shortcut_overrides(max_epochs=9, lr=0.5, scale_lr="linear"),
-        ],
-    )
+    call = parse_call(["--config", str(f), "--set", "trainer.max_epochs=7",
+                       "--set", "model.hidden=[8, 4]", "--max-epochs", "9", "--lr", "0.5",
+                       "--scale-lr", "linear"])
+    config = call.load()
     assert config.task == "mnist"
     assert config.trainer.max_epochs == 9  # shortcut after --set
     assert config.trainer.batch_size == 32  # from the file
     assert config.optim.lr == 0.5 and config.optim.scale_lr == "linear"
     assert config.model.hidden == [8, 4]
     assert config.data.dir == "/d"
-    assert config.data.num_workers == 2  # from the shipped mnist.yaml
+    assert config.data.num_workers == 2  # from mnist's defaults
 
 
 def test_every_bad_field_gets_one_line_with_its_source(tmp_path: Path) -> None:

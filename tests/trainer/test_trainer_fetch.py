@@ -18,14 +18,14 @@ from typer.testing import CliRunner
 
 from hpctrain.cli.data import register as register_data
 from hpctrain.errors import ConfigError
-from hpctrain.trainer.datasets import fetch
-from hpctrain.trainer.datasets.fetch import (
+from hpctrain.tasks.parts.datasets import fetch
+from hpctrain.tasks.parts.datasets.fetch import (
     DATASETS,
-    DatasetSpec,
     fetch_dataset,
     locate_idx_files,
 )
-from hpctrain.trainer.datasets.idx import read_idx, write_idx
+from hpctrain.tasks.parts.datasets.idx import read_idx, write_idx
+from hpctrain.tasks.registry import DataFiles
 
 NAMES = list(DATASETS["mnist"].files)
 
@@ -203,7 +203,7 @@ def test_cli_fetch_json(
 ) -> None:
     url, root = served
     files = {name: sha256(root / "mnist" / name) for name in NAMES}
-    monkeypatch.setitem(fetch.DATASETS, "mnist", DatasetSpec(base_url=f"{url}/mnist/", files=files))
+    monkeypatch.setitem(fetch.DATASETS, "mnist", DataFiles(base_url=f"{url}/mnist/", files=files))
     dest = tmp_path / "m"
     result = CliRunner().invoke(_app(), ["data", "fetch", "mnist", "--to", str(dest), "--json"])
     assert result.exit_code == 0, result.output

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from hpctrain.errors import ConfigError
+from hpctrain.tasks.parts.datasets.idx import write_idx
+from hpctrain.tasks.parts.datasets.images import ImageDataModule
 from hpctrain.trainconfig.load import load_config
-from hpctrain.trainer.datasets.idx import write_idx
-from hpctrain.trainer.datasets.images import ImageDataModule
 from hpctrain.trainer.runner import batches_per_call, run_training
 from hpctrain.trainer.startup import PROCESS_START, RUN_CALL, process_age
 
@@ -50,7 +50,8 @@ def _same_weights(a: Path, b: Path) -> bool:
 @pytest.mark.parametrize("world", [1, 2])
 def test_resident_batches_are_the_loaders_batches(tmp_path: Path, world: int) -> None:
     dm = ImageDataModule(
-        "mnist", _idx_files(tmp_path / "mnist"), 8, 0, seed=5, on_device=True, chunk=3
+        "mnist", _idx_files(tmp_path / "mnist"), 8, 0, seed=5, normalization=(0.1, 0.3),
+        on_device=True, chunk=3,
     )
     dm.setup("fit")
     assert dm.resident and dm._train is not None and dm._train.images.dtype == torch.uint8

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from hpctrain.errors import ConfigError
+from hpctrain.tasks.parts.datasets.idx import write_idx
 from hpctrain.trainer.callbacks import AtomicCheckpointIO
-from hpctrain.trainer.datasets.idx import write_idx
 from hpctrain.trainer.entry import main as trainer_main
 
 from .helpers import EPOCH_LINE, ONE_BATCH_PER_CALL, TINY_SPIRAL, epochs_in, run_module

@@ -338,3 +338,11 @@ def test_a_secret_in_the_settings_is_refused_before_it_reaches_the_script(
             "custom", "--set", "custom.module=pkg.mod:Model",
             "--set", "custom.datamodule_kwargs={password: x}")
     assert r.code == 1 and "custom.datamodule_kwargs.password: looks like a secret" in r.err
+
+
+def test_a_value_that_is_not_utf8_is_refused_in_one_line(trainer: Cli) -> None:
+    # Bytes that are not UTF-8 in argv reach Python as lone surrogates (os.fsdecode).
+    r = trainer("--set", "logging.comet_project=a\udcff", "--print-config")
+    assert r.code == 1
+    assert "Error: override logging.comet_project: the value contains bytes that are not " \
+           "UTF-8 text" in r.err and "Traceback" not in r.err

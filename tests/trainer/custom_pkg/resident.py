@@ -6,7 +6,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from hpctrain.trainer.datasets.resident import device_batches
+from hpctrain.tasks.parts.datasets.resident import device_batches
 
 from .blobs import BlobData
 

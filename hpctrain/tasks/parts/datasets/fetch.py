@@ -18,39 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpctrain.errors import ConfigError
+from hpctrain.tasks import registry
+from hpctrain.tasks.registry import DataFiles
 
 ENV_BASE_URL = "HPCTRAIN_DATA_URL"
 _CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
-class DatasetSpec:
-    """Where a dataset is published and the checksums ('md5:…' or 'sha256:…') of its files."""
-
-    base_url: str
-    files: Mapping[str, str]
-
-
-# The checksums of the official files, as published with torchvision's datasets.
-DATASETS: dict[str, DatasetSpec] = {
-    "mnist": DatasetSpec(
-        base_url="https://ossci-datasets.s3.amazonaws.com/mnist/",
-        files={
-            "train-images-idx3-ubyte.gz": "md5:f68b3c2dcbeaaa9fbdd348bbdeb94873",
-            "train-labels-idx1-ubyte.gz": "md5:d53e105ee54ea40749a09fcbcd1e9432",
-            "t10k-images-idx3-ubyte.gz": "md5:9fb629c4189551a2d022fa330f9573f3",
-            "t10k-labels-idx1-ubyte.gz": "md5:ec29112dd5afa0611ce80d1b7f02629c",
-        },
-    ),
-    "fashionmnist": DatasetSpec(
-        base_url="https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/",
-        files={
-            "train-images-idx3-ubyte.gz": "md5:8d4fb7e6c68d591d4c3dfef9ec88bf0d",
-            "train-labels-idx1-ubyte.gz": "md5:25c81989df183df01b3e8a0aad5dffbe",
-            "t10k-images-idx3-ubyte.gz": "md5:bef4ecab320f06d8554ea6380940ec79",
-            "t10k-labels-idx1-ubyte.gz": "md5:bb300cfdad3c16e7a12a480ee83cd310",
-        },
-    ),
+# The files of every task that reads some (its declaration's data_files), by task name.
+DATASETS: dict[str, DataFiles] = {
+    name: task.data_files for name, task in registry.all_tasks().items() if task.data_files
 }
 
 # The four files every MNIST-style dataset directory needs (each may also be gzipped).
@@ -71,13 +48,20 @@ class FetchedFile:
     url: str
 
 
-def _spec(dataset: str) -> DatasetSpec:
+def _spec(dataset: str) -> DataFiles:
     try:
         return DATASETS[dataset]
     except KeyError:
         raise ConfigError(
             f"unknown dataset {dataset!r}", f"choose one of {', '.join(sorted(DATASETS))}"
         ) from None
+
+
+def default_data_dir(dataset: str, env: Mapping[str, str] | None = None) -> Path:
+    """Where a dataset lives by default: $HPCTRAIN_DATA_DIR/<dataset>, else ./data/<dataset>."""
+    env = os.environ if env is None else env
+    root = env.get("HPCTRAIN_DATA_DIR")
+    return (Path(root).expanduser() if root else Path.cwd() / "data") / dataset
 
 
 def fetch_command(dataset: str, directory: Path) -> str:

@@ -6,13 +6,16 @@ import importlib
 import inspect
 import os
 import sys
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import lightning as L
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from hpctrain.errors import ConfigError
-from hpctrain.trainconfig.model import CustomSection
+
+# Settings are read, never built, here: hpctrain.trainconfig imports this package.
+if TYPE_CHECKING:
+    from hpctrain.trainconfig.model import CustomSection
 
 T = TypeVar("T")
 

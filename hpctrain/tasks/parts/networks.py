@@ -6,12 +6,15 @@ for Lightning's imports.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from hpctrain.trainconfig.model import OptimConfig
+# Settings are read, never built, here: hpctrain.trainconfig imports this package.
+if TYPE_CHECKING:
+    from hpctrain.trainconfig.model import OptimConfig
+
 
 
 def spiral_mlp(hidden: list[int], inputs: int = 2, classes: int = 2) -> nn.Sequential:

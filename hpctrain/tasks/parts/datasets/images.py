@@ -11,14 +11,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from hpctrain.errors import ConfigError
-from hpctrain.trainer.datasets.fetch import locate_idx_files
-from hpctrain.trainer.datasets.idx import read_idx
-from hpctrain.trainer.datasets.resident import DeviceBatches, fits_on_device
+from hpctrain.tasks.parts.datasets.fetch import locate_idx_files
+from hpctrain.tasks.parts.datasets.idx import read_idx
+from hpctrain.tasks.parts.datasets.resident import DeviceBatches, fits_on_device
 
 Batch = tuple[torch.Tensor, torch.Tensor]
-
-# Mean and standard deviation of the training pixels (in [0, 1]) of each dataset.
-NORMALIZATION = {"mnist": (0.1307, 0.3081), "fashionmnist": (0.2860, 0.3530)}
 
 
 class ImageTensors(Dataset[Batch]):
@@ -72,7 +69,8 @@ def load_split(files: dict[str, Path], split: str, dataset: str) -> Batch:
 
 
 class ImageDataModule(L.LightningDataModule):
-    """Serves one of the MNIST-style datasets from a directory of IDX files."""
+    """Serves an MNIST-style dataset (28x28 uint8 images, labels 0-9) from a directory of IDX
+    files, normalized by the mean and standard deviation of its training pixels."""
 
     def __init__(
         self,
@@ -81,11 +79,14 @@ class ImageDataModule(L.LightningDataModule):
         batch_size: int,
         num_workers: int,
         seed: int,
+        normalization: tuple[float, float],
         on_device: bool | str = False,
         chunk: int = 1,
     ) -> None:
         super().__init__()
         self.dataset, self.directory = dataset, directory
+        # The mean and standard deviation of the training pixels (in [0, 1]).
+        self.normalization = normalization
         self.batch_size, self.num_workers, self.seed = batch_size, num_workers, seed
         self.on_device, self.chunk = on_device, chunk
         # Decided in setup, once the device is known: True when the data is held there.
@@ -97,7 +98,7 @@ class ImageDataModule(L.LightningDataModule):
         if self._train is not None:
             return
         files = locate_idx_files(self.dataset, self.directory)
-        mean, std = NORMALIZATION[self.dataset]
+        mean, std = self.normalization
         self._train = ImageTensors(*load_split(files, "train", self.dataset), mean, std)
         self._val = ImageTensors(*load_split(files, "val", self.dataset), mean, std)
         device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")

@@ -1,35 +1,44 @@
-"""The spiral task's data: generated from the seed, kept on the device, sharded per rank."""
+"""Data generated from the seed (spiral, synthcifar): kept on the device, sharded per rank."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import lightning as L
 import torch
 
-from hpctrain.trainconfig.model import DataConfig
-from hpctrain.trainer.datasets.points import make_spiral
-from hpctrain.trainer.datasets.resident import DeviceBatches
+from hpctrain.tasks.parts.datasets.resident import DeviceBatches
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
-class SpiralDataModule(L.LightningDataModule):
-    """Generates the spirals once per process and serves per-rank DeviceBatches on the device."""
+class GeneratedDataModule(L.LightningDataModule):
+    """Generates the samples once per process (the same on every rank: `generate` seeds itself)
+    and serves per-rank DeviceBatches on the device; the first `val_fraction` is validation."""
 
     resident = True
 
-    def __init__(self, data: DataConfig, batch_size: int, seed: int, chunk: int = 1) -> None:
+    def __init__(
+        self,
+        generate: Callable[[], Batch],
+        val_fraction: float,
+        batch_size: int,
+        seed: int,
+        chunk: int = 1,
+    ) -> None:
         super().__init__()
-        self.data, self.batch_size, self.seed, self.chunk = data, batch_size, seed, chunk
+        self.generate, self.val_fraction = generate, val_fraction
+        self.batch_size, self.seed, self.chunk = batch_size, seed, chunk
         self._train: Batch | None = None
         self._val: Batch | None = None
 
     def setup(self, stage: str) -> None:
         if self._train is not None:
             return
-        x, y = make_spiral(self.data.samples, self.data.noise, self.data.turns, self.seed)
+        x, y = self.generate()
         device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")
         x, y = x.to(device), y.to(device)
-        n_val = max(1, round(len(x) * self.data.val_fraction))
+        n_val = max(1, round(len(x) * self.val_fraction))
         self._train, self._val = (x[n_val:], y[n_val:]), (x[:n_val], y[:n_val])
 
     def _rank(self) -> tuple[int, int]:

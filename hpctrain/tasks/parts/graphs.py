@@ -23,7 +23,7 @@ import lightning as L
 import torch
 from lightning.pytorch.plugins.precision import Precision
 
-from hpctrain.trainer import fastpath
+from hpctrain.tasks.parts import fastpath
 
 CAPTURABLE = (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW)
 # Eager steps on a side stream before the capture, as PyTorch's capture recipe asks (cuBLAS and

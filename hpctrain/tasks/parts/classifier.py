@@ -1,17 +1,20 @@
-"""The LightningModule that trains the built-in networks (trainer/networks.py)."""
+"""The LightningModule that trains the built-in networks (tasks/parts/networks.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 import torch
 from torch import nn
 
 from hpctrain.errors import ConfigError
-from hpctrain.trainconfig.model import OptimConfig
-from hpctrain.trainer import fastpath, graphs
-from hpctrain.trainer.networks import build_optimizer
+from hpctrain.tasks.parts import fastpath, graphs
+from hpctrain.tasks.parts.networks import build_optimizer
+
+# Settings are read, never built, here: hpctrain.trainconfig imports this package.
+if TYPE_CHECKING:
+    from hpctrain.trainconfig.model import OptimConfig, TrainConfig
 
 
 class Classifier(L.LightningModule):
@@ -174,3 +177,12 @@ class Classifier(L.LightningModule):
 
     def _count_tensor(self, count: int) -> torch.Tensor:
         return torch.tensor(float(count), device=self.device)
+
+
+def classifier_for(network: nn.Module, config: TrainConfig, lr: float) -> Classifier:
+    """The Classifier of a task that hpctrain's step drives, with the run's step settings."""
+    t = config.trainer
+    return Classifier(
+        network, config.optim, lr, t.gradient_clip_val, t.accumulate_grad_batches or 1,
+        t.cuda_graphs,
+    )
