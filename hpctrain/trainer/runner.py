@@ -36,10 +36,16 @@ from hpctrain.trainer.custom import build_custom
 from hpctrain.trainer.datasets.fetch import locate_idx_files
 from hpctrain.trainer.loggers import build_loggers
 from hpctrain.trainer.midepoch import ExactResume
-from hpctrain.trainer.recorder import RunRecorder, fmt
+from hpctrain.trainer.recorder.console import Console
+from hpctrain.trainer.recorder.lines import done_line
+from hpctrain.trainer.recorder.metrics_file import MetricsFile
+from hpctrain.trainer.recorder.run import RunRecorder
+from hpctrain.trainer.recorder.writer import RunIdentity
+from hpctrain.trainer.records import Facts, RunHistory
 from hpctrain.trainer.restarts import run_history
 from hpctrain.trainer.resume import choose_checkpoint, validate_checkpoint
 from hpctrain.trainer.signals import StopSignals, clear_stale_markers, segment_start
+from hpctrain.trainer.startup import Origin
 from hpctrain.trainer.stopping import SafeStop, hand_signals_to_hpctrain
 
 # When torch, Lightning and the trainer's modules were imported: start-up's largest part.
@@ -180,7 +186,7 @@ def build_task(
 
 def _banner(
     trainer: L.Trainer,
-    facts: dict[str, Any],
+    facts: Facts,
     config: TrainConfig,
     topo: ProcessLayout,
     run_dir: Path,
@@ -191,7 +197,7 @@ def _banner(
     backend = getattr(trainer.strategy, "process_group_backend", None) or "none"
     params = sum(p.numel() for p in trainer.lightning_module.parameters())
     if config.task == "custom":
-        origin = f"({facts['optimizers']})"
+        origin = f"({facts.optimizers})"
     else:
         origin = f"(base {config.optim.lr:g}, scale-lr {config.optim.scale_lr})"
     lines = [
@@ -199,18 +205,18 @@ def _banner(
         f"run dir {run_dir}",
         f"world_size={world} nodes={trainer.num_nodes} devices_per_node={trainer.num_devices}"
         f" accelerator={accelerator} backend={backend} launch={topo.launch}",
-        f"batch_size={facts['batch_size_per_device']} per device, "
-        f"effective_batch_size={facts['effective_batch_size']}"
-        f" learning_rate={facts['learning_rate_text']} {origin}",
+        f"batch_size={facts.batch_size_per_device} per device, "
+        f"effective_batch_size={facts.effective_batch_size}"
+        f" learning_rate={facts.learning_rate_text} {origin}",
         f"epochs={config.trainer.max_epochs} resume: {resume}",
     ]
-    if facts["accumulate_grad_batches"] != 1 or config.trainer.global_batch:
-        lines.insert(3, f"accumulate_grad_batches={facts['accumulate_grad_batches']} "
+    if facts.accumulate_grad_batches != 1 or config.trainer.global_batch:
+        lines.insert(3, f"accumulate_grad_batches={facts.accumulate_grad_batches} "
                      f"global_batch={config.trainer.global_batch or 'unset'}")
-    if accelerator == "gpu" and facts.get("cuda_graphs"):
-        lines.append(f"cuda graphs: {facts['cuda_graphs']}")
+    if accelerator == "gpu" and facts.cuda_graphs:
+        lines.append(f"cuda graphs: {facts.cuda_graphs}")
     if config.task == "custom":
-        lines.append(f"samples/s counts {facts['samples_counted_as']}")
+        lines.append(f"samples/s counts {facts.samples_counted_as}")
     return "\n".join(lines)
 
 
@@ -233,25 +239,19 @@ def _resume_text(checkpoint: Path | None, header: dict[str, Any] | None, config:
 
 
 def _recorder(config: TrainConfig, topo: ProcessLayout, path: Path, resume_text: str,
-              checkpoint: Path | None, print_lines: bool,
-              history: tuple[list[dict[str, Any]], list[dict[str, Any]]],
-              startup: tuple[float, str, float | None]) -> RunRecorder:
-    return RunRecorder(
-        run_dir=path,
+              checkpoint: Path | None, print_lines: bool, history: RunHistory,
+              startup: Origin) -> RunRecorder:
+    identity = RunIdentity(
         task=config.task,
-        checkpoint=config.checkpoint,
-        print_lines=print_lines,
-        banner=lambda t, facts: _banner(t, facts, config, topo, path, resume_text),
+        run_dir=path,
+        launch=topo.launch,
+        slurm_job_id=os.environ.get("SLURM_JOB_ID"),
         resumed_from=checkpoint,
-        static={
-            "launch": topo.launch,
-            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-            "run_dir": str(path),
-        },
-        epochs=history[0],
-        restarts=history[1],
-        startup=startup,
+        settings=config.model_dump(mode="json"),
     )
+    console = Console(lambda t, facts: _banner(t, facts, config, topo, path, resume_text),
+                      epoch_lines=print_lines)
+    return RunRecorder(identity, config.checkpoint, console, history, startup)
 
 
 def _strategy(config: TrainConfig, topo: ProcessLayout) -> DDPStrategy | str:
@@ -325,33 +325,26 @@ def resolve_batch(config: TrainConfig, world: int) -> TrainConfig:
     return config.model_copy(update={"trainer": t.model_copy(update=batch)})
 
 
-def _startup_origin(run_started: float) -> tuple[float, str, float | None]:
+def _startup_origin(run_started: float) -> Origin:
     """Where start-up is measured from, and when the imports were done (from process start)."""
     from hpctrain.trainer.startup import PROCESS_START, origin
 
     start, label = origin(run_started)
-    return start, label, IMPORTED_AT if label == PROCESS_START else None
+    return Origin(start, label, IMPORTED_AT if label == PROCESS_START else None)
 
 
-def _print_done(summary: dict[str, Any], path: Path) -> None:
-    # The metric best.ckpt follows, as the last epoch that logged it had it.
-    metric = summary["best_val_metric"]
-    shown = f"{metric}={fmt(summary.get(f'final_{metric}'))}, " if metric else ""
-    print(
-        f"done: {summary['epochs_completed']} epoch(s), {shown}metrics in {path / rundir.METRICS}",
-        flush=True,
-    )
+def _print_done(metrics: MetricsFile, path: Path) -> None:
+    print(done_line(metrics, path), flush=True)
 
 
 def _finish(trainer: L.Trainer, recorder: RunRecorder, path: Path) -> None:
     """Record a complete run on rank 0: metrics.json, the training-complete marker, a line."""
     if not trainer.is_global_zero:
         return
-    recorder.finish(trainer)
-    summary = recorder.summary
-    done = f"{summary['epochs_completed']} of {summary['max_epochs']}\n"
+    metrics = recorder.finish(trainer)
+    done = f"{metrics.epochs_completed} of {metrics.max_epochs}\n"
     atomic_write_text(path / rundir.TRAINING_COMPLETE, done)
-    _print_done(summary, path)
+    _print_done(metrics, path)
 
 
 def run_training(
@@ -414,4 +407,4 @@ def _run(
     hand_signals_to_hpctrain(trainer)
     _fit(trainer, module, datamodule, checkpoint)
     _finish(trainer, recorder, path)
-    return recorder.summary
+    return recorder.summary()
