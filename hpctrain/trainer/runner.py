@@ -38,7 +38,6 @@ from hpctrain.trainer.loggers import build_loggers
 from hpctrain.trainer.midepoch import ExactResume
 from hpctrain.trainer.recorder.console import Console
 from hpctrain.trainer.recorder.lines import done_line
-from hpctrain.trainer.recorder.metrics_file import MetricsFile
 from hpctrain.trainer.recorder.run import RunRecorder
 from hpctrain.trainer.recorder.writer import RunIdentity
 from hpctrain.trainer.records import Facts, RunHistory
@@ -333,10 +332,6 @@ def _startup_origin(run_started: float) -> Origin:
     return Origin(start, label, IMPORTED_AT if label == PROCESS_START else None)
 
 
-def _print_done(metrics: MetricsFile, path: Path) -> None:
-    print(done_line(metrics, path), flush=True)
-
-
 def _finish(trainer: L.Trainer, recorder: RunRecorder, path: Path) -> None:
     """Record a complete run on rank 0: metrics.json, the training-complete marker, a line."""
     if not trainer.is_global_zero:
@@ -344,7 +339,7 @@ def _finish(trainer: L.Trainer, recorder: RunRecorder, path: Path) -> None:
     metrics = recorder.finish(trainer)
     done = f"{metrics.epochs_completed} of {metrics.max_epochs}\n"
     atomic_write_text(path / rundir.TRAINING_COMPLETE, done)
-    _print_done(metrics, path)
+    print(done_line(metrics, path), flush=True)
 
 
 def run_training(

@@ -135,8 +135,9 @@ def test_startup_and_done_lines() -> None:
     )
     assert FirstStepClock(None).tick(1.0) is None
     done = _file(epochs_completed=20, best_val_metric="val_acc", final={"val_acc": 0.99971})
-    assert done_line(done, Path("/r")) == "done: 20 epoch(s), val_acc=0.9997, metrics in /r/metrics.json"
-    assert done_line(_file(epochs_completed=2), Path("/r")) == "done: 2 epoch(s), metrics in /r/metrics.json"
+    where = "metrics in /r/metrics.json"
+    assert done_line(done, Path("/r")) == f"done: 20 epoch(s), val_acc=0.9997, {where}"
+    assert done_line(_file(epochs_completed=2), Path("/r")) == f"done: 2 epoch(s), {where}"
 
 
 def test_ends_read_back_as_written() -> None:
@@ -186,7 +187,8 @@ def test_segments_record_how_this_start_ended() -> None:
     start = RestartRecord(1, 1.0, None, None, None, None)
     segments = Segments([start])
     segments.failed(RuntimeError("boom"))
-    assert end_to_json(segments.restarts[-1].end) == {"how": "failed", "error": "RuntimeError: boom"}
+    failed = {"how": "failed", "error": "RuntimeError: boom"}
+    assert end_to_json(segments.restarts[-1].end) == failed
     segments.stopped(STOPPED)
     assert segments.restarts[-1].end == STOPPED and start.end is None
 
