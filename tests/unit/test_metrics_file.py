@@ -203,3 +203,15 @@ def test_a_mid_epoch_state_reads_back_as_saved() -> None:
     assert PartialEpoch.from_state(old) == PartialEpoch(2, 64, 0, 0.5, (3.0, 64.0),
                                                         {"x_epoch": (1.0, 64.0)})
     assert PartialEpoch.from_state(None) is None
+
+
+def test_the_pure_parts_load_without_torch() -> None:
+    # Readers of metrics.json (and these tests) need neither torch nor Lightning.
+    import subprocess
+    import sys
+
+    code = ("import sys, hpctrain.trainer.recorder.metrics_file, hpctrain.trainer.recorder.lines, "
+            "hpctrain.trainer.recorder.segments, hpctrain.trainer.restarts; "
+            "print(sorted({'torch', 'lightning'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
