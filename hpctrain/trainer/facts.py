@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import lightning as L
 import torch
 
 from hpctrain import rundir
-
-UNKNOWN = "unknown"
+from hpctrain.trainer.records import UNKNOWN, Facts, LearningRate
 
 # What samples/s counts, in the banner and metrics.json.
 SAMPLES_COUNTED_AS = (
@@ -60,7 +59,7 @@ def learning_rates(trainer: L.Trainer) -> list[list[float]]:
     return [[float(g["lr"]) for g in opt.param_groups] for opt in trainer.optimizers]
 
 
-def lr_value(rates: list[list[float]]) -> float | list[Any] | str:
+def lr_value(rates: list[list[float]]) -> LearningRate:
     """One number when the run has one learning rate, else one entry per optimizer."""
     if not rates or not any(rates):
         return UNKNOWN
@@ -90,3 +89,45 @@ def optimizer_text(trainer: L.Trainer) -> str:
     if schedulers:
         text += f", then {', '.join(schedulers)}: each epoch's in {rundir.METRICS}"
     return text
+
+
+@runtime_checkable
+class DeclaresBatching(Protocol):
+    """A data module that says how it serves batches; the built-in ones do, others need not."""
+
+    @property
+    def batches_per_call(self) -> int:
+        """Batches (optimizer steps) per training_step call."""
+        ...
+
+    @property
+    def data_on_device(self) -> bool | None:
+        """Whether the data is held on the training device (no DataLoader)."""
+        ...
+
+
+def read_facts(trainer: L.Trainer) -> Facts:
+    """Batch size and learning rates as the run has them (loaders and optimizers set up)."""
+    batch = train_batch_size(trainer)
+    rates = learning_rates(trainer)
+    acc = trainer.accumulate_grad_batches
+    module = trainer.lightning_module
+    if not module.automatic_optimization:
+        # The built-in modules optimize manually and accumulate themselves.
+        acc = getattr(module, "accumulate", acc)
+    effective = batch * trainer.world_size * acc if batch else None
+    data = getattr(trainer, "datamodule", None)
+    declared = data if isinstance(data, DeclaresBatching) else None
+    return Facts(
+        batch_size_per_device=batch or UNKNOWN,
+        accumulate_grad_batches=acc,
+        batches_per_call=declared.batches_per_call if declared else 1,
+        data_on_device=declared.data_on_device if declared else None,
+        # Built-in modules: "on", or "off: <why>" (trainer.cuda_graphs).
+        cuda_graphs=getattr(module, "cuda_graphs_state", None),
+        effective_batch_size=effective or UNKNOWN,
+        learning_rate=lr_value(rates),
+        learning_rate_text=lr_text(rates),
+        optimizers=optimizer_text(trainer),
+        samples_counted_as=SAMPLES_COUNTED_AS,
+    )

@@ -8,15 +8,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hpctrain.trainer.cluster import slurm_job_id
-
-UNRECORDED_END = {
-    "how": "unrecorded",
-    "note": "ended without a safe stop (killed, out of time, a crash, or a node failure)",
-}
+from hpctrain.trainer.records import (
+    EpochRecord,
+    RestartRecord,
+    ResumePoint,
+    RunHistory,
+    UnrecordedEnd,
+)
 
 
 def load_metrics(path: Path) -> dict[str, Any]:
@@ -28,21 +31,22 @@ def load_metrics(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def kept_epochs(previous: Mapping[str, Any], epochs_finished: int) -> list[dict[str, Any]]:
+def kept_epochs(previous: Mapping[str, Any], epochs_finished: int) -> list[EpochRecord]:
     """Earlier epoch records the checkpoint covers, one per epoch; later ones will run again."""
-    by_epoch: dict[int, dict[str, Any]] = {}
-    for record in previous.get("epochs") or []:
-        epoch = record.get("epoch") if isinstance(record, dict) else None
+    by_epoch: dict[int, EpochRecord] = {}
+    for raw in previous.get("epochs") or []:
+        epoch = raw.get("epoch") if isinstance(raw, dict) else None
         if isinstance(epoch, int) and 1 <= epoch <= epochs_finished:
-            by_epoch[epoch] = record
+            by_epoch[epoch] = EpochRecord.from_json(raw)
     return [by_epoch[e] for e in sorted(by_epoch)]
 
 
-def earlier_restarts(previous: Mapping[str, Any]) -> list[dict[str, Any]]:
+def earlier_restarts(previous: Mapping[str, Any]) -> list[RestartRecord]:
     """The earlier starts of the run; one that never recorded its end is marked as such."""
-    restarts = [dict(r) for r in previous.get("restarts") or [] if isinstance(r, dict)]
-    if restarts and restarts[-1].get("end") is None:
-        restarts[-1]["end"] = dict(UNRECORDED_END)
+    restarts = [RestartRecord.from_json(r) for r in previous.get("restarts") or []
+                if isinstance(r, dict)]
+    if restarts and restarts[-1].end is None:
+        restarts[-1] = replace(restarts[-1], end=UnrecordedEnd())
     return restarts
 
 
@@ -55,28 +59,27 @@ def _int_or_none(raw: str | None) -> int | None:
 
 def start_entry(
     env: Mapping[str, str],
-    earlier: list[dict[str, Any]],
+    earlier: list[RestartRecord],
     checkpoint: Path | None,
     header: Mapping[str, Any] | None,
-) -> dict[str, Any]:
+) -> RestartRecord:
     """This start's record: the job, where training continues, how the previous segment ended."""
     resumed = None
     if checkpoint is not None and header is not None:
-        resumed = {
-            "checkpoint": str(checkpoint),
-            "epoch": header["epochs_finished"] + 1,
-            "global_step": header["global_step"],
-            "mid_epoch": header["mid_epoch"],
-        }
-    return {
-        "start": len(earlier) + 1,
-        "started_at": time.time(),
-        "slurm_job_id": slurm_job_id(env),
-        "slurm_restart_count": _int_or_none(env.get("SLURM_RESTART_COUNT")),
-        "resumed_from": resumed,
-        "previous_end": earlier[-1]["end"] if earlier else None,
-        "end": None,
-    }
+        resumed = ResumePoint(
+            checkpoint=str(checkpoint),
+            epoch=header["epochs_finished"] + 1,
+            global_step=header["global_step"],
+            mid_epoch=header["mid_epoch"],
+        )
+    return RestartRecord(
+        start=len(earlier) + 1,
+        started_at=time.time(),
+        slurm_job_id=slurm_job_id(env),
+        slurm_restart_count=_int_or_none(env.get("SLURM_RESTART_COUNT")),
+        resumed_from=resumed,
+        previous_end=earlier[-1].end if earlier else None,
+    )
 
 
 def run_history(
@@ -85,10 +88,10 @@ def run_history(
     checkpoint: Path | None,
     header: Mapping[str, Any] | None,
     env: Mapping[str, str],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> RunHistory:
     """The epoch records to keep and the restarts list, this start last, for a new segment."""
     previous = {} if resume == "never" else load_metrics(metrics_path)
     same_run = checkpoint is not None and checkpoint.parent == metrics_path.parent
     epochs = kept_epochs(previous, header["epochs_finished"]) if same_run and header else []
     earlier = earlier_restarts(previous)
-    return epochs, [*earlier, start_entry(env, earlier, checkpoint, header)]
+    return RunHistory(epochs, [*earlier, start_entry(env, earlier, checkpoint, header)])

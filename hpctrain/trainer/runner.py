@@ -31,10 +31,15 @@ from hpctrain.trainer.callbacks import AtomicCheckpointIO, atomic_write_text
 from hpctrain.trainer.cluster import ProcessLayout, detect_topology, resolve_run_dir
 from hpctrain.trainer.loggers import build_loggers
 from hpctrain.trainer.midepoch import ExactResume
-from hpctrain.trainer.recorder import RunRecorder, fmt
+from hpctrain.trainer.recorder.console import Console
+from hpctrain.trainer.recorder.lines import done_line
+from hpctrain.trainer.recorder.run import RunRecorder
+from hpctrain.trainer.recorder.writer import RunIdentity
+from hpctrain.trainer.records import Facts, RunHistory
 from hpctrain.trainer.restarts import run_history
 from hpctrain.trainer.resume import choose_checkpoint, validate_checkpoint
 from hpctrain.trainer.signals import StopSignals, clear_stale_markers, segment_start
+from hpctrain.trainer.startup import Origin
 from hpctrain.trainer.stopping import SafeStop, hand_signals_to_hpctrain
 
 # When torch, Lightning and the trainer's modules were imported: start-up's largest part.
@@ -139,7 +144,7 @@ def build_task(
 
 def _banner(
     trainer: L.Trainer,
-    facts: dict[str, Any],
+    facts: Facts,
     config: TrainConfig,
     topo: ProcessLayout,
     run_dir: Path,
@@ -153,24 +158,24 @@ def _banner(
     if builtin:
         origin = f"(base {config.optim.lr:g}, scale-lr {config.optim.scale_lr})"
     else:
-        origin = f"({facts['optimizers']})"
+        origin = f"({facts.optimizers})"
     lines = [
         f"hpctrain {__version__} trainer: task {config.task} ({params:,} parameters), "
         f"run dir {run_dir}",
         f"world_size={world} nodes={trainer.num_nodes} devices_per_node={trainer.num_devices}"
         f" accelerator={accelerator} backend={backend} launch={topo.launch}",
-        f"batch_size={facts['batch_size_per_device']} per device, "
-        f"effective_batch_size={facts['effective_batch_size']}"
-        f" learning_rate={facts['learning_rate_text']} {origin}",
+        f"batch_size={facts.batch_size_per_device} per device, "
+        f"effective_batch_size={facts.effective_batch_size}"
+        f" learning_rate={facts.learning_rate_text} {origin}",
         f"epochs={config.trainer.max_epochs} resume: {resume}",
     ]
-    if facts["accumulate_grad_batches"] != 1 or config.trainer.global_batch:
-        lines.insert(3, f"accumulate_grad_batches={facts['accumulate_grad_batches']} "
+    if facts.accumulate_grad_batches != 1 or config.trainer.global_batch:
+        lines.insert(3, f"accumulate_grad_batches={facts.accumulate_grad_batches} "
                      f"global_batch={config.trainer.global_batch or 'unset'}")
-    if accelerator == "gpu" and facts.get("cuda_graphs"):
-        lines.append(f"cuda graphs: {facts['cuda_graphs']}")
+    if accelerator == "gpu" and facts.cuda_graphs:
+        lines.append(f"cuda graphs: {facts.cuda_graphs}")
     if not builtin:
-        lines.append(f"samples/s counts {facts['samples_counted_as']}")
+        lines.append(f"samples/s counts {facts.samples_counted_as}")
     return "\n".join(lines)
 
 
@@ -193,25 +198,19 @@ def _resume_text(checkpoint: Path | None, header: dict[str, Any] | None, config:
 
 
 def _recorder(config: TrainConfig, topo: ProcessLayout, path: Path, resume_text: str,
-              checkpoint: Path | None, print_lines: bool,
-              history: tuple[list[dict[str, Any]], list[dict[str, Any]]],
-              startup: tuple[float, str, float | None]) -> RunRecorder:
-    return RunRecorder(
-        run_dir=path,
+              checkpoint: Path | None, print_lines: bool, history: RunHistory,
+              startup: Origin) -> RunRecorder:
+    identity = RunIdentity(
         task=config.task,
-        checkpoint=config.checkpoint,
-        print_lines=print_lines,
-        banner=lambda t, facts: _banner(t, facts, config, topo, path, resume_text),
+        run_dir=path,
+        launch=topo.launch,
+        slurm_job_id=os.environ.get("SLURM_JOB_ID"),
         resumed_from=checkpoint,
-        static={
-            "launch": topo.launch,
-            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-            "run_dir": str(path),
-        },
-        epochs=history[0],
-        restarts=history[1],
-        startup=startup,
+        settings=config.model_dump(mode="json"),
     )
+    console = Console(lambda t, facts: _banner(t, facts, config, topo, path, resume_text),
+                      epoch_lines=print_lines)
+    return RunRecorder(identity, config.checkpoint, console, history, startup)
 
 
 def _strategy(config: TrainConfig, topo: ProcessLayout) -> DDPStrategy | str:
@@ -285,33 +284,22 @@ def resolve_batch(config: TrainConfig, world: int) -> TrainConfig:
     return config.model_copy(update={"trainer": t.model_copy(update=batch)})
 
 
-def _startup_origin(run_started: float) -> tuple[float, str, float | None]:
+def _startup_origin(run_started: float) -> Origin:
     """Where start-up is measured from, and when the imports were done (from process start)."""
     from hpctrain.trainer.startup import PROCESS_START, origin
 
     start, label = origin(run_started)
-    return start, label, IMPORTED_AT if label == PROCESS_START else None
-
-
-def _print_done(summary: dict[str, Any], path: Path) -> None:
-    # The metric best.ckpt follows, as the last epoch that logged it had it.
-    metric = summary["best_val_metric"]
-    shown = f"{metric}={fmt(summary.get(f'final_{metric}'))}, " if metric else ""
-    print(
-        f"done: {summary['epochs_completed']} epoch(s), {shown}metrics in {path / rundir.METRICS}",
-        flush=True,
-    )
+    return Origin(start, label, IMPORTED_AT if label == PROCESS_START else None)
 
 
 def _finish(trainer: L.Trainer, recorder: RunRecorder, path: Path) -> None:
     """Record a complete run on rank 0: metrics.json, the training-complete marker, a line."""
     if not trainer.is_global_zero:
         return
-    recorder.finish(trainer)
-    summary = recorder.summary
-    done = f"{summary['epochs_completed']} of {summary['max_epochs']}\n"
+    metrics = recorder.finish(trainer)
+    done = f"{metrics.epochs_completed} of {metrics.max_epochs}\n"
     atomic_write_text(path / rundir.TRAINING_COMPLETE, done)
-    _print_done(summary, path)
+    print(done_line(metrics, path), flush=True)
 
 
 def run_training(
@@ -374,4 +362,4 @@ def _run(
     hand_signals_to_hpctrain(trainer)
     _fit(trainer, module, datamodule, checkpoint)
     _finish(trainer, recorder, path)
-    return recorder.summary
+    return recorder.summary()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import lightning as L
 import torch
@@ -15,7 +15,7 @@ from lightning.pytorch.trainer.connectors.signal_connector import _SignalConnect
 
 from hpctrain import rundir
 from hpctrain.trainer.callbacks import atomic_write_text
-from hpctrain.trainer.recorder import RunRecorder
+from hpctrain.trainer.records import StoppedEnd
 from hpctrain.trainer.signals import (
     BY_FILE,
     NO_REQUEST,
@@ -50,6 +50,17 @@ def hand_signals_to_hpctrain(trainer: L.Trainer) -> None:
         epoch_loop._broadcast_sigterm_tensor = lambda: None  # type: ignore[method-assign]
 
 
+class StopRecorder(Protocol):
+    """What the safe stop needs of the recorder (recorder.run.RunRecorder)."""
+
+    @property
+    def run_dir(self) -> Path: ...
+
+    def saved_at(self, global_step: int, mid_epoch: bool) -> bool: ...
+
+    def record_stop(self, trainer: L.Trainer, end: StoppedEnd) -> None: ...
+
+
 class SafeStop(Checkpoint):
     """Every N batches and at each epoch end, all ranks decide together whether to stop."""
 
@@ -59,7 +70,7 @@ class SafeStop(Checkpoint):
     def __init__(
         self,
         signals: StopSignals,
-        recorder: RunRecorder,
+        recorder: StopRecorder,
         every_n_steps: int,
         since: float,
         check_file: bool,
@@ -127,7 +138,7 @@ class SafeStop(Checkpoint):
         # the whole step as soon as the first rank exits.
         trainer.strategy.barrier("hpctrain.safe_stop")
         raise TrainingStopped(
-            f"training stopped by {end['reason']} at epoch {end['epoch']}, "
+            f"training stopped by {end.reason} at epoch {end.epoch}, "
             f"checkpoint {rundir.LAST_CKPT} saved",
             stop_exit_code(self.launch, trainer.global_rank),
         )
@@ -140,29 +151,28 @@ class SafeStop(Checkpoint):
         decided: float,
         on_disk: float,
         batches_done: int | float,
-    ) -> dict[str, Any]:
+    ) -> StoppedEnd:
         known = math.isfinite(requested)
-        return {
-            "how": "stopped",
-            "reason": REASONS[reason],
-            "epoch": trainer.current_epoch + 1,
-            "mid_epoch": batches_done < trainer.num_training_batches,
-            "batches_done_in_epoch": batches_done if math.isfinite(batches_done) else None,
-            "global_step": trainer.global_step,
-            "requested_at": requested if known else None,
-            "checkpoint_at": on_disk,
-            "signal_to_checkpoint_s": on_disk - requested if known else None,
-            "decision_s": decided - requested if known else None,
-            "save_s": on_disk - decided,
-            "checkpoint": str(self.run_dir / rundir.LAST_CKPT),
-        }
+        return StoppedEnd(
+            reason=REASONS[reason],
+            epoch=trainer.current_epoch + 1,
+            mid_epoch=batches_done < trainer.num_training_batches,
+            batches_done_in_epoch=int(batches_done) if math.isfinite(batches_done) else None,
+            global_step=trainer.global_step,
+            requested_at=requested if known else None,
+            checkpoint_at=on_disk,
+            signal_to_checkpoint_s=on_disk - requested if known else None,
+            decision_s=decided - requested if known else None,
+            save_s=on_disk - decided,
+            checkpoint=str(self.run_dir / rundir.LAST_CKPT),
+        )
 
 
-def _stop_line(end: dict[str, Any]) -> str:
-    seconds = end["signal_to_checkpoint_s"]
-    where = "mid-epoch" if end["mid_epoch"] else "at its end"
+def _stop_line(end: StoppedEnd) -> str:
+    seconds = end.signal_to_checkpoint_s
+    where = "mid-epoch" if end.mid_epoch else "at its end"
     return (
-        f"{end['reason']} at epoch {end['epoch']} ({where}, step {end['global_step']}); "
+        f"{end.reason} at epoch {end.epoch} ({where}, step {end.global_step}); "
         f"{rundir.LAST_CKPT} on disk {'?' if seconds is None else f'{seconds:.3f}'} s "
         "after the request\n"
     )

@@ -94,6 +94,15 @@ class ImageDataModule(L.LightningDataModule):
         self._train: ImageTensors | None = None
         self._val: ImageTensors | None = None
 
+    # What the recorder reports (hpctrain.trainer.facts.DeclaresBatching).
+    @property
+    def batches_per_call(self) -> int:
+        return self.chunk
+
+    @property
+    def data_on_device(self) -> bool:
+        return self.resident
+
     def setup(self, stage: str) -> None:
         if self._train is not None:
             return
