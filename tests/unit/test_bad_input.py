@@ -7,13 +7,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from hpctrain.cli import main
+from tests.unit.inproc import Cli, Ran, in_process
 from tests.waits import assert_prompt, timed
 
 BOMB = "\n".join(
@@ -29,16 +27,6 @@ HUGE = "9" * 400
 HOSTILE_NAMES = ["it's \"x\".sh", "a; touch PWNED.sh", "$(touch PWNED).sh", "sp ace.sh", "-dash.sh"]
 
 
-@dataclass
-class Ran:
-    code: int
-    out: str
-    err: str
-
-
-Cli = Callable[..., Ran]
-
-
 @pytest.fixture(autouse=True)
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HPCTRAIN_HOME", str(tmp_path / "home"))
@@ -49,18 +37,7 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
     """Run `hpctrain ARGS` in this process through the entry point and its error boundary."""
-
-    def run(*args: str) -> Ran:
-        monkeypatch.setattr(sys, "argv", ["hpctrain", *args])
-        try:
-            main()
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        out, err = capsys.readouterr()
-        return Ran(code, out, err)
-
-    return run
+    return in_process(monkeypatch, capsys)
 
 
 def refused(r: Ran, *words: str, fix: bool = True) -> str:

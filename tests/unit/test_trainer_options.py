@@ -11,8 +11,6 @@ import json
 import math
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +20,12 @@ import typer.main
 import yaml
 
 from hpctrain import yamlfile
-from hpctrain.cli import app, main
+from hpctrain.cli import app
 from hpctrain.errors import ConfigError
 from hpctrain.trainconfig.load import load_config, parse_override
 from hpctrain.trainconfig.options import OPTIONS, config_args, flow_value, parse_call
 from hpctrain.trainer import entry
-
-
-@dataclass
-class Ran:
-    code: int
-    out: str
-    err: str
-
-
-Cli = Callable[..., Ran]
+from tests.unit.inproc import Cli, Ran, in_process
 
 
 @pytest.fixture(autouse=True)
@@ -48,18 +37,7 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
     """`hpctrain ARGS` in this process, through the entry point and its error boundary."""
-
-    def run(*args: str) -> Ran:
-        monkeypatch.setattr(sys, "argv", ["hpctrain", *args])
-        try:
-            main()
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        out, err = capsys.readouterr()
-        return Ran(code, out, err)
-
-    return run
+    return in_process(monkeypatch, capsys)
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ from collections.abc import Callable
 import lightning as L
 import torch
 
-from hpctrain.tasks.parts.datasets.resident import DeviceBatches
+from hpctrain.tasks.parts.datasets.resident import DeviceBatches, ReportsBatching
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
-class GeneratedDataModule(L.LightningDataModule):
+class GeneratedDataModule(ReportsBatching, L.LightningDataModule):
     """Generates the samples once per process (the same on every rank: `generate` seeds itself)
     and serves per-rank DeviceBatches on the device; the first `val_fraction` is validation."""
 
@@ -31,15 +31,6 @@ class GeneratedDataModule(L.LightningDataModule):
         self.batch_size, self.seed, self.chunk = batch_size, seed, chunk
         self._train: Batch | None = None
         self._val: Batch | None = None
-
-    # What the recorder reports (hpctrain.trainer.facts.DeclaresBatching).
-    @property
-    def batches_per_call(self) -> int:
-        return self.chunk
-
-    @property
-    def data_on_device(self) -> bool:
-        return self.resident
 
     def setup(self, stage: str) -> None:
         if self._train is not None:

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from hpctrain.errors import ConfigError
 from hpctrain.tasks.parts.datasets.fetch import locate_idx_files
 from hpctrain.tasks.parts.datasets.idx import read_idx
-from hpctrain.tasks.parts.datasets.resident import DeviceBatches, fits_on_device
+from hpctrain.tasks.parts.datasets.resident import DeviceBatches, ReportsBatching, fits_on_device
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -68,7 +68,7 @@ def load_split(files: dict[str, Path], split: str, dataset: str) -> Batch:
     return torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64))
 
 
-class ImageDataModule(L.LightningDataModule):
+class ImageDataModule(ReportsBatching, L.LightningDataModule):
     """Serves an MNIST-style dataset (28x28 uint8 images, labels 0-9) from a directory of IDX
     files, normalized by the mean and standard deviation of its training pixels."""
 
@@ -93,15 +93,6 @@ class ImageDataModule(L.LightningDataModule):
         self.resident = False
         self._train: ImageTensors | None = None
         self._val: ImageTensors | None = None
-
-    # What the recorder reports (hpctrain.trainer.facts.DeclaresBatching).
-    @property
-    def batches_per_call(self) -> int:
-        return self.chunk
-
-    @property
-    def data_on_device(self) -> bool:
-        return self.resident
 
     def setup(self, stage: str) -> None:
         if self._train is not None:

@@ -20,6 +20,22 @@ import torch
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
+
+class ReportsBatching:
+    """What a built-in data module reports to the recorder (hpctrain.trainer.facts's
+    DeclaresBatching): batches per training_step call, and whether the data is on the device."""
+
+    chunk: int
+    resident: bool
+
+    @property
+    def batches_per_call(self) -> int:
+        return self.chunk
+
+    @property
+    def data_on_device(self) -> bool:
+        return self.resident
+
 class DeviceBatches:
     """Batches of in-memory tensors for one rank, without DataLoader workers or collation."""
 
