@@ -106,7 +106,7 @@ class TrainerSection(_Section):
     batches_per_call: Literal["auto"] | PositiveInt = Field(
         default="auto",
         description="built-in tasks with data on the device: batches (optimizer steps) per "
-        "Lightning training_step call; auto: 64 for the spiral MLP on a GPU, 8192 samples' worth "
+        "Lightning training_step call; auto: 64 for the spiral MLP on a GPU, 32768 samples' worth "
         "on a CPU, 2048 for the CNNs on a GPU, at most 64 (1 for the CNNs on a CPU); custom "
         "tasks: 1",
     )
