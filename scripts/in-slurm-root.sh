@@ -10,9 +10,9 @@
 # Inside: the repository at the same path (run directories and paths in tests match), the
 # caller's directory when it lies in the repository, the root's venv (hpctrain editable,
 # Debian's torch) first on PATH, HPCTRAIN_HOME=.cache/slurm-24.11/home so its dev cluster's
-# state and job history are its own, and a private /tmp. The environment is clean: only
-# HPCTRAIN_* (not HPCTRAIN_HOME), CI, TERM, COLUMNS, PYTEST_ADDOPTS and PYTHONDONTWRITEBYTECODE
-# pass. The exit status is the command's.
+# state and job history are its own, and the root's own /tmp (not the host's). The environment
+# is clean: only HPCTRAIN_* (not HPCTRAIN_HOME), CI, TERM, COLUMNS, PYTEST_ADDOPTS and
+# PYTHONDONTWRITEBYTECODE pass. The exit status is the command's.
 #
 # The dev cluster inside uses the same ports as the host's (the sandbox allows no network
 # namespace), so only one of them runs at a time. Daemons it starts keep running after the

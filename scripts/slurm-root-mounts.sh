@@ -21,9 +21,10 @@ _slurm_root_mount_all() {
   mount --rbind /sys "$r/sys"
   # /dev with its submounts (/dev/pts for ssh's tty, /dev/shm for torch's DDP workers).
   mount --rbind /dev "$r/dev"
-  # The root's own /tmp: the dev cluster puts its sockets in /tmp/hpctrain-<hash>, pytest its
-  # tmp_path in /tmp/pytest-of-root; neither may mix with the host's.
-  mount -t tmpfs -o mode=1777,size=50% tmpfs "$r/tmp"
+  # /tmp stays the root's own directory, on disk, shared by every command run in the root (the
+  # dev cluster's sockets in /tmp/hpctrain-<hash>, pytest's tmp_path that slurmd writes job
+  # output to) and apart from the host's. Not a tmpfs per command: a daemon started by one
+  # command would not see the next one's.
   # The repository at the same path, so run directories and paths in tests match.
   mkdir -p "$r$slurm_root_repo"
   mount --bind "$slurm_root_repo" "$r$slurm_root_repo"
