@@ -34,6 +34,10 @@ slurm_root_env=(
   "PATH=$slurm_root_venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
   HOME=/root USER=root LOGNAME=root LANG=C.UTF-8
   "HPCTRAIN_HOME=$slurm_root_cache/home"
+  # Debian builds torch without libuv, which TCPStore (DDP's rendezvous) asks for by default
+  # since torch 2.4: "use_libuv was requested but PyTorch was build without libuv support".
+  # Jobs inherit it (sbatch exports the submitting environment).
+  USE_LIBUV=0
 )
 while IFS='=' read -r name _; do
   case "$name" in
