@@ -199,12 +199,14 @@ def summarize(rows: Rows) -> dict[str, Any]:
     for row in rows.rows:
         by_node.setdefault(row["node"], []).append(row)
     nodes = [summarize_node(name, by_node[name]) for name in sorted(by_node)]
+    by_name = {n.node: n for n in nodes}
     util = _nums(g.util_mean_pct for n in nodes for g in n.gpus)
     without: dict[str, list[str]] = {}
     for n in nodes:
         if not n.gpus:
             without.setdefault(n.gpu_note or "no GPU reported", []).append(n.node)
-    notes = [f"{', '.join(names)}: no GPU readings ({why}); CPU and memory were sampled"
+    notes = [f"{', '.join(names)}: no GPU readings ({why})"
+             + ("; CPU and memory were sampled" if any(by_name[m].samples for m in names) else "")
              for why, names in without.items()]
     notes += [note for n in nodes for note in _node_notes(n)]
     if rows.bad_lines:
@@ -244,6 +246,11 @@ def status_lines(summary: dict[str, Any]) -> list[str]:
     """The summary in a few lines, as `hpctrain status JOB` shows it under the job."""
     lines = []
     for n in summary["nodes"]:
+        if not n["samples"]:
+            # The sampler started but the job ended within its first interval.
+            lines.append(f"{n['node']}: no sample yet (the monitor takes its first one "
+                         "an interval after the job starts; a shorter job has none)")
+            continue
         gpus = n["gpus"]
         gpu_text = (", GPUs " + " ".join(
             f"{g['index']}:{g['util_mean_pct'] if g['util_mean_pct'] is not None else '-'}%"

@@ -212,3 +212,18 @@ def test_a_killed_sampler_keeps_every_row_it_wrote(tmp_path: Path) -> None:
     proc.wait(10)
     rows = stats.read_rows(tmp_path)
     assert rows.bad_lines == 0 and sum(r["kind"] == "sample" for r in rows.rows) >= 3
+
+
+def test_a_job_that_ended_before_the_first_sample_says_so(tmp_path: Path) -> None:
+    # The recorded start rows alone: the sampler started, the job ended within the interval.
+    (tmp_path / "monitor").mkdir()
+    for name in ("node1", "node2"):
+        start = (RECORDED / f"devcluster-{name}.jsonl").read_text().splitlines()[0]
+        (tmp_path / "monitor" / f"{name}.jsonl").write_text(start + "\n")
+    summary = stats.job_summary(tmp_path)
+    assert summary is not None and summary["samples"] == 0
+    lines = stats.status_lines(summary)
+    assert lines[:2] == [f"{node}: no sample yet (the monitor takes its first one an interval "
+                         "after the job starts; a shorter job has none)"
+                         for node in ("node1", "node2")]
+    assert not any("None" in line or "were sampled" in line for line in lines)
