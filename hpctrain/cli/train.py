@@ -34,18 +34,11 @@ def _parameter(option: TrainerOption) -> inspect.Parameter:
 
 def _train(**values: Any) -> None:
     """Train a packaged task locally, without SLURM."""
-    call = TrainerCall.from_values(values)
-    # The config models and the trainer (torch, Lightning) load only when a command runs:
-    # `hpctrain --help` stays fast.
-    from hpctrain.trainconfig.load import dump_config
+    # The trainer's modules (the config models; torch and Lightning once training starts)
+    # load only when the command runs: `hpctrain --help` stays fast.
+    from hpctrain.trainer.entry import run
 
-    cfg = call.load()
-    if call.print_config:
-        typer.echo(dump_config(cfg), nl=False)
-        return
-    from hpctrain.trainer.runner import run_training
-
-    run_training(cfg, call.run_dir, call.resume_mode)
+    run(TrainerCall.from_values(values))
 
 
 def train_command() -> Any:

@@ -39,17 +39,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def run(call: TrainerCall) -> None:
+    """What a parsed command line asks for: print the resolved settings, or train with them
+    (`hpctrain train` runs this too; hpctrain errors propagate to the caller's boundary)."""
+    config = call.load()
+    if call.print_config:
+        sys.stdout.write(dump_config(config))
+        return
+    # Torch and Lightning load only now: --help and --print-config stay fast.
+    from hpctrain.trainer.runner import run_training
+
+    run_training(config, call.run_dir, call.resume_mode)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, train, and turn hpctrain errors into one 'Error:' line."""
     call = TrainerCall.from_values(vars(build_parser().parse_args(argv)))
     try:
-        config = call.load()
-        if call.print_config:
-            sys.stdout.write(dump_config(config))
-            return 0
-        from hpctrain.trainer.runner import run_training
-
-        run_training(config, call.run_dir, call.resume_mode)
+        run(call)
     except TrainingStopped as e:
         return e.exit_code
     except HpctrainError as e:
