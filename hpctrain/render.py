@@ -13,6 +13,7 @@ import jinja2
 from hpctrain import __version__, rundir, templating
 from hpctrain.errors import SecretError, UnsafeValueError
 from hpctrain.plan import JobPlan, JobRequest, build_plan, secret_like
+from hpctrain.plan.launchers import LAUNCHERS
 from hpctrain.resources import templates_dir
 
 _SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9_.,:/=+@%-]+$")
@@ -99,6 +100,7 @@ def render_script(plan: JobPlan, *, environ: Mapping[str, str] | None = None) ->
     """Render the sbatch script; refuse it if it would carry a secret from `environ`."""
     text = templating.get_template(_environment(), templates_dir(), "sbatch.sh.j2").render(
         plan=plan, version=__version__, launch_args=_launch(plan), logs=log_patterns(plan),
+        launcher=LAUNCHERS[plan.launcher],
         run_files=rundir.for_template(),
     )
     if environ is not None:

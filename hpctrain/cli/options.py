@@ -61,8 +61,13 @@ class JobOptions:
     ] = None
     job_name: Annotated[str, typer.Option("--job-name", "-J", help="Job name.")] = "hpctrain"
     launcher: Annotated[
-        str, typer.Option(help="lightning (srun, one task per GPU) or torchrun (one per node).")
-    ] = "lightning"
+        str, typer.Option(help=(
+            "How the job starts your program, by what it does: srun if it is one rank (one "
+            "task per GPU; Lightning, or torch with RANK/LOCAL_RANK/WORLD_SIZE); torchrun if "
+            "it expects torchrun's environment; per-node if it starts its own workers "
+            "(mp.spawn, Lightning's launcher on one node). docs/jobs.md, 'Choosing a launcher'."
+        ))
+    ] = "srun"
     env: Annotated[
         list[str] | None,
         typer.Option("--env", "-e", help="KEY=VALUE exported in the job (repeatable; no secrets)."),
@@ -191,13 +196,9 @@ def invocation() -> str:
 
 
 def _launcher(name: str) -> Launcher:
-    from hpctrain.errors import HpctrainError
+    from hpctrain.plan.launchers import launch_mode
 
-    if name not in ("lightning", "torchrun"):
-        raise HpctrainError(
-            f"--launcher {name!r} is unknown", "use --launcher lightning or torchrun"
-        )
-    return "torchrun" if name == "torchrun" else "lightning"
+    return launch_mode(name).name
 
 
 def _python_env(choice: str | None, profile: Profile) -> str | None:

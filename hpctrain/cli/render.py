@@ -32,6 +32,9 @@ def show_summary(plan: JobPlan) -> None:
     """A one-glance summary of a plan, on stderr so that stdout stays the script."""
     from rich.table import Table
 
+    from hpctrain.plan.launchers import LAUNCHERS
+
+    mode = LAUNCHERS[plan.launcher]
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column(style="bold")
     t.add_column()
@@ -41,7 +44,10 @@ def show_summary(plan: JobPlan) -> None:
         ("nodes", str(plan.nodes)),
         ("GPUs per node", gpus),
         ("total GPUs", str(plan.total_gpus)),
-        ("tasks per node", f"{plan.tasks_per_node} ({plan.launcher})"),
+        ("launcher", f"{plan.launcher}: for when {mode.program}; {mode.starts}"),
+        ("tasks per node", f"{plan.tasks_per_node}, {plan.cpus_per_task} CPU(s) and "
+                           f"{plan.gpus_per_node} GPU(s) each" if mode.name == "per-node" else
+                           str(plan.tasks_per_node)),
         ("CPUs per node", f"{plan.cpus_per_node} ({plan.cpus_per_task} per task)"),
         ("memory per node", f"{plan.mem_mb} MB"),
         ("time", plan.time),

@@ -12,11 +12,6 @@ from hpctrain.plan.model import JobRequest
 from hpctrain.plan.outcome import Outcome
 
 
-def world_size(req: JobRequest, nodes: int, gpus_per_node: int, tasks_per_node: int) -> int:
-    """Training processes of the job: one per task (Lightning), per GPU or node (torchrun)."""
-    return nodes * (tasks_per_node if req.launcher == "lightning" else max(gpus_per_node, 1))
-
-
 def global_batch_problems(req: JobRequest, world: int) -> Outcome[None]:
     """The split of the global batch over this job's world size (a note), or why it fails."""
     t = req.trainer.trainer if req.trainer is not None else None

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from hpctrain.plan.access import choose_account
-from hpctrain.plan.batch import global_batch_problems, world_size
+from hpctrain.plan.batch import global_batch_problems
 from hpctrain.plan.inputs import check_inputs, choose_command
+from hpctrain.plan.launchers import LaunchMode, launcher_problems
 from hpctrain.plan.limits import choose_qos, wall_time
 from hpctrain.plan.model import JobPlan, JobRequest
 from hpctrain.plan.nodetypes import Fit, fit_node_types, selected_types
@@ -14,18 +15,18 @@ from hpctrain.plan.outcome import Collector
 from hpctrain.plan.resources import NodeShare, cpus_per_task, memory, node_share
 from hpctrain.plan.restart import restart_policy
 from hpctrain.plan.sbatch import sbatch_options
-from hpctrain.plan.topology import Topology, choose_partition, tasks_per_node, topology
+from hpctrain.plan.topology import Topology, choose_partition, topology
 from hpctrain.plan.trainer_options import cuda_graphs_problems
 from hpctrain.profiles.model import Partition, Profile
 
 
 def _placement(
-    req: JobRequest, part: Partition, found: Collector
+    req: JobRequest, part: Partition, mode: LaunchMode, found: Collector
 ) -> tuple[Topology, int, Fit, NodeShare]:
     """Where the job runs: nodes and GPUs, tasks per node, the node types that fit, their share."""
     base = found.take(selected_types(req, part))
     shape = found.take(topology(req, part, base))
-    tasks = tasks_per_node(req.launcher, shape.gpus_per_node)
+    tasks = mode.tasks_per_node(shape.gpus_per_node)
     fit = found.take(fit_node_types(req, part, base, shape.nodes, shape.gpus_per_node, tasks))
     return shape, tasks, fit, node_share(req.profile, fit, shape.gpus_per_node)
 
@@ -50,7 +51,8 @@ def build_plan(req: JobRequest) -> JobPlan:
     # what they say about fitting that stand-in would mislead, so it is left out.
     found = Collector(check_fit=not chosen.problems)
     part = found.take(chosen)
-    shape, tasks, fit, share = _placement(req, part, found)
+    mode = found.take(launcher_problems(req))
+    shape, tasks, fit, share = _placement(req, part, mode, found)
     cpt = found.take(cpus_per_task(req, tasks, share))
     mem_mb = found.take(memory(req, share))
     qos = found.take(choose_qos(req, part))
@@ -59,7 +61,7 @@ def build_plan(req: JobRequest) -> JobPlan:
     inputs = found.take(check_inputs(req))
     options = found.take(sbatch_options(req, fit, shape.gpus_per_node))
     command = found.take(choose_command(req))
-    world = world_size(req, shape.nodes, shape.gpus_per_node, tasks)
+    world = shape.nodes * mode.workers_per_node(shape.gpus_per_node)
     found.take(global_batch_problems(req, world))
     found.take(cuda_graphs_problems(req, world, shape.gpus_per_node))
     restart = found.take(restart_policy(req, command, time_s))
@@ -82,7 +84,7 @@ def build_plan(req: JobRequest) -> JobPlan:
         qos=qos,
         constraint=fit.constraint,
         job_name=req.job_name,
-        launcher=req.launcher,
+        launcher=mode.name,
         gpu_option=options.gpu_option,
         extra_sbatch=options.extra,
         env=inputs.env,

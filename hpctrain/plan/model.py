@@ -12,7 +12,7 @@ from hpctrain.units import format_time
 if TYPE_CHECKING:
     from hpctrain.trainconfig.model import TrainConfig
 
-Launcher = Literal["lightning", "torchrun"]
+Launcher = Literal["srun", "torchrun", "per-node"]
 
 TRAINER_COMMAND = ("python", "-m", "hpctrain.trainer")
 DEFAULT_MONITOR_INTERVAL_S = 10
@@ -33,7 +33,7 @@ class JobRequest:
     qos: str | None = None
     constraint: str | None = None
     job_name: str = "hpctrain"
-    launcher: Launcher = "lightning"
+    launcher: Launcher = "srun"
     env: Mapping[str, str] = field(default_factory=dict)
     sbatch_args: Sequence[str] = ()
     # The user's own command; empty: the packaged trainer, its command made from `trainer`.

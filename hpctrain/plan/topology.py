@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hpctrain.plan.model import JobRequest, Launcher
+from hpctrain.plan.model import JobRequest
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.text import number
 from hpctrain.profiles.model import NodeType, Partition
@@ -117,10 +117,3 @@ def _node_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str
             + ("" if part.max_nodes > 1 else " or another partition")
         )
     return tuple(misfits)
-
-
-def tasks_per_node(launcher: Launcher, gpus_per_node: int) -> int:
-    """Tasks on each node, as the launcher expects them."""
-    # Lightning wants one task per GPU (and devices == tasks per node, Lightning #20391);
-    # torchrun wants one task per node and spawns the GPU workers itself.
-    return max(gpus_per_node, 1) if launcher == "lightning" else 1

@@ -63,7 +63,7 @@ def assert_every_epoch_once(m: dict[str, Any], max_epochs: int) -> None:
 # exit-code mapping); most runs show two or more, a resumed segment stopped again. torchrun
 # trains 600 epochs of half the data, at about 0.08 s each.
 @pytest.mark.parametrize(("launcher", "samples", "epochs"),
-                         [("lightning", "16384", 400), ("torchrun", "8192", 600)])
+                         [("srun", "16384", 400), ("torchrun", "8192", 600)])
 def test_long_training_survives_the_limit_by_requeueing(
     devcluster: DevClusterHandle, tmp_path: Path, launcher: str, samples: str, epochs: int
 ) -> None:

@@ -72,15 +72,32 @@ def test_time_over_the_partition_limit_is_refused() -> None:
 
 
 def test_launcher_torchrun_is_one_task_per_node_spawning_the_gpus() -> None:
-    lightning = _script(["render", "-P", "local", "--nodes", "2", "--gpus-per-node", "2",
-                         "--launcher", "lightning", "--dry-run"])
+    srun = _script(["render", "-P", "local", "--nodes", "2", "--gpus-per-node", "2",
+                    "--launcher", "srun", "--dry-run"])
     torchrun = _script(["render", "-P", "local", "--nodes", "2", "--gpus-per-node", "2",
                         "--launcher", "torchrun", "--dry-run"])
-    assert _sbatch(lightning)["--ntasks-per-node"] == "2"
-    assert "torchrun" not in _launch(lightning)
+    assert _sbatch(srun)["--ntasks-per-node"] == "2"
+    assert "torchrun" not in _launch(srun)
     assert _sbatch(torchrun)["--ntasks-per-node"] == "1"
     launch = _launch(torchrun)
     assert " torchrun " in launch and "--nproc-per-node=2" in launch and "--nnodes=" in launch
+
+
+def test_launcher_lightning_is_the_earlier_name_of_srun() -> None:
+    args = ["render", "-P", "local", "--nodes", "2", "--dry-run"]
+    def body(launcher: str) -> list[str]:
+        script = _script([*args, "--launcher", launcher])
+        return [ln for ln in script.splitlines() if not ln.startswith("# Made by:")]
+
+    assert body("lightning") == body("srun")
+
+
+def test_launcher_per_node_is_one_task_per_node_with_all_its_gpus() -> None:
+    per_node = _script(["render", "-P", "local", "--nodes", "2", "--gpus-per-node", "2",
+                        "--launcher", "per-node", "--dry-run", "--", "python", "spawn.py"])
+    assert _sbatch(per_node)["--ntasks-per-node"] == "1"
+    assert _sbatch(per_node)["--gres"] == "gpu:emu:2"
+    assert "hpctrain-per-node python spawn.py" in _launch(per_node)
 
 
 def test_grace_and_requeue_set_the_warning_and_the_requeue() -> None:

@@ -187,12 +187,42 @@ def test_extra_sbatch_passes() -> None:
     assert p.extra_sbatch == ("--mail-type=END", "--exclusive")
 
 
-# Rule: launcher consistency (Lightning: tasks per node = GPUs per node)
+# Rule: launchers (srun: tasks per node = GPUs per node; per-node: one task holds the node)
 
 
 @pytest.mark.parametrize("gpus", [1, 2, 4])
-def test_lightning_tasks_equal_gpus(gpus: int) -> None:
+def test_srun_tasks_equal_gpus(gpus: int) -> None:
     assert plan("raven", gpus_per_node=gpus).tasks_per_node == gpus
+
+
+def test_per_node_one_task_holds_the_node() -> None:
+    p = plan("marvin", partition="sgpu_devel", gpus_per_node=2, launcher="per-node",
+             account="ag", command=("python", "Scripts/MNIST.py"))
+    srun = plan("marvin", partition="sgpu_devel", gpus_per_node=2, account="ag")
+    assert (p.tasks_per_node, p.gpu_option) == (1, "--gres=gpu:a100:2")
+    # The one task holds what srun's two tasks hold together.
+    assert p.cpus_per_task == srun.cpus_per_task * 2 and p.cpus_per_node == srun.cpus_per_node
+
+
+def test_per_node_refuses_the_packaged_trainer() -> None:
+    for command in ((), ("python", "-m", "hpctrain.trainer", "--task", "mnist")):
+        msg = refused("local", launcher="per-node", command=command)
+        assert "hpctrain's trainer is one rank per process" in msg
+        assert "use --launcher srun (or torchrun)" in msg
+
+
+@pytest.mark.parametrize(("launcher", "key"), [
+    ("srun", "RANK"), ("srun", "MASTER_PORT"), ("torchrun", "LOCAL_WORLD_SIZE"),
+    ("per-node", "NODE_RANK"), ("per-node", "WORLD_SIZE"), ("per-node", "MASTER_ADDR"),
+])
+def test_variables_the_launcher_sets_are_refused_in_env(launcher: str, key: str) -> None:
+    msg = refused("local", launcher=launcher, command=("python", "x.py"), env={key: "3"})
+    assert f"--env {key}=...: the {launcher} launcher sets {key} itself" in msg
+
+
+def test_variables_another_launcher_sets_pass() -> None:
+    p = plan("local", launcher="srun", command=("python", "x.py"), env={"NODE_RANK": "0"})
+    assert p.env == (("NODE_RANK", "0"),)
 
 
 def test_all_problems_reported_at_once() -> None:

@@ -74,7 +74,7 @@ def test_raven_two_nodes_script() -> None:
         "#SBATCH --ntasks-per-node=4",
         "#SBATCH --gres=gpu:a100:4",
         "#SBATCH --constraint=gpu",
-        "srun --kill-on-bad-exit=1 python -m hpctrain.trainer --task spiral",
+        "hpctrain-srun python -m hpctrain.trainer --task spiral",
         "export SRUN_CPUS_PER_TASK=",
     ):
         assert line in text
@@ -89,6 +89,53 @@ def test_torchrun_launch_line() -> None:
     assert "python -m hpctrain.trainer" not in text  # torchrun runs python itself
     other = _render("raven", launcher="torchrun", command=("./train.sh", "x"))
     assert "--no-python ./train.sh x" in other
+
+
+def test_per_node_launch_lines() -> None:
+    text = _render("marvin", partition="sgpu_devel", gpus_per_node=2, launcher="per-node",
+                   command=("python", "Scripts/MNIST.py"))
+    for line in (
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --gres=gpu:a100:2",
+        "export NNODES=\"$SLURM_JOB_NUM_NODES\" GPUS_PER_NODE=2 LOCAL_WORLD_SIZE=2",
+        "export WORLD_SIZE=\"$((SLURM_JOB_NUM_NODES * 2))\"",
+        "srun --kill-on-bad-exit=1 --ntasks-per-node=1 bash -c",
+        "hpctrain-per-node python Scripts/MNIST.py",
+        "# Launcher per-node, for when your program starts its own workers",
+    ):
+        assert line in text, line
+
+
+def _launch_step(text: str, wrapper: str) -> str:
+    """The rendered srun step, as the shell command that srun would start on a node."""
+    lines = text.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("srun --kill-on-bad-exit=1 "))
+    end = next(i for i, x in enumerate(lines) if x.strip().startswith(wrapper))
+    step = "\n".join(lines[start:end + 1]).removesuffix(" &")
+    return step.removeprefix("srun --kill-on-bad-exit=1 ").removeprefix("--ntasks-per-node=1 ")
+
+
+@pytest.mark.parametrize(("launcher", "wrapper", "slurm", "expect"), [
+    ("srun", "hpctrain-srun", {"SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NTASKS": "8"},
+     "RANK=5 LOCAL_RANK=1 WORLD_SIZE=8 NODE_RANK= SLURM_NTASKS=8"),
+    ("per-node", "hpctrain-per-node", {"SLURM_NODEID": "1", "SLURM_PROCID": "1",
+                                       "SLURM_NTASKS": "2", "SLURM_LOCALID": "0"},
+     "RANK= LOCAL_RANK= WORLD_SIZE= NODE_RANK=1 SLURM_NTASKS="),
+])
+def test_launch_step_sets_ranks_and_hands_the_command_over_whole(
+    launcher: str, wrapper: str, slurm: dict[str, str], expect: str, tmp_path: Path
+) -> None:
+    """Run the rendered step's wrapper as srun would on a node: it sets the launcher's
+    variables from SLURM's, and the user's words arrive as words, never as code."""
+    show = 'echo "RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE NODE_RANK=$NODE_RANK ' \
+        'SLURM_NTASKS=$SLURM_NTASKS"; printf "%s|" "$@"'
+    words = ("bash", "-c", show, "prog", "a b", "$(touch x)", ";", "-n", "'q'")
+    text = _render("local", launcher=launcher, command=words)
+    env = {"PATH": os.environ["PATH"], **slurm}
+    out = subprocess.run(["bash", "-c", _launch_step(text, wrapper)], capture_output=True,
+                         text=True, cwd=tmp_path, env=env, check=True).stdout
+    assert out.splitlines() == [expect, "a b|$(touch x)|;|-n|'q'|"]
+    assert not (tmp_path / "x").exists()
 
 
 def test_nccl_and_env_exported() -> None:
