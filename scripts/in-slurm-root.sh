@@ -14,8 +14,8 @@
 # is clean: only HPCTRAIN_* (not HPCTRAIN_HOME), CI, TERM, COLUMNS, PYTEST_ADDOPTS and
 # PYTHONDONTWRITEBYTECODE pass. The exit status is the command's.
 #
-# The dev cluster inside uses the same ports as the host's (the sandbox allows no network
-# namespace), so only one of them runs at a time. Daemons it starts keep running after the
+# The sandbox allows no network namespace, so the dev cluster inside moves its ports up by
+# HPCTRAIN_DEVCLUSTER_PORT_OFFSET (default 100) and can run beside the host's. Daemons it starts keep running after the
 # command returns (in their own mount namespace, which the kernel drops when they exit); stop
 # them with `bash scripts/in-slurm-root.sh hpctrain devcluster down`. Nothing stays mounted on
 # the host, whatever way the command ends.
@@ -34,6 +34,7 @@ slurm_root_env=(
   "PATH=$slurm_root_venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
   HOME=/root USER=root LOGNAME=root LANG=C.UTF-8
   "HPCTRAIN_HOME=$slurm_root_cache/home"
+  "HPCTRAIN_DEVCLUSTER_PORT_OFFSET=${HPCTRAIN_DEVCLUSTER_PORT_OFFSET:-100}"
   # Debian builds torch without libuv, which TCPStore (DDP's rendezvous) asks for by default
   # since torch 2.4: "use_libuv was requested but PyTorch was build without libuv support".
   # Jobs inherit it (sbatch exports the submitting environment).
@@ -45,7 +46,7 @@ slurm_root_env=(
 )
 while IFS='=' read -r name _; do
   case "$name" in
-    HPCTRAIN_HOME) ;;
+    HPCTRAIN_HOME | HPCTRAIN_DEVCLUSTER_PORT_OFFSET) ;;
     HPCTRAIN_* | CI | TERM | COLUMNS | PYTEST_ADDOPTS | PYTHONDONTWRITEBYTECODE)
       slurm_root_env+=("$name=${!name}")
       ;;

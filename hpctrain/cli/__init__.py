@@ -38,9 +38,19 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
     ),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    debug: bool = typer.Option(
+        False, "--debug",
+        help="Show tracebacks for errors, and every SLURM command with the output format used."),
 ) -> None:
     _state["debug"] = debug
+    if debug:
+        import logging
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
+        logger = logging.getLogger("hpctrain")
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
 
 
 def build_app(args: Sequence[str] | None = None) -> typer.Typer:

@@ -64,6 +64,23 @@ def _quiet(_msg: str) -> None:
     pass
 
 
+# Moves every port of the dev cluster, so that two can run on one machine (the SLURM 24.11
+# root's beside the host's: scripts/in-slurm-root.sh sets it; docs/devcluster.md).
+PORT_OFFSET_VAR = "HPCTRAIN_DEVCLUSTER_PORT_OFFSET"
+_MAX_PORT_OFFSET = 20000
+
+
+def ports_from_environment() -> Ports:
+    """The default ports, moved by HPCTRAIN_DEVCLUSTER_PORT_OFFSET when it is set."""
+    raw = os.environ.get(PORT_OFFSET_VAR, "").strip()
+    if not raw:
+        return Ports()
+    if not raw.isdigit() or int(raw) > _MAX_PORT_OFFSET:
+        raise HpctrainError(f"{PORT_OFFSET_VAR}={raw!r} is not a port offset",
+                            f"give a whole number from 0 to {_MAX_PORT_OFFSET}, or unset it")
+    return Ports().shifted(int(raw))
+
+
 class DevCluster:
     """The dev cluster living in one directory (default: paths.devcluster_dir())."""
 
@@ -71,7 +88,7 @@ class DevCluster:
                  pointer: Path | None = None) -> None:
         directory = Path(root) if root is not None else paths.devcluster_dir()
         self.layout = Layout.for_dir(directory)
-        self.ports = ports or Ports()
+        self.ports = ports or ports_from_environment()
         self.daemons = Daemons(self.layout, self.ports)
         # Where `up` publishes slurm.conf for hpctrain's commands. By default only the cluster
         # in HPCTRAIN_HOME's own directory does; any other is reached through SLURM_CONF.

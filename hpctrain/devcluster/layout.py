@@ -34,6 +34,11 @@ class Ports:
     mysqld: int = 13306
     slurmd_base: int = 17001
 
+    def shifted(self, offset: int) -> Ports:
+        """Every port moved up by `offset`: a second dev cluster beside the first."""
+        return Ports(self.slurmctld + offset, self.slurmdbd + offset, self.mysqld + offset,
+                     self.slurmd_base + offset)
+
     def as_dict(self) -> dict[str, int]:
         """The ports by daemon, as state.json records them."""
         return {

@@ -198,6 +198,10 @@ class JobWatcher:
         try:
             ask = self._to_ask(records, report)
             report.asked = len(ask)
+            if ask:
+                # The output format: a local `sinfo --version` once, no question to slurmctld.
+                self.client.dialect()
+                before = len(self.client.calls)
             fresh = self._store(self._ask_all(ask, report)) if ask else {}
         except SlurmUnavailableError as e:
             # Nothing is stored: a failed squeue says nothing about the jobs (they may well

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import shlex
 import subprocess
 import time
 from collections.abc import Sequence
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from hpctrain import paths
 from hpctrain.errors import SlurmError, SlurmUnavailableError
-from hpctrain.slurm import controller, parsers, starts
+from hpctrain.slurm import controller, parsers, parsers_json, starts
 from hpctrain.slurm.parsers import JobInfo
 from hpctrain.slurm.transport import (
     CONTROLLER_COMMANDS,
@@ -20,11 +22,14 @@ from hpctrain.slurm.transport import (
     LocalTransport,
     Transport,
 )
+from hpctrain.slurm.versions import SINFO_JSON_SINCE, Dialect, dialect_for, parse_version
 
 if TYPE_CHECKING:
     from hpctrain.slurm import inventory
 
 DEFAULT_TIMEOUT_S = 10.0
+# `hpctrain --debug` shows these: every SLURM command, and which output format was chosen.
+log = logging.getLogger("hpctrain.slurm")
 class SlurmTimeoutError(SlurmUnavailableError):
     """A SLURM command did not answer within the client's timeout."""
 
@@ -66,6 +71,8 @@ class SlurmClient:
     # squeue's and sacct's answers fetched together in one round trip, by command name.
     _prefetched: dict[str, tuple[frozenset[str], Result]] = field(
         default_factory=dict, init=False, repr=False)
+    # The SLURM here and how to read it (slurm/versions.py), learnt on first need.
+    _dialect: Dialect | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def from_environment(cls, timeout_s: float | None = None) -> SlurmClient:
@@ -95,6 +102,7 @@ class SlurmClient:
         """Run one SLURM command; raise SlurmUnavailableError on absence, a dead controller
         or timeout."""
         argv = tuple(argv)
+        log.debug("%s", shlex.join(argv))
         self.calls.append(argv)
         self.call_times.append(time.monotonic())
         limit = timeout_s if timeout_s is not None else self.timeout_s
@@ -164,29 +172,46 @@ class SlurmClient:
         job_id, _cluster = parsers.parse_sbatch_parsable(result.stdout)
         return job_id
 
+    def dialect(self) -> Dialect:
+        """The SLURM here and whether its job queries answer in JSON (one `sinfo --version`)."""
+        if self._dialect is None:
+            try:
+                version: tuple[int, int] | None = self.slurm_version()
+            except (SlurmError, ValueError):
+                version = None
+            self._dialect = dialect_for(version, os.environ)
+            log.debug("%s", self._dialect.describe())
+        return self._dialect
+
     def squeue(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
         """One `squeue` for all ids; jobs the controller has forgotten are simply absent."""
         if not job_ids:
             return {}
+        json_out = self.dialect().json
         result = self._prefetched_result("squeue", job_ids) or self.run(
-            _squeue_argv(job_ids), check=False)
+            _squeue_argv(job_ids, json_out), check=False)
         if result.returncode != 0:
             # squeue refuses a job list in which no id is known to the controller any more.
             if "invalid job id" in result.stderr.lower():
                 return {}
             raise self.error_for(result)
-        # The start rides on the same call (`status` shows it for pending jobs).
-        stdout, found = starts.split_squeue_starts(result.stdout)
+        if json_out:
+            jobs, found = parsers_json.parse_squeue_json(result.stdout, time.time())
+        else:
+            # The start rides on the same call (`status` shows it for pending jobs).
+            stdout, found = starts.split_squeue_starts(result.stdout)
+            jobs = parsers.parse_squeue(stdout)
         self.starts.update(found)
-        return parsers.parse_squeue(stdout)
+        return jobs
 
     def sacct(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
         """One `sacct` for all ids (allocations only); AccountingUnavailableError if it can't."""
         if not job_ids:
             return {}
+        json_out = self.dialect().json
         try:
             result = self._prefetched_result("sacct", job_ids) or self.run(
-                _sacct_argv(job_ids), check=False)
+                _sacct_argv(job_ids, json_out), check=False)
         except SlurmTimeoutError as e:
             raise AccountingUnavailableError(e.what, e.fix) from None
         if result.returncode != 0:
@@ -196,6 +221,8 @@ class SlurmClient:
                 "job accounting (slurmdbd) is off or down here; hpctrain falls back to "
                 "scontrol and the last state it saw",
             )
+        if json_out:
+            return parsers_json.parse_sacct_json(result.stdout)
         return parsers.parse_sacct(result.stdout)
 
     def prefetch(self, job_ids: Sequence[str]) -> None:
@@ -203,7 +230,8 @@ class SlurmClient:
         the next asks."""
         if not self.transport.batches or not job_ids:
             return
-        argvs = (_squeue_argv(job_ids), _sacct_argv(job_ids))
+        json_out = self.dialect().json
+        argvs = (_squeue_argv(job_ids, json_out), _sacct_argv(job_ids, json_out))
         now = time.monotonic()
         for argv in argvs:
             self.calls.append(argv)
@@ -271,8 +299,6 @@ class SlurmClient:
 
     def slurm_version(self) -> tuple[int, int]:
         """(major, minor) of the SLURM commands here, from `sinfo --version` (no daemon asked)."""
-        from hpctrain.slurm.inventory import parse_version
-
         return parse_version(self.run(["sinfo", "--version"]).stdout)
 
     def partition_limits(self) -> list[inventory.PartitionInfo]:
@@ -286,7 +312,7 @@ class SlurmClient:
         """Every node's shape: `sinfo --json` where SLURM has it, else `scontrol -o show node`."""
         from hpctrain.slurm import inventory as inv
 
-        if version >= inv.SINFO_JSON_SINCE:
+        if version >= SINFO_JSON_SINCE:
             result = self.run(["sinfo", "--json"], check=False)
             # A site without SLURM's openapi plugins refuses --json: the text path still works.
             nodes = inv.parse_nodes_json(result.stdout) if result.returncode == 0 else None
@@ -329,14 +355,20 @@ class SlurmClient:
         return self.transport.cluster_name()
 
 
-def _squeue_argv(job_ids: Sequence[str]) -> tuple[str, ...]:
-    return ("squeue", "--noheader", "--states=all", "--jobs", parsers.job_id_list(job_ids),
+def _squeue_argv(job_ids: Sequence[str], json_out: bool) -> tuple[str, ...]:
+    ids = parsers.job_id_list(job_ids)
+    if json_out:
+        return ("squeue", "--json", "--states=all", "--jobs", ids)
+    return ("squeue", "--noheader", "--states=all", "--jobs", ids,
             "--format", parsers.SQUEUE_FORMAT + starts.START_FIELD)
 
 
-def _sacct_argv(job_ids: Sequence[str]) -> tuple[str, ...]:
+def _sacct_argv(job_ids: Sequence[str], json_out: bool) -> tuple[str, ...]:
+    ids = parsers.job_id_list(job_ids)
+    if json_out:
+        return ("sacct", "--json", "--allocations", "--jobs", ids)
     return ("sacct", "--allocations", "--parsable2", "--noheader",
-            "--jobs", parsers.job_id_list(job_ids), "--format", parsers.SACCT_FORMAT)
+            "--jobs", ids, "--format", parsers.SACCT_FORMAT)
 
 
 def _env_timeout() -> float:

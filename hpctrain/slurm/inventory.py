@@ -16,10 +16,7 @@ from hpctrain.units import parse_time_seconds
 
 # A key of scontrol's one-line output: a word directly followed by "=", at a word start.
 _KEY = re.compile(r"(?:(?<=\s)|^)([A-Za-z][A-Za-z0-9_/:.]*)=")
-_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 _NONE = ("", "(null)", "N/A", "NONE", "none")
-# sinfo --json from 21.08; scontrol and sacctmgr --json from 23.02.
-SINFO_JSON_SINCE = (21, 8)
 
 
 @dataclass(frozen=True)
@@ -65,14 +62,6 @@ class Association:
     partition: str | None
     qos: tuple[str, ...]
     default_qos: str | None
-
-
-def parse_version(text: str) -> tuple[int, int]:
-    """`sinfo --version` ("slurm-wlm 22.05.8", "slurm 23.11.4") -> (22, 5)."""
-    m = _VERSION.search(text)
-    if m is None:
-        raise ValueError(f"no SLURM version in {text.strip()[:80]!r}")
-    return int(m.group(1)), int(m.group(2))
 
 
 def parse_oneliners(text: str) -> list[dict[str, str]]:

@@ -42,7 +42,8 @@ class JobInfo:
     time_limit_s: int | None = None
 
 
-def _value(text: str) -> str | None:
+def empty_value(text: str) -> str | None:
+    """The text, or None where SLURM wrote one of its words for no value."""
     text = text.strip()
     return None if text.lower() in _EMPTY else text
 
@@ -110,11 +111,11 @@ def parse_squeue(stdout: str) -> dict[str, JobInfo]:
             slurm_state=state,
             source="squeue",
             # squeue's %r says "None" while running and keeps the last reason afterwards.
-            reason=_value(reason) if st in (JobState.PENDING, JobState.REQUEUED,
+            reason=empty_value(reason) if st in (JobState.PENDING, JobState.REQUEUED,
                                             JobState.SUSPENDED) else None,
             exit_code=0 if st is JobState.COMPLETED else None,
             signal=0 if st is JobState.COMPLETED else None,
-            node_list=_value(node_list),
+            node_list=empty_value(node_list),
             nodes=_int(nodes),
             elapsed_s=parse_duration(elapsed),
             time_limit_s=parse_duration(limit),
@@ -143,10 +144,11 @@ def parse_sacct(stdout: str) -> dict[str, JobInfo]:
             state=st,
             slurm_state=state.strip(),
             source="sacct",
-            reason=_value(reason) if not st.is_terminal and st is not JobState.RUNNING else None,
+            reason=(empty_value(reason) if not st.is_terminal and st is not JobState.RUNNING
+                    else None),
             exit_code=code if st.is_terminal else None,
             signal=sig if st.is_terminal else None,
-            node_list=_value(node_list),
+            node_list=empty_value(node_list),
             nodes=_int(nodes),
             elapsed_s=parse_duration(elapsed),
             time_limit_s=parse_duration(limit),
@@ -181,10 +183,10 @@ def parse_scontrol_job(text: str) -> JobInfo | None:
         state=st,
         slurm_state=f.get("JobState", ""),
         source="scontrol",
-        reason=_value(f.get("Reason", "")) if not st.is_terminal else None,
+        reason=empty_value(f.get("Reason", "")) if not st.is_terminal else None,
         exit_code=code if st.is_terminal else None,
         signal=sig if st.is_terminal else None,
-        node_list=_value(f.get("NodeList", "")),
+        node_list=empty_value(f.get("NodeList", "")),
         nodes=_int(f.get("NumNodes", "").split("-")[0]),
         elapsed_s=parse_duration(f.get("RunTime")),
         time_limit_s=parse_duration(f.get("TimeLimit")),

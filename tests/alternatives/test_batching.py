@@ -87,10 +87,9 @@ def test_global_batch_for_a_foreign_command_is_refused() -> None:
     assert "applies to the packaged trainer" in str(res.exception)
 
 
-def test_torchrun_counts_one_process_per_gpu() -> None:
-    from hpctrain.plan import JobRequest
-    from hpctrain.plan.batch import world_size
-    from hpctrain.profiles import load_profile
+def test_every_launcher_counts_one_process_per_gpu() -> None:
+    from hpctrain.plan.launchers import LAUNCHERS
 
-    req = JobRequest(profile=load_profile("local"), launcher="torchrun")
-    assert world_size(req, 2, 2, 1) == 4 and world_size(req, 2, 0, 1) == 2
+    for mode in LAUNCHERS.values():
+        assert mode.workers_per_node(2) == 2 and mode.workers_per_node(0) == 1, mode.name
+    assert [m.tasks_per_node(4) for m in LAUNCHERS.values()] == [4, 1, 1]

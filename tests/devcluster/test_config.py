@@ -22,7 +22,7 @@ from hpctrain.devcluster.hosts import hosts_has_line, update_hosts
 from hpctrain.devcluster.layout import Layout, Ports, is_plain
 from hpctrain.devcluster.state import export_line
 from hpctrain.devcluster.topology import DEFAULT_NODES, plan_cluster
-from hpctrain.errors import DevClusterError
+from hpctrain.errors import DevClusterError, HpctrainError
 from hpctrain.profiles import load_profile
 from hpctrain.profiles.model import Constraint, Partition, Profile, Qos
 from hpctrain.units import format_time
@@ -345,3 +345,17 @@ def test_a_foreign_socket_dir_is_refused(tmp_path: Path) -> None:
     write_files(plan, layout, configs)
     assert layout.alias.readlink() == layout.root
     assert str(layout.alias) in layout.slurm_conf.read_text()
+
+
+def test_port_offset_moves_every_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpctrain.devcluster.cluster import PORT_OFFSET_VAR, ports_from_environment
+
+    monkeypatch.setenv(PORT_OFFSET_VAR, "100")
+    moved = ports_from_environment()
+    assert moved.as_dict() == {k: v + 100 for k, v in Ports().as_dict().items()}
+    for bad in ("-1", "x", "20001", "1e3"):
+        monkeypatch.setenv(PORT_OFFSET_VAR, bad)
+        with pytest.raises(HpctrainError, match=PORT_OFFSET_VAR):
+            ports_from_environment()
+    monkeypatch.delenv(PORT_OFFSET_VAR)
+    assert ports_from_environment() == Ports()

@@ -14,6 +14,7 @@ from hpctrain.history import History, JobRecord, NewJob
 from hpctrain.places import LocalPlace
 from hpctrain.slurm.client import Result, SlurmClient
 from hpctrain.slurm.transport import LocalTransport
+from hpctrain.slurm.versions import dialect_for, parse_version
 from tests.recorded import SLURM, UnrecordedCommandError, check_replay, pick_recording
 
 # The set recorded from the dev cluster's SLURM (see its MANIFEST.json for each file's origin).
@@ -44,9 +45,12 @@ class ReplayClient(SlurmClient):
     for (job ids aside): one the client builds otherwise fails as UnrecordedCommandError.
     """
 
-    def __init__(self, answers: dict[str, Answer]) -> None:
+    def __init__(self, answers: dict[str, Answer], slurm: str = SLURM) -> None:
         super().__init__(LocalTransport(None), timeout_s=5)
         self.answers = answers
+        # The recordings' SLURM (their set's name) decides the output format, as the version
+        # the real client asks `sinfo --version` for would.
+        self._dialect = dialect_for(parse_version(slurm), {})
 
     def run(
         self, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = None,

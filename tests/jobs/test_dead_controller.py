@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from hpctrain.devcluster.cluster import ports_from_environment
 from hpctrain.slurm.transport import PROBE_AFTER_S
 from tests.waits import assert_prompt, timed, wait_for
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
 
 pytestmark = pytest.mark.cluster
-CONTROLLER = "127.0.0.1:16817"
+CONTROLLER = f"127.0.0.1:{ports_from_environment().slurmctld}"
 
 
 @pytest.fixture

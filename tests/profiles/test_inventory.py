@@ -14,6 +14,7 @@ from hpctrain.profiles.check import check_profile
 from hpctrain.profiles.discover import draft_profile, draft_yaml
 from hpctrain.resources import profiles_dir
 from hpctrain.slurm import inventory as inv
+from hpctrain.slurm.versions import SINFO_JSON_SINCE, parse_version
 
 from .helpers import RECORDED, assert_same_profile, recorded_facts, recording
 
@@ -27,11 +28,11 @@ def test_every_shipped_profile_has_a_recording() -> None:
 
 
 def test_versions() -> None:
-    assert inv.parse_version(recording("local", "sinfo_version")["stdout"]) == (22, 5)
-    assert inv.parse_version("slurm 23.11.4\n") == (23, 11)
-    assert inv.parse_version("slurm 21.08.8-2") >= inv.SINFO_JSON_SINCE
+    assert parse_version(recording("local", "sinfo_version")["stdout"]) == (22, 5)
+    assert parse_version("slurm 23.11.4\n") == (23, 11)
+    assert parse_version("slurm 21.08.8-2") >= SINFO_JSON_SINCE
     with pytest.raises(ValueError, match="no SLURM version"):
-        inv.parse_version("sinfo: command failed")
+        parse_version("sinfo: command failed")
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -30,8 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from hpctrain.errors import SlurmError  # noqa: E402
-from hpctrain.slurm import inventory as inv  # noqa: E402
 from hpctrain.slurm.client import SlurmClient  # noqa: E402
+from hpctrain.slurm.versions import SINFO_JSON_SINCE  # noqa: E402
 from tests.recorded import (  # noqa: E402
     Recorder,
     RecordingClient,
@@ -63,7 +63,7 @@ def main() -> int:
     # The text path is the one below sinfo --json's first version.
     with c.saving(f"{p}/nodes", "the node path of SLURM before sinfo --json"):
         c.node_inventory((0, 0))
-    if parsed >= inv.SINFO_JSON_SINCE:
+    if parsed >= SINFO_JSON_SINCE:
         with c.saving(f"{p}/sinfo_json"):
             c.node_inventory(parsed)
     with c.saving(f"{p}/config"):
