@@ -58,7 +58,8 @@ def train(local_rank: int, workers: int, out_dir: Path) -> None:
 
 
 def main() -> None:
-    workers = torch.cuda.device_count() or int(os.environ.get("GPUS_PER_NODE", "1"))
+    # The tutorial's nprocs=torch.cuda.device_count(); a CPU-only node has no GPUs to count.
+    workers = torch.cuda.device_count() or int(os.environ.get("GPUS_PER_NODE") or 1) or 1
     out_dir = Path(sys.argv[1] if len(sys.argv) > 1
                    else os.path.join(os.environ["HPCTRAIN_RUN_DIR"], "ranks"))
     mp.spawn(train, args=(workers, out_dir), nprocs=workers, join=True)
