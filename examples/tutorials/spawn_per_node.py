@@ -1,0 +1,69 @@
+"""The Marvin tutorial's program (004, Scripts/MNIST.py) on CPUs: one process per node starts
+one worker per GPU with torch.multiprocessing.spawn.
+
+Run it with `--launcher per-node`:
+
+    hpctrain submit --profile local --gpus-per-node 2 --launcher per-node -- \
+        python examples/tutorials/spawn_per_node.py
+
+The job gives each node NNODES, NODE_RANK, GPUS_PER_NODE, WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT. Without a job, set them yourself:
+
+    NNODES=1 NODE_RANK=0 GPUS_PER_NODE=2 WORLD_SIZE=2 MASTER_ADDR=localhost \
+        MASTER_PORT=29500 python examples/tutorials/spawn_per_node.py /tmp/ranks
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def setup(rank: int, world_size: int) -> None:
+    # The tutorial sets MASTER_ADDR=localhost, which only works on one node: keep the job's.
+    os.environ.setdefault("MASTER_ADDR", "localhost")
+    os.environ.setdefault("MASTER_PORT", "11111")
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+
+
+def report(out_dir: Path, rank: int, world_size: int, local_rank: int) -> None:
+    """All ranks add 1: a wrong world size hangs or fails here; then one line per rank."""
+    total = torch.ones(1)
+    dist.all_reduce(total)
+    if int(total.item()) != world_size:
+        raise SystemExit(f"rank {rank}: all_reduce summed {int(total.item())}, not {world_size}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / f"rank-{rank}.txt", "a") as f:
+        f.write(f"rank {rank} of {world_size} host {socket.gethostname()} local {local_rank}\n")
+
+
+def train(local_rank: int, workers: int, out_dir: Path) -> None:
+    """One worker (the tutorial's train_mnist), with its rank across all nodes."""
+    node_rank = int(os.environ.get("NODE_RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", str(workers)))
+    rank = node_rank * workers + local_rank
+    setup(rank, world_size)
+    # The tutorial's DDP(model, device_ids=[rank]) is right on one node only: the GPU is the
+    # local rank, and on CPUs there is none to pick.
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+    model(torch.randn(8, 4)).sum().backward()
+    report(out_dir, rank, world_size, local_rank)
+    dist.destroy_process_group()
+
+
+def main() -> None:
+    # The tutorial's nprocs=torch.cuda.device_count(); a CPU-only node has no GPUs to count.
+    workers = torch.cuda.device_count() or int(os.environ.get("GPUS_PER_NODE") or 1) or 1
+    out_dir = Path(sys.argv[1] if len(sys.argv) > 1
+                   else os.path.join(os.environ["HPCTRAIN_RUN_DIR"], "ranks"))
+    mp.spawn(train, args=(workers, out_dir), nprocs=workers, join=True)
+
+
+if __name__ == "__main__":
+    main()

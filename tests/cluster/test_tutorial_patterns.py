@@ -1,0 +1,99 @@
+"""Each tutorial's launch pattern as a real job on the dev cluster (2 emulated GPUs per node),
+on 1 node and on 2: the CPU programs in examples/tutorials/ under the launcher that
+docs/tutorials.md gives them. Every rank all-reduces (a wrong world size hangs or fails), then
+writes `rank R of N ...` into $HPCTRAIN_RUN_DIR/ranks/rank-R.txt; ranks 0..N-1 must each have
+written exactly one line. A rank started twice (two workers per GPU) appends a second line.
+
+All jobs are queued at once, so SLURM runs them back to back; each test waits for its own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.conftest import DevClusterHandle
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tutorials"
+GPUS_PER_NODE = 2  # what the local profile's emulated nodes have
+# The jobs wait in one queue: the last waits for all before it (each well under a minute).
+WAIT_S = 900
+
+# name -> (launcher, program and its arguments, node counts)
+PATTERNS: dict[str, tuple[str, tuple[str, ...], tuple[int, ...]]] = {
+    # Marvin (004): one process per node, mp.spawn over the node's GPUs.
+    "spawn": ("per-node", ("spawn_per_node.py",), (1, 2)),
+    # The multi-node tutorial's `srun python src/train.py` (002), as a program written for
+    # torchrun's environment: srun sets RANK, LOCAL_RANK, WORLD_SIZE per task.
+    "env-srun": ("srun", ("torchrun_env.py",), (1, 2)),
+    # The torchrun tutorial (003): the same worker, started by torchrun once per node.
+    "env-torchrun": ("torchrun", ("torchrun_env.py",), (1, 2)),
+    # Raven (000): Lightning reads SLURM's variables, one task per GPU.
+    "lightning-srun": ("srun", ("lightning_ddp.py",), (1, 2)),
+    # Gilbreth's single-node job (001): Lightning's own launcher starts the workers. Two nodes
+    # go beyond the tutorial: NODE_RANK tells each node's launcher its ranks.
+    "lightning-per-node": ("per-node", ("lightning_ddp.py",), (1, 2)),
+}
+CASES = [(name, nodes) for name, (_, _, counts) in PATTERNS.items() for nodes in counts]
+
+
+def _submit(dc: DevClusterHandle, cwd: Path, name: str, nodes: int) -> dict[str, Any]:
+    launcher, (program, *args), _ = PATTERNS[name]
+    r = subprocess.run(
+        [sys.executable, "-m", "hpctrain", "submit", "--json", "--profile", "local",
+         "--nodes", str(nodes), "--gpus-per-node", str(GPUS_PER_NODE), "--launcher", launcher,
+         "--time", "5", "--job-name", f"tut-{name}-{nodes}n",
+         "--", "python", str(EXAMPLES / program), *args],
+        cwd=cwd, env=dc.env(), capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert r.returncode == 0, f"{name} on {nodes} node(s): {r.stderr}"
+    data: dict[str, Any] = json.loads(r.stdout)
+    return data
+
+
+@pytest.fixture(scope="module")
+def queued(devcluster_with: Callable[..., DevClusterHandle],
+           tmp_path_factory: pytest.TempPathFactory
+           ) -> tuple[DevClusterHandle, dict[tuple[str, int], dict[str, Any]]]:
+    """Every case submitted once, to the dev cluster with the local profile and 2 nodes."""
+    # An earlier module may have switched the cluster to another profile; queue nothing there.
+    dc = devcluster_with("local")
+    cwd = tmp_path_factory.mktemp("tutorials")
+    return dc, {(name, nodes): _submit(dc, cwd, name, nodes) for name, nodes in CASES}
+
+
+def _rank_lines(ranks_dir: Path) -> dict[str, list[str]]:
+    if not ranks_dir.is_dir():
+        return {}
+    return {p.name: p.read_text().splitlines() for p in sorted(ranks_dir.iterdir())}
+
+
+@pytest.mark.parametrize(("name", "nodes"), CASES, ids=[f"{n}-{k}node" for n, k in CASES])
+def test_every_rank_runs_exactly_once(
+    queued: tuple[DevClusterHandle, dict[tuple[str, int], dict[str, Any]]], name: str,
+    nodes: int
+) -> None:
+    dc, jobs = queued
+    job = jobs[(name, nodes)]
+    row = dc.wait_job(str(job["job_id"]), timeout_s=WAIT_S)
+    logs = Path(str(job["stdout"])).read_text() + Path(str(job["stderr"])).read_text()
+    assert row["State"] == "COMPLETED", f"{row}\n{logs[-4000:]}"
+    world = nodes * GPUS_PER_NODE
+    found = _rank_lines(Path(str(job["run_dir"])) / "ranks")
+    assert sorted(found) == sorted(f"rank-{r}.txt" for r in range(world)), (found, logs[-4000:])
+    for rank in range(world):
+        lines = found[f"rank-{rank}.txt"]
+        assert len(lines) == 1, f"rank {rank} ran {len(lines)} times: {lines}"
+        words = lines[0].split()
+        # "rank R of N host H local L"; ranks fill each node in turn, GPUs in local order.
+        assert words[:4] == ["rank", str(rank), "of", str(world)], lines[0]
+        assert words[-2:] == ["local", str(rank % GPUS_PER_NODE)], lines[0]
