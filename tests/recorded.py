@@ -22,6 +22,7 @@ from typing import Any
 
 from hpctrain.slurm.client import Result, SlurmClient
 from hpctrain.slurm.transport import LocalTransport
+from hpctrain.slurm.versions import dialect_for
 
 MANIFEST = "MANIFEST.json"
 TESTS = Path(__file__).resolve().parent
@@ -203,12 +204,16 @@ class RecordingClient(SlurmClient):
     """
 
     def __init__(self, recorder: Recorder, slurm_conf: str | None, timeout_s: float = 30,
-                 transport: LocalTransport | None = None) -> None:
+                 transport: LocalTransport | None = None, text: bool = False) -> None:
         super().__init__(transport or LocalTransport(slurm_conf), timeout_s=timeout_s)
         self.slurm_conf = slurm_conf
         self.recorder = recorder
         self._name: str | None = None
         self._how = ""
+        # Learnt now, so that its `sinfo --version` is not what the first `saving` records;
+        # `text` records the text forms where this SLURM would answer in JSON.
+        self._dialect = dialect_for(self.dialect().version,
+                                    {"HPCTRAIN_SLURM_JSON": "0"} if text else os.environ)
 
     def saving(self, name: str, how: str = "") -> _Saving:
         return _Saving(self, name, how)

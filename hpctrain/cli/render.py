@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -138,7 +139,7 @@ def render(
         render_race(build_request(job), first_of, output, check, json_out)
         return
 
-    plan, script = plan_script(build_request(job), environ=os.environ)
+    plan, script = plan_script(replace(build_request(job), preview=True), environ=os.environ)
     verdict = _ask_slurm(script) if check else None
     if output is not None:
         write_script(output, script)

@@ -14,10 +14,14 @@ def choose_account(req: JobRequest) -> Outcome[str | None]:
     if account is None:
         if profile.account != "required":
             return Outcome(None)
+        fix = (f"--account NAME (or set default_account in a user profile that extends "
+               f"{profile.name})")
+        if req.preview:
+            return Outcome(None, notes=(
+                f"{profile.cluster} requires an account and this script names none: add "
+                f"{fix} before submitting it",))
         return Outcome(None, problems=(
-            f"{profile.name}: an account is required on {profile.cluster}; use --account NAME "
-            f"(or set default_account in a user profile that extends {profile.name})",
-        ))
+            f"{profile.name}: an account is required on {profile.cluster}; use {fix}",))
     if profile.account == "never":
         return Outcome(account, problems=(
             f"{profile.name}: jobs on {profile.cluster} take no --account; drop it",

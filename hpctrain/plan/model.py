@@ -60,6 +60,9 @@ class JobRequest:
     monitor_interval_s: int | None = DEFAULT_MONITOR_INTERVAL_S
     # `submit --first-of`: this alternative's NODESxGPUS; the job claims the run or bows out.
     race: str | None = None
+    # `render`: a script to read, never submitted by hpctrain; what only the submit needs (the
+    # user's account) is a note in it instead of a refusal.
+    preview: bool = False
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,17 @@ def parse_squeue_json(stdout: str, now: float) -> tuple[dict[str, JobInfo], dict
     return jobs, starts
 
 
+def _sacct_nodes(job: dict[str, Any]) -> int | None:
+    """Nodes as sacct's NNodes: those allocated, or those asked for by a job that got none."""
+    allocated = number(job.get("allocation_nodes"))
+    if allocated:
+        return allocated
+    requested = _object(job.get("tres")).get("requested")
+    counts = [number(t.get("count")) for t in requested or () if isinstance(t, dict)
+              and t.get("type") == "node"]
+    return counts[0] if counts and counts[0] is not None else allocated
+
+
 def parse_sacct_json(stdout: str) -> dict[str, JobInfo]:
     """`sacct --json --jobs ...` -> jobs by id; a requeued job's last run stands for it."""
     out: dict[str, JobInfo] = {}
@@ -138,6 +149,6 @@ def parse_sacct_json(stdout: str) -> dict[str, JobInfo]:
         times = _object(job.get("time"))
         shown = shown_state(state.get("current") or "")
         info = _job_info(job, shown, state.get("reason"), "sacct", number(times.get("elapsed")),
-                         _minutes(times.get("limit")), number(job.get("allocation_nodes")))
+                         _minutes(times.get("limit")), _sacct_nodes(job))
         out[info.job_id] = info
     return out

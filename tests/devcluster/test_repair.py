@@ -45,12 +45,16 @@ def _running_job(dc: DevClusterHandle, tmp_path: Path) -> tuple[str, Path]:
     return job, tmp_path / f"job-{job}.out"
 
 
-def _wait_state_saved(dc: DevClusterHandle) -> None:
-    # slurmctld saves its state at most every 5 s (SAVE_MAX_WAIT in its state_save.c): a
-    # controller killed sooner comes back without the job's start, whatever `up` does.
+def _wait_state_saved(dc: DevClusterHandle, job: str) -> None:
+    # slurmctld saves its state at most every 5 s after a change (SAVE_MAX_WAIT in its
+    # state_save.c): a controller killed sooner comes back without the job's start, whatever
+    # `up` does. A save comes only after a change, and the one after the start may be done
+    # already: make a change now (the job's comment) and wait for the save that follows it.
     job_state = dc.directory / "spool" / "ctld" / "job_state"
     since = time.time()
-    _wait(lambda: job_state.stat().st_mtime > since, "state save by slurmctld", 60.0)
+    dc.client().run(["scontrol", "update", f"JobId={job}", "Comment=state-save"])
+    _wait(lambda: job_state.stat().st_mtime > since, "state save by slurmctld after a change "
+          f"to job {job}", 60.0)
 
 
 def _victims(dc: DevClusterHandle, job: str, which: str) -> list[str]:
@@ -68,7 +72,7 @@ def test_repair_restarts_only_the_dead_and_keeps_a_running_job(
     job, out = _running_job(devcluster, tmp_path)
     victims = _victims(devcluster, job, which)
     if "slurmctld" in victims:
-        _wait_state_saved(devcluster)
+        _wait_state_saved(devcluster, job)
     before = _pids(devcluster)
     for victim in victims:
         os.kill(before[victim], signal.SIGKILL)

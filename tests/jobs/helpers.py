@@ -19,17 +19,20 @@ from tests.recorded import SLURM, UnrecordedCommandError, check_replay, pick_rec
 
 # The set recorded from the dev cluster's SLURM (see its MANIFEST.json for each file's origin).
 RECORDED = Path(__file__).resolve().parent / "recorded" / SLURM
+# Every SLURM the job commands were recorded on: 22.05 answers in text, 24.11 in JSON (with
+# the text forms of squeue and sacct beside, `<name>_text`).
+SETS = ("slurm-22.05", "slurm-24.11")
 
 
-def recording(name: str) -> Result:
+def recording(name: str, slurm: str = SLURM) -> Result:
     """One command's output as recorded on the dev cluster by recorded/record.py."""
-    data = json.loads((RECORDED / f"{name}.json").read_text())
+    data = json.loads((RECORDED.parent / slurm / f"{name}.json").read_text())
     return Result(tuple(data["argv"]), data["returncode"], data["stdout"], data["stderr"])
 
 
-def recorded_jobs() -> dict[str, str]:
+def recorded_jobs(slurm: str = SLURM) -> dict[str, str]:
     """Scenario -> job id of the recording run."""
-    return dict(json.loads((RECORDED / "jobs.json").read_text()))
+    return dict(json.loads((RECORDED.parent / slurm / "jobs.json").read_text()))
 
 
 # A recording, several of one program (each answers the command line it was recorded for), or

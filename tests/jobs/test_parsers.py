@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from hpctrain.errors import SlurmError
 from hpctrain.slurm import parsers as p
 from hpctrain.slurm.client import Result, SlurmClient
 from hpctrain.slurm.states import TERMINAL, JobState, parse_state
+from hpctrain.slurm.versions import dialect_for
 from tests.recorded import (
     MANIFEST,
     RECORDED_DIRS,
@@ -22,7 +24,7 @@ from tests.recorded import (
     manifest_problems,
 )
 
-from .helpers import RECORDED, ReplayClient, recorded_jobs, recording
+from .helpers import RECORDED, SETS, ReplayClient, recorded_jobs, recording
 
 J = recorded_jobs()
 
@@ -77,13 +79,22 @@ def test_sbatch_parsable_rejects_garbage() -> None:
         p.parse_sbatch_parsable("")
 
 
-def _squeue(name: str) -> dict[str, p.JobInfo]:
-    """The client's squeue of every recorded job, answered by the recording `name`."""
-    return ReplayClient({"squeue": recording(name)}).squeue(list(J.values()))
+def _jobs(slurm: str) -> dict[str, str]:
+    return recorded_jobs(slurm)
 
 
-def test_squeue_recorded_mixed_states() -> None:
-    rows = _squeue("squeue_mixed")
+def _ask(program: str, name: str, slurm: str) -> dict[str, p.JobInfo]:
+    """The client's `program` (squeue or sacct) of every job of the set `slurm`, answered by
+    its recording `name`: text on 22.05, JSON on 24.11, as the client asks each."""
+    client = ReplayClient({program: recording(name, slurm)}, slurm=slurm)
+    ids = list(_jobs(slurm).values())
+    return client.squeue(ids) if program == "squeue" else client.sacct(ids)
+
+
+@pytest.mark.parametrize("slurm", SETS)
+def test_squeue_recorded_mixed_states(slurm: str) -> None:
+    J = _jobs(slurm)
+    rows = _ask("squeue", "squeue_mixed", slurm)
     assert set(rows) == set(J.values())
     run = rows[J["running2"]]
     assert run.state is JobState.RUNNING and run.nodes == 2 and run.node_list == "node[1-2]"
@@ -94,16 +105,19 @@ def test_squeue_recorded_mixed_states() -> None:
     assert rows[J["resources"]].reason == "Resources"
     assert rows[J["dependency"]].node_list is None
     done = rows[J["completed"]]
-    # COMPLETED means exit 0 by definition; other ends need sacct for the code.
+    # COMPLETED means exit 0 by definition; squeue's text has no exit code for other ends.
     assert done.state is JobState.COMPLETED and done.exit_code == 0
     failed = rows[J["failed"]]
-    assert failed.state is JobState.FAILED and failed.exit_code is None and failed.reason is None
+    assert failed.state is JobState.FAILED and failed.reason is None
+    assert failed.exit_code == (None if slurm == "slurm-22.05" else 3)
     assert rows[J["cancelled"]].state is JobState.CANCELLED
     assert all(r.source == "squeue" for r in rows.values())
 
 
-def test_squeue_recorded_after_purge() -> None:
-    rows = _squeue("squeue_after")
+@pytest.mark.parametrize("slurm", SETS)
+def test_squeue_recorded_after_purge(slurm: str) -> None:
+    J = _jobs(slurm)
+    rows = _ask("squeue", "squeue_after", slurm)
     # MinJobAge=30 on the dev cluster: only the jobs that ended in the last 30 s remain.
     timeout = rows[J["timeout"]]
     assert timeout.state is JobState.TIMEOUT
@@ -111,16 +125,16 @@ def test_squeue_recorded_after_purge() -> None:
     assert J["completed"] not in rows
 
 
-def test_sacct_recorded_mixed_states() -> None:
-    rows = p.parse_sacct(recording("sacct_mixed").stdout)
+@pytest.mark.parametrize("slurm", SETS)
+def test_sacct_recorded_mixed_states(slurm: str) -> None:
+    J = _jobs(slurm)
+    rows = _ask("sacct", "sacct_mixed", slurm)
     assert set(rows) == set(J.values())
     failed = rows[J["failed"]]
     assert failed.state is JobState.FAILED and (failed.exit_code, failed.signal) == (3, 0)
     cancelled = rows[J["cancelled"]]
     assert cancelled.state is JobState.CANCELLED
-    assert cancelled.slurm_state.startswith("CANCELLED by")
     assert cancelled.node_list is None  # "None assigned"
-    assert rows[J["dependency"]].reason == "Dependency"
     assert rows[J["dependency"]].exit_code is None
     assert rows[J["running2"]].state is JobState.RUNNING
     assert rows[J["running2"]].node_list == "node[1-2]"
@@ -128,8 +142,32 @@ def test_sacct_recorded_mixed_states() -> None:
     assert all(r.source == "sacct" for r in rows.values())
 
 
-def test_sacct_recorded_final_states() -> None:
-    rows = p.parse_sacct(recording("sacct_after").stdout)
+@pytest.mark.parametrize(("slurm", "reason"), [("slurm-22.05", "Dependency"),
+                                                ("slurm-24.11", None)])
+def test_sacct_pending_reason_by_version(slurm: str, reason: str | None) -> None:
+    """22.05's accounting keeps a pending job's reason; 24.11's says None in both forms (the
+    reason a user sees comes from squeue, which both versions give)."""
+    J = _jobs(slurm)
+    rows = _ask("sacct", "sacct_mixed", slurm)
+    assert rows[J["dependency"]].reason == reason
+
+
+def test_sacct_text_names_who_cancelled() -> None:
+    rows = _ask("sacct", "sacct_mixed", "slurm-22.05")
+    assert rows[_jobs("slurm-22.05")["cancelled"]].slurm_state.startswith("CANCELLED by")
+
+
+def test_squeue_json_knows_the_exit_code_of_an_ended_job() -> None:
+    """Where the text needs sacct for it, the JSON gives it: a job that exited 3."""
+    J = _jobs("slurm-24.11")
+    failed = _ask("squeue", "squeue_mixed", "slurm-24.11")[J["failed"]]
+    assert (failed.state, failed.exit_code, failed.signal) == (JobState.FAILED, 3, 0)
+
+
+@pytest.mark.parametrize("slurm", SETS)
+def test_sacct_recorded_final_states(slurm: str) -> None:
+    J = _jobs(slurm)
+    rows = _ask("sacct", "sacct_after", slurm)
     assert rows[J["timeout"]].state is JobState.TIMEOUT
     timeout = rows[J["timeout"]]
     assert timeout.elapsed_s is not None and timeout.elapsed_s >= timeout.time_limit_s == 60
@@ -137,6 +175,32 @@ def test_sacct_recorded_final_states() -> None:
     # A job that ended carries no pending reason even if sacct keeps the old one.
     assert rows[J["dependency"]].reason is None
     assert all(r.state.is_terminal for r in rows.values())
+
+
+# What both forms must agree on; a running job's elapsed time moves between the two asks.
+_SAME = ("state", "reason", "exit_code", "signal", "node_list", "nodes", "time_limit_s")
+
+
+@pytest.mark.parametrize("name", ["squeue_mixed", "squeue_after", "sacct_mixed", "sacct_after"])
+def test_json_and_text_agree_on_the_same_jobs(name: str) -> None:
+    """SLURM 24.11 answered both forms for the same jobs, moments apart: states, reasons,
+    exit codes, times and node lists read the same from either."""
+    slurm = "slurm-24.11"
+    program = name.split("_")[0]
+    as_json = _ask(program, name, slurm)
+    client = ReplayClient({program: recording(f"{name}_text", slurm)}, slurm=slurm)
+    client._dialect = dialect_for(client.dialect().version, {"HPCTRAIN_SLURM_JSON": "0"})
+    ids = list(_jobs(slurm).values())
+    as_text = client.squeue(ids) if program == "squeue" else client.sacct(ids)
+    assert set(as_json) == set(as_text)
+    for job_id, j in as_json.items():
+        t = as_text[job_id]
+        for f in _SAME:
+            if program == "squeue" and f in ("exit_code", "signal") and getattr(t, f) is None:
+                continue  # squeue's text has no exit code; its JSON has (test below)
+            assert getattr(j, f) == getattr(t, f), (job_id, f, j, t)
+        if j.state is not JobState.RUNNING:
+            assert j.elapsed_s == t.elapsed_s, (job_id, j, t)
 
 
 def test_sacct_reason_with_pipe_is_kept_whole() -> None:
@@ -236,16 +300,28 @@ _ASKS: dict[str, Callable[[SlurmClient], object]] = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(f.stem for f in RECORDED.glob("*.json")
-                                        if f.stem.split("_")[0] in _ASKS))
-def test_each_recording_answers_the_command_line_the_client_asks_now(name: str) -> None:
+def _recorded_names() -> list[tuple[str, str]]:
+    return [(slurm, f.stem) for slurm in SETS
+            for f in sorted((RECORDED.parent / slurm).glob("*.json"))
+            if f.stem.split("_")[0] in _ASKS]
+
+
+@pytest.mark.parametrize(("slurm", "name"), _recorded_names())
+def test_each_recording_answers_the_command_line_the_client_asks_now(slurm: str,
+                                                                     name: str) -> None:
     """A recording made by hand or by an older client (the controller-down ones lacked the
-    start field the state listing asks for) fails here, not only where a test replays it."""
+    start field the state listing asks for) fails here, not only where a test replays it.
+    On 24.11 the client asks in JSON; `<name>_text` holds what it asks with JSON turned off."""
     asked: list[tuple[str, ...]] = []
 
     def answer(argv: tuple[str, ...]) -> Result:
         asked.append(argv)
         return Result(argv, 0, "1\n" if argv[0] == "sbatch" else "", "")
 
-    _ASKS[name.split("_")[0]](ReplayClient({name.split("_")[0]: answer}))
-    check_replay(asked[0], recording(name))
+    program = name.split("_")[0]
+    client = ReplayClient({program: answer}, slurm=slurm)
+    if name.endswith("_text"):
+        client._dialect = dialect_for(client.dialect().version, {"HPCTRAIN_SLURM_JSON": "0"})
+    with contextlib.suppress(SlurmError):  # an empty JSON answer is refused after the ask
+        _ASKS[program](client)
+    check_replay(asked[0], recording(name, slurm))

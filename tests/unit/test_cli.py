@@ -58,9 +58,15 @@ def test_render_too_many_gpus_names_limit() -> None:
     assert "Traceback" not in r.stderr
 
 
-def test_render_gilbreth_needs_account() -> None:
+def test_gilbreth_account_is_a_note_in_a_render_and_a_refusal_at_submit() -> None:
+    """render makes a script to read: the missing account is written into it; submit, which
+    would send it, refuses."""
     r = hpctrain("render", "--profile", "gilbreth", "--dry-run")
-    assert r.returncode != 0 and "account" in r.stderr
+    assert r.returncode == 0, r.stderr
+    assert "# Note: gilbreth requires an account and this script names none: add --account" \
+        in r.stdout and "#SBATCH --account" not in r.stdout
+    s = hpctrain("submit", "--profile", "gilbreth", "--dry-run")
+    assert s.returncode != 0 and "an account is required on gilbreth" in s.stderr
 
 
 def test_render_json_and_output_file(tmp_path: Path) -> None:
@@ -78,7 +84,7 @@ def test_render_json_and_output_file(tmp_path: Path) -> None:
 def test_render_command_after_dashes() -> None:
     r = hpctrain("render", "--profile", "local", "--", "python", "train.py", "--lr", "0.1")
     assert r.returncode == 0, r.stderr
-    assert "srun --kill-on-bad-exit=1 python train.py --lr 0.1" in r.stdout
+    assert "\n  hpctrain-srun python train.py --lr 0.1" in r.stdout
 
 
 def test_render_env_and_sbatch_args() -> None:

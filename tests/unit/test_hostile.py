@@ -79,7 +79,9 @@ def test_hostile_values_stay_data(tmp_path: Path) -> None:
     assert not marker.exists()
     assert not (tmp_path / "PWNED").exists()
     got = json.loads(record.read_text())
-    assert got["argv"] == ["--kill-on-bad-exit=1", *command]
+    # srun starts the launcher's wrapper (bash -c CODE NAME), which execs the command whole.
+    assert got["argv"][:3] == ["--kill-on-bad-exit=1", "bash", "-c"]
+    assert got["argv"][4:] == ["hpctrain-srun", *command]
     for key, value in env.items():
         assert got["env"][key] == value
     assert got["env"]["ACTIVATED"] == "yes"

@@ -275,9 +275,9 @@ def test_hostile_values_reach_the_job_as_one_argument_each(cli: Cli, tmp_path: P
     assert r.code == 0, r.err
     data = json.loads(r.out)
     lines = data["script"].splitlines()
-    launch = next(ln for ln in lines if ln.startswith("srun --kill-on-bad-exit=1 python"))
+    launch = next(ln for ln in lines if ln.startswith("  hpctrain-srun python"))
     # The script's own words for the step, with the step replaced by printing its arguments.
-    words = launch.removeprefix("srun --kill-on-bad-exit=1 ").removesuffix(" &")
+    words = launch.removeprefix("  hpctrain-srun ").removesuffix(" &")
     shown = subprocess.run(["bash", "-c", f"printf '%s\\0' {words}"], cwd=tmp_path,
                            capture_output=True, text=True, check=True).stdout
     assert shown.split("\0")[:-1] == data["plan"]["command"]

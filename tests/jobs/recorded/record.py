@@ -119,11 +119,11 @@ def _record(c: RecordingClient, rec: Recorder, work: Path, conf: str) -> dict[st
               jobs["completed"]: "COMPLETED", jobs["failed"]: "FAILED",
               **{jobs[k]: "PENDING" for k in ("dependency", "begintime", "resources", "timeout")}},
           60, accounting=True)
-    with c.saving("squeue_mixed", "jobs pending (Dependency, BeginTime, Resources), running, "
-                                  "completed, failed (exit 3) and cancelled"):
-        c.squeue(ids)
-    with c.saving("sacct_mixed", "as squeue_mixed, moments later"):
-        c.sacct(ids)
+    mixed = ("jobs pending (Dependency, BeginTime, Resources), running, completed, failed "
+             "(exit 3) and cancelled")
+    _both_forms(c, "squeue_mixed", mixed, lambda client: client.squeue(ids))
+    _both_forms(c, "sacct_mixed", "as squeue_mixed, moments later",
+                lambda client: client.sacct(ids))
     for key in ("running2", "dependency", "completed"):
         with c.saving(f"scontrol_{key}"):
             c.scontrol_job(jobs[key])
@@ -144,13 +144,23 @@ def _record(c: RecordingClient, rec: Recorder, work: Path, conf: str) -> dict[st
     _wait_ended(c, [jobs["begintime"], jobs["resources"]], 60)
     _wait_forgotten(c, jobs["completed"], 120)
     how = "after the time limit of `timeout` passed and the controller forgot the short jobs"
-    with c.saving("squeue_after", how):
-        c.squeue(ids)
-    with c.saving("sacct_after", how):
-        c.sacct(ids)
+    _both_forms(c, "squeue_after", how, lambda client: client.squeue(ids))
+    _both_forms(c, "sacct_after", how, lambda client: client.sacct(ids))
     with c.saving("scontrol_failed_or_gone", how):
         c.scontrol_job(jobs["failed"])
     return jobs
+
+
+def _both_forms(c: RecordingClient, name: str, how: str,
+                call: Callable[[RecordingClient], object]) -> None:
+    """`name` as the client asks it; where that is JSON, the text form too (`name`_text), so
+    that a test can check that both read the same."""
+    with c.saving(name, how):
+        call(c)
+    if c.dialect().json:
+        text = RecordingClient(c.recorder, c.slurm_conf, text=True)
+        with text.saving(f"{name}_text", how + "; the text form, moments later"):
+            call(text)
 
 
 def _record_controller_down(rec: Recorder, plain: SlurmClient, conf: str) -> None:

@@ -3,6 +3,7 @@
 # Made by: hpctrain render --profile gilbreth --nodes 1 --gpus-per-node 4 --account lab
 # Topology: 1 node(s) x 4 GPU(s) a100-80gb = 4 GPU(s).
 # Launcher srun, for when your program is one rank: --launcher in docs/jobs.md.
+# Note: --constraint J added: only the J nodes of a100-80gb fit
 #SBATCH --job-name=hpctrain
 #SBATCH --partition=a100-80gb
 #SBATCH --nodes=1

@@ -3,6 +3,8 @@
 # Made by: hpctrain render --profile gilbreth --nodes 1 --gpus-per-node 4 --partition training --account lab
 # Topology: 1 node(s) x 4 GPU(s) a100-80gb = 4 GPU(s).
 # Launcher srun, for when your program is one rank: --launcher in docs/jobs.md.
+# Note: --constraint J added: only the J nodes of training fit
+# Note: --qos training added: partition training requires it
 #SBATCH --job-name=hpctrain
 #SBATCH --partition=training
 #SBATCH --nodes=1

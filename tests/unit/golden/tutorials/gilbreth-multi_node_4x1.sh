@@ -3,6 +3,7 @@
 # Made by: hpctrain render --profile gilbreth -A my-account --partition a100-80gb --nodes 4 --gpus-per-node 1 --cpus-per-task 64 --launcher srun --time 48:00:00 --env NCCL_DEBUG=INFO --job-name smart_n4_gpu1 -- python train.py --config configs/train/train_a100_n4_gpu1.yaml
 # Topology: 4 node(s) x 1 GPU(s) a100-80gb = 4 GPU(s).
 # Launcher srun, for when your program is one rank: --launcher in docs/jobs.md.
+# Note: --constraint K|J added: only the K, J nodes of a100-80gb fit
 #SBATCH --job-name=smart_n4_gpu1
 #SBATCH --partition=a100-80gb
 #SBATCH --nodes=4

@@ -3,6 +3,8 @@
 # Made by: hpctrain render --profile gilbreth -A my-account --partition training --gpus-per-node 4 --launcher per-node --time 24:00:00 --job-name smart_n1_gpu4 -- python train.py --config configs/train/train_a100_n1_gpu4.yaml
 # Topology: 1 node(s) x 4 GPU(s) a100-80gb = 4 GPU(s).
 # Launcher per-node, for when your program starts its own workers (with mp.spawn, Lightning's launcher or torchrun): --launcher in docs/jobs.md.
+# Note: --constraint J added: only the J nodes of training fit
+# Note: --qos training added: partition training requires it
 #SBATCH --job-name=smart_n1_gpu4
 #SBATCH --partition=training
 #SBATCH --nodes=1

@@ -3,6 +3,7 @@
 # Made by: hpctrain render --profile gilbreth -A my-account --partition a100-80gb --gpus-per-node 4 --launcher per-node --time 48:00:00 --job-name smart_n1_gpu4 -- python train.py --config configs/train/train_a100_n1_gpu4.yaml
 # Topology: 1 node(s) x 4 GPU(s) a100-80gb = 4 GPU(s).
 # Launcher per-node, for when your program starts its own workers (with mp.spawn, Lightning's launcher or torchrun): --launcher in docs/jobs.md.
+# Note: --constraint J added: only the J nodes of a100-80gb fit
 #SBATCH --job-name=smart_n1_gpu4
 #SBATCH --partition=a100-80gb
 #SBATCH --nodes=1
