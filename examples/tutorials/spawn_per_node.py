@@ -54,6 +54,9 @@ def train(local_rank: int, workers: int, out_dir: Path) -> None:
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
     model(torch.randn(8, 4)).sum().backward()
     report(out_dir, rank, world_size, local_rank)
+    # Rank 0 holds the rendezvous store: a rank 0 that leaves while another node still talks
+    # to it aborts that node's workers ("terminate called without an active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 

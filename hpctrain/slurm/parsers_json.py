@@ -115,7 +115,7 @@ def local_time(epoch: int | None) -> str | None:
 
 
 def parse_squeue_json(stdout: str, now: float) -> tuple[dict[str, JobInfo], dict[str, str | None]]:
-    """`squeue --json --jobs ...` -> (jobs by id, the expected start of each pending job)."""
+    """`squeue --json --jobs ...` -> (jobs by id, each one's start: expected while it waits)."""
     jobs: dict[str, JobInfo] = {}
     starts: dict[str, str | None] = {}
     for job in load_jobs(stdout, "squeue"):
@@ -125,8 +125,8 @@ def parse_squeue_json(stdout: str, now: float) -> tuple[dict[str, JobInfo], dict
                          _squeue_elapsed(job, st, now), _minutes(job.get("time_limit")),
                          number(job.get("node_count")))
         jobs[info.job_id] = info
-        waiting = st in (JobState.PENDING, JobState.REQUEUED)
-        starts[info.job_id] = local_time(number(job.get("start_time"))) if waiting else None
+        # As squeue's %S: the expected start of a waiting job, the actual one of the others.
+        starts[info.job_id] = local_time(number(job.get("start_time")))
     return jobs, starts
 
 

@@ -10,8 +10,11 @@ differences it acts on:
   build SLURM without the JSON plugins refuse `--json`: HPCTRAIN_SLURM_JSON=0 keeps the text
   path there (and =1 forces JSON, for a site whose version string hpctrain cannot read).
 - `sinfo --json` for the node inventory since 21.08 (any schema carries the fields read).
-- In 24.11 a job's state in JSON is a list (`["PENDING", "REQUEUED"]`): a base state and its
-  flags; text output prints the base state alone. parsers_json.base_state reads both.
+- In JSON a job's state is a list (`["PENDING", "REQUEUED"]`): a base state and its flags,
+  where the text prints the flag that wins (parsers_json.shown_state follows SLURM's order).
+- 24.11's accounting says `None` for a pending job's reason in both forms, where 22.05's gives
+  it (`Dependency`): the reason a user sees comes from squeue on every version.
+- squeue's JSON carries an ended job's exit code; its text has none (then sacct is asked).
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ RECORDED = Path(__file__).resolve().parent / "recorded" / SLURM
 runner = CliRunner()
 
 
-def recording(name: str) -> Result:
-    data = json.loads((RECORDED / f"{name}.json").read_text())
+def recording(name: str, slurm: str = SLURM) -> Result:
+    data = json.loads((RECORDED.parent / slurm / f"{name}.json").read_text())
     return Result(tuple(data["argv"]), data["returncode"], data["stdout"], data["stderr"])
 
 
@@ -137,6 +137,28 @@ def test_squeue_starts_ride_on_the_state_listing() -> None:
     # An answer without the field (another recording, an older hpctrain) parses as before.
     text = "7|PENDING|0:00|5:00|1||Priority\n"
     assert starts.split_squeue_starts(text) == (text, {})
+
+
+def test_squeue_json_starts_on_24_11(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SLURM 24.11 answers in JSON: the same starts, from epochs, in local time as %S."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    try:
+        busy, pending = (recording(f"sbatch_{n}", "slurm-24.11").stdout.strip()
+                         for n in ("busy", "pending"))
+        client = ReplayClient({"squeue": recording("squeue_starts", "slurm-24.11")},
+                              slurm="slurm-24.11")
+        infos = client.squeue([busy, pending])
+        assert infos[pending].reason == "Resources" and infos[busy].node_list == "node[1-2]"
+        assert client.starts == {busy: "2026-11-24T12:13:32", pending: "2026-11-24T12:18:32"}
+        client.answers["squeue"] = recording("squeue_starts_unknown", "slurm-24.11")
+        client.squeue([pending])
+        assert client.starts[pending] is None
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
 
 
 def test_migration_is_appended_once() -> None:
