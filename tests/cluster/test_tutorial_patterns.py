@@ -42,6 +42,9 @@ PATTERNS: dict[str, tuple[str, tuple[str, ...], tuple[int, ...]]] = {
     # Gilbreth's single-node job (001): Lightning's own launcher starts the workers. Two nodes
     # go beyond the tutorial: NODE_RANK tells each node's launcher its ranks.
     "lightning-per-node": ("per-node", ("lightning_ddp.py",), (1, 2)),
+    # A program that runs torchrun itself (a repository's own launcher script): per-node
+    # gives it NNODES, NODE_RANK, LOCAL_WORLD_SIZE and the master for torchrun's options.
+    "per-node-torchrun": ("per-node", ("own_torchrun.py",), (1, 2)),
 }
 CASES = [(name, nodes) for name, (_, _, counts) in PATTERNS.items() for nodes in counts]
 
