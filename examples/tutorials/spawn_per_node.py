@@ -16,7 +16,6 @@ MASTER_PORT. Without a job, set them yourself:
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -24,23 +23,15 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+# The sibling module (this file's folder is on sys.path, also in spawned workers).
+from ranks import out_dir_from, report
+
 
 def setup(rank: int, world_size: int) -> None:
     # The tutorial sets MASTER_ADDR=localhost, which only works on one node: keep the job's.
     os.environ.setdefault("MASTER_ADDR", "localhost")
     os.environ.setdefault("MASTER_PORT", "11111")
     dist.init_process_group("gloo", rank=rank, world_size=world_size)
-
-
-def report(out_dir: Path, rank: int, world_size: int, local_rank: int) -> None:
-    """All ranks add 1: a wrong world size hangs or fails here; then one line per rank."""
-    total = torch.ones(1)
-    dist.all_reduce(total)
-    if int(total.item()) != world_size:
-        raise SystemExit(f"rank {rank}: all_reduce summed {int(total.item())}, not {world_size}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / f"rank-{rank}.txt", "a") as f:
-        f.write(f"rank {rank} of {world_size} host {socket.gethostname()} local {local_rank}\n")
 
 
 def train(local_rank: int, workers: int, out_dir: Path) -> None:
@@ -63,8 +54,7 @@ def train(local_rank: int, workers: int, out_dir: Path) -> None:
 def main() -> None:
     # The tutorial's nprocs=torch.cuda.device_count(); a CPU-only node has no GPUs to count.
     workers = torch.cuda.device_count() or int(os.environ.get("GPUS_PER_NODE") or 1) or 1
-    out_dir = Path(sys.argv[1] if len(sys.argv) > 1
-                   else os.path.join(os.environ["HPCTRAIN_RUN_DIR"], "ranks"))
+    out_dir = out_dir_from(sys.argv)
     mp.spawn(train, args=(workers, out_dir), nprocs=workers, join=True)
 
 

@@ -17,12 +17,13 @@ each task from SLURM_PROCID, SLURM_LOCALID and SLURM_NTASKS. Without a job:
 from __future__ import annotations
 
 import os
-import socket
 import sys
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
+
+# The sibling module (this file's folder is on sys.path).
+from ranks import out_dir_from, report
 
 
 def setup_distributed() -> tuple[int, int, int]:
@@ -35,20 +36,8 @@ def setup_distributed() -> tuple[int, int, int]:
     return rank, local_rank, world_size
 
 
-def report(out_dir: Path, rank: int, world_size: int, local_rank: int) -> None:
-    """All ranks add 1: a wrong world size hangs or fails here; then one line per rank."""
-    total = torch.ones(1)
-    dist.all_reduce(total)
-    if int(total.item()) != world_size:
-        raise SystemExit(f"rank {rank}: all_reduce summed {int(total.item())}, not {world_size}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / f"rank-{rank}.txt", "a") as f:
-        f.write(f"rank {rank} of {world_size} host {socket.gethostname()} local {local_rank}\n")
-
-
 def main() -> None:
-    out_dir = Path(sys.argv[1] if len(sys.argv) > 1
-                   else os.path.join(os.environ["HPCTRAIN_RUN_DIR"], "ranks"))
+    out_dir = out_dir_from(sys.argv)
     rank, local_rank, world_size = setup_distributed()
     if rank == 0:
         print(f"Starting distributed training on {world_size} processes", flush=True)

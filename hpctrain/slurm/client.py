@@ -253,12 +253,17 @@ class SlurmClient:
         return kept[1] if kept is not None and kept[0].issuperset(job_ids) else None
 
     def scontrol_job(self, job_id: str) -> JobInfo | None:
-        """`scontrol -o show job ID`; None once the controller has forgotten the job."""
-        result = self.run(["scontrol", "--oneliner", "show", "job", job_id], check=False)
+        """`scontrol -o show job ID` (`--json` where the dialect says); None once the controller
+        has forgotten the job."""
+        json_out = self.dialect().json
+        argv = ["scontrol", "--json" if json_out else "--oneliner", "show", "job", job_id]
+        result = self.run(argv, check=False)
         if result.returncode != 0:
-            if "invalid job id" in result.stderr.lower():
+            if "invalid job id" in (result.stderr + result.stdout).lower():
                 return None
             raise self.error_for(result)
+        if json_out:
+            return parsers_json.parse_scontrol_job_json(result.stdout, time.time())
         return parsers.parse_scontrol_job(result.stdout)
 
     def scancel(self, job_ids: Sequence[str]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -128,6 +129,14 @@ def parse_squeue_json(stdout: str, now: float) -> tuple[dict[str, JobInfo], dict
         # As squeue's %S: the expected start of a waiting job, the actual one of the others.
         starts[info.job_id] = local_time(number(job.get("start_time")))
     return jobs, starts
+
+
+def parse_scontrol_job_json(stdout: str, now: float) -> JobInfo | None:
+    """`scontrol --json show job ID`: the job as squeue's JSON has it (the same schema), read
+    as the text parser reads `scontrol -o show job` (a reason only while it waits)."""
+    jobs, _ = parse_squeue_json(stdout, now)
+    info = next(iter(jobs.values()), None)
+    return None if info is None else replace(info, source="scontrol")
 
 
 def _sacct_nodes(job: dict[str, Any]) -> int | None:

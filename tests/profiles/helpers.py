@@ -20,29 +20,34 @@ RECORDED = Path(__file__).parent / "recorded" / SLURM
 USER = "root"
 
 
-def recording(profile: str, name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((RECORDED / profile / f"{name}.json").read_text())
+# Every SLURM the profiles were recorded on.
+SETS = ("slurm-22.05", "slurm-24.11")
+
+
+def recording(profile: str, name: str, slurm: str = SLURM) -> dict[str, Any]:
+    path = RECORDED.parent / slurm / profile / f"{name}.json"
+    data: dict[str, Any] = json.loads(path.read_text())
     return data
 
 
-def replay(profile: str, *, accounting: bool = True) -> ReplayClient:
+def replay(profile: str, *, accounting: bool = True, slurm: str = SLURM) -> ReplayClient:
     """A client answering with `profile`'s recordings, each only to its own command line."""
     def result(name: str) -> Result:
-        d = recording(profile, name)
+        d = recording(profile, name, slurm)
         return Result(tuple(d["argv"]), d["returncode"], d["stdout"], d["stderr"])
 
     sacctmgr = [result("qos"), result("assoc")] if accounting else [result("sacctmgr_off")]
-    return ReplayClient({
+    return ReplayClient(slurm=slurm, answers={
         "sinfo": [result("sinfo_version"), result("sinfo_json")],
         "scontrol": [result("config"), result("partitions"), result("nodes")],
         "sacctmgr": sacctmgr,
     })
 
 
-def recorded_facts(profile: str, *, json_nodes: bool = True,
-                   accounting: bool = True) -> ClusterFacts:
+def recorded_facts(profile: str, *, json_nodes: bool = True, accounting: bool = True,
+                   slurm: str = SLURM) -> ClusterFacts:
     """What `read_cluster` makes of the recorded output (the JSON or the text node path)."""
-    client = replay(profile, accounting=accounting)
+    client = replay(profile, accounting=accounting, slurm=slurm)
     facts = read_cluster(client, USER)
     if not json_nodes:
         # The path of a SLURM older than sinfo --json: `scontrol -o show node`.

@@ -16,7 +16,7 @@ from hpctrain.resources import profiles_dir
 from hpctrain.slurm import inventory as inv
 from hpctrain.slurm.versions import SINFO_JSON_SINCE, parse_version
 
-from .helpers import RECORDED, assert_same_profile, recorded_facts, recording
+from .helpers import RECORDED, SETS, assert_same_profile, recorded_facts, recording
 
 PROFILES = sorted(p.name for p in RECORDED.iterdir() if p.is_dir())
 
@@ -35,12 +35,17 @@ def test_versions() -> None:
         parse_version("sinfo: command failed")
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_json_and_text_paths_agree(profile: str) -> None:
+# (SLURM set, profile): every profile recorded on each SLURM.
+VERSIONED = [(s, p) for s in SETS for p in PROFILES]
+
+
+@pytest.mark.parametrize(("slurm", "profile"), VERSIONED)
+def test_json_and_text_paths_agree(slurm: str, profile: str) -> None:
     """sinfo --json (21.08 on) and scontrol -o show node (every version) give the same nodes."""
-    by_json = {n.name: n for n in inv.parse_nodes_json(recording(profile, "sinfo_json")["stdout"])
-               or []}
-    by_text = {n.name: n for n in inv.parse_nodes_text(recording(profile, "nodes")["stdout"])}
+    by_json = {n.name: n for n in inv.parse_nodes_json(
+        recording(profile, "sinfo_json", slurm)["stdout"]) or []}
+    by_text = {n.name: n for n in inv.parse_nodes_text(
+        recording(profile, "nodes", slurm)["stdout"])}
     assert by_json and by_json.keys() == by_text.keys()
     for name, node in by_text.items():
         assert dataclasses.replace(node, state="") == dataclasses.replace(by_json[name], state="")
@@ -118,22 +123,22 @@ def test_no_accounting_is_said() -> None:
     assert any("default_account not checked" in n for n in report.notes)
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_draft_equals_the_emulated_profile(profile: str, tmp_path: Path,
+@pytest.mark.parametrize(("slurm", "profile"), VERSIONED)
+def test_draft_equals_the_emulated_profile(slurm: str, profile: str, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Partitions, node types (Gilbreth's K, I, J ...) and limits come back as the profile has
-    them, from either node path."""
+    them, from either node path, on either SLURM."""
     monkeypatch.setenv("HPCTRAIN_HOME", str(tmp_path / "home"))
     for json_nodes in (True, False):
+        facts = recorded_facts(profile, json_nodes=json_nodes, slurm=slurm)
         path = tmp_path / f"{profile}-{json_nodes}.yaml"
-        path.write_text(draft_yaml(draft_profile(recorded_facts(profile, json_nodes=json_nodes),
-                                                 "drafted")))
+        path.write_text(draft_yaml(draft_profile(facts, "drafted")))
         assert_same_profile(load_profile(profile), load_profile_file(path))
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_check_emulated_profile_matches(profile: str) -> None:
-    report = check_profile(load_profile(profile), recorded_facts(profile))
+@pytest.mark.parametrize(("slurm", "profile"), VERSIONED)
+def test_check_emulated_profile_matches(slurm: str, profile: str) -> None:
+    report = check_profile(load_profile(profile), recorded_facts(profile, slurm=slurm))
     assert report.differences == [] and not report.fatal
 
 
