@@ -15,7 +15,8 @@
 # PYTHONDONTWRITEBYTECODE pass. The exit status is the command's.
 #
 # The sandbox allows no network namespace, so the dev cluster inside moves its ports up by
-# HPCTRAIN_DEVCLUSTER_PORT_OFFSET (default 100) and can run beside the host's. Daemons it starts keep running after the
+# HPCTRAIN_DEVCLUSTER_PORT_OFFSET (default 1000: past the host's slurmd ports, one per node
+# from 17001) and can run beside the host's. Daemons it starts keep running after the
 # command returns (in their own mount namespace, which the kernel drops when they exit); stop
 # them with `bash scripts/in-slurm-root.sh hpctrain devcluster down`. Nothing stays mounted on
 # the host, whatever way the command ends.
@@ -34,7 +35,7 @@ slurm_root_env=(
   "PATH=$slurm_root_venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
   HOME=/root USER=root LOGNAME=root LANG=C.UTF-8
   "HPCTRAIN_HOME=$slurm_root_cache/home"
-  "HPCTRAIN_DEVCLUSTER_PORT_OFFSET=${HPCTRAIN_DEVCLUSTER_PORT_OFFSET:-100}"
+  "HPCTRAIN_DEVCLUSTER_PORT_OFFSET=${HPCTRAIN_DEVCLUSTER_PORT_OFFSET:-1000}"
   # Debian builds torch without libuv, which TCPStore (DDP's rendezvous) asks for by default
   # since torch 2.4: "use_libuv was requested but PyTorch was build without libuv support".
   # Jobs inherit it (sbatch exports the submitting environment).

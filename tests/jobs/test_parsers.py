@@ -225,6 +225,26 @@ def test_scontrol_recorded() -> None:
     assert p.parse_scontrol_job(recording("scontrol_unknown").stdout) is None
 
 
+@pytest.mark.parametrize("slurm", SETS)
+def test_scontrol_recorded_through_the_client(slurm: str) -> None:
+    """scontrol show job as the client asks it: text on 22.05, JSON on 24.11, read alike."""
+    J = _jobs(slurm)
+
+    def ask(name: str, job: str) -> p.JobInfo | None:
+        return ReplayClient({"scontrol": recording(name, slurm)}, slurm=slurm).scontrol_job(job)
+
+    run = ask("scontrol_running2", J["running2"])
+    assert run is not None and run.job_id == J["running2"] and run.source == "scontrol"
+    assert run.state is JobState.RUNNING and run.nodes == 2 and run.node_list == "node[1-2]"
+    assert run.time_limit_s == 60 and run.elapsed_s is not None
+    dep = ask("scontrol_dependency", J["dependency"])
+    assert dep is not None and dep.state is JobState.PENDING and dep.reason == "Dependency"
+    assert dep.node_list is None
+    done = ask("scontrol_completed", J["completed"])
+    assert done is not None and done.state is JobState.COMPLETED and done.exit_code == 0
+    assert ask("scontrol_unknown", "999999") is None
+
+
 @pytest.mark.parametrize(
     ("text", "seconds"),
     [("0:05", 5), ("1:00", 60), ("00:01:01", 61), ("1:02:03", 3723), ("1-02:03:04", 93784),
