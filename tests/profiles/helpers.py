@@ -21,7 +21,7 @@ USER = "root"
 
 
 # Every SLURM the profiles were recorded on.
-SETS = ("slurm-22.05", "slurm-24.11")
+SETS = ("slurm-22.05",)
 
 
 def recording(profile: str, name: str, slurm: str = SLURM) -> dict[str, Any]:
