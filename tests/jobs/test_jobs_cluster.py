@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from hpctrain.slurm.transport import PROBE_AFTER_S
+from hpctrain.slurm.versions import JSON_SINCE, parse_version, version_text
 from tests.waits import assert_prompt, timed, wait_for
 
 from .helpers import cluster_env, hpctrain
@@ -124,6 +125,26 @@ def test_failing_job_shows_failed_with_exit_code(cli: Cli) -> None:
     job = cli.job(job_id)
     assert job["state"] == "FAILED" and job["exit_code"] == 3 and job["terminal"]
     assert "exit 3" in cli.ok("status", job_id).stdout
+
+
+def test_debug_shows_each_slurm_command_in_the_form_this_slurm_answers(cli: Cli) -> None:
+    """JSON on 23.02 and later, text before; --debug says which, and both read the same state
+    (this file also runs on SLURM 24.11: scripts/test.sh)."""
+    version = parse_version(cli.cluster.client().run(["sinfo", "--version"]).stdout)
+    job_id = cli.submit("--", "sleep", "60")["job_id"]
+    cli.wait(job_id, lambda j: j["state"] == "RUNNING")
+    json_out = version >= JSON_SINCE
+    res = cli.ok("--debug", "status", job_id, "--json")
+    said = f"SLURM {version_text(version)}: {'JSON' if json_out else 'text'} output"
+    assert f"debug: hpctrain.slurm: {said}" in res.stderr, res.stderr
+    assert ("squeue --json" in res.stderr) == json_out, res.stderr
+    text = Cli(cli.cluster, cli.home.parent, HPCTRAIN_SLURM_JSON="0")
+    forced = text.ok("--debug", "status", job_id, "--json")
+    assert "(HPCTRAIN_SLURM_JSON=0)" in forced.stderr and "squeue --json" not in forced.stderr
+    for out in (res.stdout, forced.stdout):
+        (job,) = json.loads(out)["jobs"]
+        assert job["state"] == "RUNNING" and not job["terminal"]
+    cli.ok("cancel", job_id)
 
 
 def test_cancelled_job_shows_cancelled(cli: Cli) -> None:

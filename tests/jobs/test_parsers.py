@@ -345,3 +345,41 @@ def test_each_recording_answers_the_command_line_the_client_asks_now(slurm: str,
     with contextlib.suppress(SlurmError):  # an empty JSON answer is refused after the ask
         _ASKS[program](client)
     check_replay(asked[0], recording(name, slurm))
+
+
+@pytest.mark.parametrize(("version", "env", "json_out", "because"), [
+    ((22, 5), {}, False, "JSON only from 23.02"),
+    ((23, 2), {}, True, "JSON since 23.02"),
+    ((24, 11), {}, True, "JSON since 23.02"),
+    (None, {}, False, "version unknown"),
+    ((24, 11), {"HPCTRAIN_SLURM_JSON": "0"}, False, "HPCTRAIN_SLURM_JSON=0"),
+    ((22, 5), {"HPCTRAIN_SLURM_JSON": "1"}, True, "HPCTRAIN_SLURM_JSON=1"),
+    ((22, 5), {"HPCTRAIN_SLURM_JSON": "yes"}, False, "JSON only from 23.02"),
+])
+def test_the_dialect_follows_the_version_unless_forced(
+    version: tuple[int, int] | None, env: dict[str, str], json_out: bool, because: str
+) -> None:
+    dialect = dialect_for(version, env)
+    assert dialect.json is json_out and because in dialect.because
+    name = "unknown" if version is None else f"{version[0]}.{version[1]:02d}"
+    assert dialect.describe().startswith(f"SLURM {name}: {'JSON' if json_out else 'text'}")
+
+
+def test_json_states_show_as_the_text_shows_them() -> None:
+    """The flag SLURM's text prints wins over the base state, in SLURM's order."""
+    from hpctrain.slurm.parsers_json import shown_state
+
+    assert shown_state(["RUNNING"]) == "RUNNING"
+    assert shown_state(["COMPLETED", "COMPLETING"]) == "COMPLETING"
+    assert shown_state(["PENDING", "REQUEUED"]) == "REQUEUED"
+    assert shown_state(["PENDING", "REQUEUE_HOLD", "REQUEUED"]) == "REQUEUED"
+    assert shown_state("RUNNING") == "RUNNING" and shown_state([]) == ""
+
+
+def test_json_that_is_not_json_is_a_clear_error() -> None:
+    from hpctrain.slurm.parsers_json import parse_sacct_json, parse_squeue_json
+
+    with pytest.raises(SlurmError, match="squeue --json printed something that is not JSON"):
+        parse_squeue_json("squeue: error: plugin not found\n", 0)
+    with pytest.raises(SlurmError, match="HPCTRAIN_SLURM_JSON=0"):
+        parse_sacct_json('{"errors": []}')
