@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what hpctrain and its dev cluster need; idempotent, quick when nothing changed.
 #
-#   1. Debian packages, if missing: for the dev cluster (SLURM, slurmdbd, munge, MariaDB), and
-#      for working from a laptop (OpenSSH's client, rsync; its server for the tests).
+#   1. Debian packages, if missing: for the dev cluster (SLURM, slurmdbd, munge, MariaDB), for
+#      working from a laptop (OpenSSH's client, rsync; its server for the tests), and debootstrap
+#      for the SLURM 24.11 root the tests also use.
 #   2. .venv (python3 -m venv), torch==2.13.0 first (the CPU build pip finds on local disk;
 #      a bare `torch` would pull a multi-GB CUDA build), then `pip install -e '.[train,dev]'`.
 #
@@ -17,7 +18,10 @@ _hpctrain_setup() {
 
   local torch_pin="torch==2.13.0"
   # openssh-server only for tests/remote (a private sshd on loopback); no service is started.
-  local packages=(slurm-wlm slurmdbd munge mariadb-server openssh-client openssh-server rsync)
+  # debootstrap builds the Debian 13 root with SLURM 24.11 the tests also run on
+  # (scripts/slurm-root.sh); util-linux gives it unshare.
+  local packages=(slurm-wlm slurmdbd munge mariadb-server openssh-client openssh-server rsync
+                  debootstrap util-linux)
   local say="[setup]"
 
   # --- 1. Debian packages -------------------------------------------------------------
