@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 # The sibling module (this file's folder is on sys.path, also in spawned workers).
-from ranks import out_dir_from, report
+from ranks import out_dir_from, report, teardown
 
 
 def setup(rank: int, world_size: int) -> None:
@@ -45,10 +45,7 @@ def train(local_rank: int, workers: int, out_dir: Path) -> None:
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
     model(torch.randn(8, 4)).sum().backward()
     report(out_dir, rank, world_size, local_rank)
-    # Rank 0 holds the rendezvous store: a rank 0 that leaves while another node still talks
-    # to it aborts that node's workers ("terminate called without an active exception").
-    dist.barrier()
-    dist.destroy_process_group()
+    teardown()
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 # The sibling module (this file's folder is on sys.path).
-from ranks import out_dir_from, report
+from ranks import out_dir_from, report, teardown
 
 
 def setup_distributed() -> tuple[int, int, int]:
@@ -44,8 +44,7 @@ def main() -> None:
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
     model(torch.randn(8, 4)).sum().backward()
     report(out_dir, rank, world_size, local_rank)
-    dist.barrier()
-    dist.destroy_process_group()
+    teardown()
 
 
 if __name__ == "__main__":

@@ -217,7 +217,8 @@ class Connection:
         return self.socket.parent / f"{self.target.key}.facts.json"
 
     def facts(self) -> dict[str, str]:
-        """The remote home, user and SLURM cluster name (cached until the next login)."""
+        """The remote home, user, SLURM cluster name and `sinfo --version` (cached until the
+        next login)."""
         if self._facts is None:
             try:
                 self._facts = json.loads(self._facts_path().read_text())
@@ -228,12 +229,16 @@ class Connection:
     def _ask_facts(self) -> dict[str, str]:
         raw, err, code = self.run(
             'printf "%s\\n" "$HOME" "$(id -un)" '
-            '"$(scontrol show config 2>/dev/null | sed -n "s/^ClusterName *= *//p")"')
+            '"$(scontrol show config 2>/dev/null | sed -n "s/^ClusterName *= *//p")" '
+            '"$(sinfo --version 2>/dev/null)"')
         lines = raw.decode(errors="replace").split("\n")
         if code != 0 or len(lines) < 3 or not lines[0].startswith("/"):
             raise RemoteError(f"cannot read the remote account's facts: {_first_line(err)}",
                               "check that your login shell there is POSIX sh or bash")
-        facts = {"home": lines[0], "user": lines[1], "cluster": lines[2]}
+        # The SLURM version decides the output format asked for (slurm/versions.py): learnt
+        # here, once per login, it costs no round trip of its own.
+        facts = {"home": lines[0], "user": lines[1], "cluster": lines[2],
+                 "slurm": lines[3] if len(lines) > 3 else ""}
         path = self._facts_path()
         _private_dir(path.parent)
         path.write_text(json.dumps(facts))

@@ -130,6 +130,9 @@ class SshTransport:
     def cluster_name(self) -> str | None:
         return self.conn.facts()["cluster"] or None
 
+    def slurm_version_text(self) -> str | None:
+        return self.conn.facts().get("slurm") or None
+
 
 def slurm_client(conn: Connection) -> SlurmClient:
     """The one SLURM client, its commands run on the other end of `conn`."""

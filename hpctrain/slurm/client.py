@@ -175,8 +175,10 @@ class SlurmClient:
     def dialect(self) -> Dialect:
         """The SLURM here and whether its job queries answer in JSON (one `sinfo --version`)."""
         if self._dialect is None:
+            known = self.transport.slurm_version_text()
             try:
-                version: tuple[int, int] | None = self.slurm_version()
+                version: tuple[int, int] | None = (
+                    parse_version(known) if known else self.slurm_version())
             except (SlurmError, ValueError):
                 version = None
             self._dialect = dialect_for(version, os.environ)

@@ -66,6 +66,10 @@ class Transport(Protocol):
 
     def cluster_name(self) -> str | None: ...
 
+    def slurm_version_text(self) -> str | None:
+        """`sinfo --version` as already known without a command (a login's facts); None: ask."""
+        ...
+
 
 @dataclass(frozen=True)
 class LocalTransport:
@@ -119,6 +123,10 @@ class LocalTransport:
         if why is None:
             return None
         return ControllerDownError(f"{command}: the SLURM controller is down: {why}", _DOWN_FIX)
+
+    def slurm_version_text(self) -> str | None:
+        # `sinfo --version` here costs a few milliseconds and reads no daemon: ask it.
+        return None
 
     def cluster_name(self) -> str | None:
         """ClusterName from slurm.conf (no SLURM call); None where no config file is readable."""

@@ -76,7 +76,7 @@ def test_without_wait_submits_all_and_report_completes(two_partitions: DevCluste
         assert (m["task"], m["epochs_completed"], m["learning_rate"]) == ("spiral", 2, 0.0123)
         # spiral is also the trainer's default task: --task shows in the command SLURM ran.
         script = (Path(run["run_dir"]) / "job.sbatch").read_text()
-        assert "srun --kill-on-bad-exit=1 python -m hpctrain.trainer --task spiral " in script
+        assert "  hpctrain-srun python -m hpctrain.trainer --task spiral " in script
         resolved = yaml.safe_load((Path(run["run_dir"]) / "config.yaml").read_text())
         assert resolved["data"]["samples"] == 2000
         start = json.loads(next((Path(run["run_dir"]) / "monitor").glob("*.jsonl"))

@@ -79,8 +79,8 @@ def test_hostile_values_stay_data(tmp_path: Path) -> None:
     assert not marker.exists()
     assert not (tmp_path / "PWNED").exists()
     got = json.loads(record.read_text())
-    # srun starts the launcher's wrapper (bash -c CODE NAME), which execs the command whole.
-    assert got["argv"][:3] == ["--kill-on-bad-exit=1", "bash", "-c"]
+    # srun starts the launcher's wrapper (sh -c CODE NAME), which execs the command whole.
+    assert got["argv"][:3] == ["--kill-on-bad-exit=1", "sh", "-c"]
     assert got["argv"][4:] == ["hpctrain-srun", *command]
     for key, value in env.items():
         assert got["env"][key] == value

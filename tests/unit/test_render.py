@@ -99,7 +99,7 @@ def test_per_node_launch_lines() -> None:
         "#SBATCH --gres=gpu:a100:2",
         "export NNODES=\"$SLURM_JOB_NUM_NODES\" GPUS_PER_NODE=2 LOCAL_WORLD_SIZE=2",
         "export WORLD_SIZE=\"$((SLURM_JOB_NUM_NODES * 2))\"",
-        "srun --kill-on-bad-exit=1 --ntasks-per-node=1 bash -c",
+        "srun --kill-on-bad-exit=1 --ntasks-per-node=1 sh -c",
         "hpctrain-per-node python Scripts/MNIST.py",
         "# Launcher per-node, for when your program starts its own workers",
     ):
@@ -132,7 +132,7 @@ def test_launch_step_sets_ranks_and_hands_the_command_over_whole(
     words = ("bash", "-c", show, "prog", "a b", "$(touch x)", ";", "-n", "'q'")
     text = _render("local", launcher=launcher, command=words)
     env = {"PATH": os.environ["PATH"], **slurm}
-    out = subprocess.run(["bash", "-c", _launch_step(text, wrapper)], capture_output=True,
+    out = subprocess.run(["sh", "-c", _launch_step(text, wrapper)], capture_output=True,
                          text=True, cwd=tmp_path, env=env, check=True).stdout
     assert out.splitlines() == [expect, "a b|$(touch x)|;|-n|'q'|"]
     assert not (tmp_path / "x").exists()

@@ -103,9 +103,11 @@ hpctrain_stop_monitor() {
 }
 trap hpctrain_stop_monitor EXIT
 
+# The launcher's wrapper is sh, not bash: bash in a job submitted over ssh reads ~/.bashrc
+# (SSH_CLIENT is set), which may put another python first on PATH.
 # srun: one task per GPU, each one rank. Lightning reads its rank from SLURM's variables; a
 # program written for torchrun's environment finds RANK, LOCAL_RANK and WORLD_SIZE set from them.
-srun --kill-on-bad-exit=1 bash -c \
+srun --kill-on-bad-exit=1 sh -c \
   'export RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID" WORLD_SIZE="$SLURM_NTASKS"; exec "$@"' \
   hpctrain-srun python -m hpctrain.trainer --task spiral &
 hpctrain_step=$!

@@ -82,12 +82,14 @@ hpctrain_stop_monitor() {
 }
 trap hpctrain_stop_monitor EXIT
 
+# The launcher's wrapper is sh, not bash: bash in a job submitted over ssh reads ~/.bashrc
+# (SSH_CLIENT is set), which may put another python first on PATH.
 # per-node: one task per node holds its 2 GPU(s) and 64 CPU(s); the program starts
 # its own 2 worker(s) there (mp.spawn, Lightning's launcher) and reads these:
 export NNODES="$SLURM_JOB_NUM_NODES" GPUS_PER_NODE=2 LOCAL_WORLD_SIZE=2
 export WORLD_SIZE="$((SLURM_JOB_NUM_NODES * 2))"
 # Each node learns its NODE_RANK. SLURM's per-task variables describe one task per node and
 # would make Lightning take each node for one rank (SLURMEnvironment), so they are unset.
-srun --kill-on-bad-exit=1 --ntasks-per-node=1 bash -c \
+srun --kill-on-bad-exit=1 --ntasks-per-node=1 sh -c \
   'export NODE_RANK="$SLURM_NODEID"; unset SLURM_NTASKS SLURM_NPROCS SLURM_PROCID SLURM_LOCALID; exec "$@"' \
   hpctrain-per-node python Scripts/MNIST.py
