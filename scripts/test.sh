@@ -42,10 +42,11 @@ if [ "$rc" = 5 ]; then
   echo "pytest collected no tests: that is a failure, not a pass" >&2
   exit 1
 fi
-if [ "$rc" != 0 ] || [ "$#" != 0 ] || [ "${HPCTRAIN_SKIP_CLUSTER:-0}" = 1 ] \
+if [ "$#" != 0 ] || [ "${HPCTRAIN_SKIP_CLUSTER:-0}" = 1 ] \
     || [ "${HPCTRAIN_SKIP_SLURM_24:-0}" = 1 ]; then
   exit "$rc"
 fi
+main_rc=$rc
 
 # The cluster tests that depend on SLURM's behaviour, again on SLURM 24.11 (docs/devcluster.md,
 # "SLURM 24.11 from a Debian 13 root"; the root is built once and cached). Its dev cluster has
@@ -70,5 +71,9 @@ echo "== SLURM 24.11 part: $(( $(date +%s) - start )) s, exit $rc"
 if [ "$rc" = 5 ]; then
   echo "pytest collected no tests on SLURM 24.11: that is a failure, not a pass" >&2
   exit 1
+fi
+# Both parts run whatever the first gave, so that one run reports every failure.
+if [ "$main_rc" != 0 ]; then
+  exit "$main_rc"
 fi
 exit "$rc"
