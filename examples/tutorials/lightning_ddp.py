@@ -28,6 +28,9 @@ from pathlib import Path
 import lightning as L
 import torch
 import torch.distributed as dist
+
+# The sibling module (this file's folder is on sys.path, also in Lightning's worker processes).
+from ranks import teardown
 from torch.utils.data import DataLoader, TensorDataset
 
 
@@ -80,6 +83,7 @@ def main() -> None:
         enable_model_summary=False, default_root_dir=out_dir,
     )
     trainer.fit(TinyModel(out_dir), DataLoader(data, batch_size=8))
+    teardown()
 
 
 if __name__ == "__main__":
