@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hpctrain.errors import HpctrainError
-from hpctrain.plan.model import TRAINER_COMMAND, JobRequest, Launcher
+from hpctrain.plan.model import JobRequest, Launcher
 from hpctrain.plan.outcome import Outcome
+from hpctrain.plan.restart import runs_trainer
 
 
 @dataclass(frozen=True)
@@ -74,16 +75,12 @@ def choices_text() -> str:
     return "; ".join(f"--launcher {m.name} if {m.program}" for m in LAUNCHERS.values())
 
 
-def runs_packaged_trainer(req: JobRequest) -> bool:
-    """True when the job's program is hpctrain's own trainer."""
-    return not req.command or tuple(req.command[:len(TRAINER_COMMAND)]) == TRAINER_COMMAND
-
-
 def launcher_problems(req: JobRequest) -> Outcome[LaunchMode]:
     """The request's launcher, or why it cannot start this program."""
     mode = launch_mode(req.launcher)
     problems: list[str] = []
-    if mode is PER_NODE and runs_packaged_trainer(req):
+    # No command: the packaged trainer, its command made at plan time (plan/inputs.py).
+    if mode is PER_NODE and (not req.command or runs_trainer(req.command)):
         problems.append(
             "--launcher per-node starts one process per node, but hpctrain's trainer is one "
             "rank per process and starts no workers of its own; use --launcher srun (or torchrun)"

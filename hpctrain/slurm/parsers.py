@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hpctrain.errors import SlurmError
+from hpctrain.slurm.states import PENDING as WAITING
 from hpctrain.slurm.states import JobState, parse_state
 from hpctrain.units import parse_time_seconds
 
@@ -111,8 +112,7 @@ def parse_squeue(stdout: str) -> dict[str, JobInfo]:
             slurm_state=state,
             source="squeue",
             # squeue's %r says "None" while running and keeps the last reason afterwards.
-            reason=empty_value(reason) if st in (JobState.PENDING, JobState.REQUEUED,
-                                            JobState.SUSPENDED) else None,
+            reason=empty_value(reason) if st in WAITING else None,
             exit_code=0 if st is JobState.COMPLETED else None,
             signal=0 if st is JobState.COMPLETED else None,
             node_list=empty_value(node_list),

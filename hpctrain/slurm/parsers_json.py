@@ -16,6 +16,7 @@ from typing import Any
 
 from hpctrain.errors import SlurmError
 from hpctrain.slurm.parsers import JobInfo, empty_value
+from hpctrain.slurm.states import PENDING as WAITING
 from hpctrain.slurm.states import JobState, parse_state
 
 # SLURM's text shows a job's flag instead of its base state, in this order of precedence
@@ -87,8 +88,7 @@ def _job_info(job: dict[str, Any], slurm_state: str, reason: str | None, source:
         slurm_state=slurm_state,
         source=source,
         # As the text parsers: a reason only while the job waits (SLURM keeps the last one).
-        reason=empty_value(reason or "") if st in (
-            JobState.PENDING, JobState.REQUEUED, JobState.SUSPENDED) else None,
+        reason=empty_value(reason or "") if st in WAITING else None,
         exit_code=code,
         signal=sig,
         node_list=empty_value(str(job.get("nodes") or "")),
