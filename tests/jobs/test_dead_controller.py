@@ -196,8 +196,9 @@ def test_stopped_controller_is_reported_within_the_timeout(cli: Cli) -> None:
 def _started(cli: Cli, *args: str) -> tuple[subprocess.Popen[str], Path, Path]:
     """`hpctrain ARGS` running, its stdout and stderr in files the test reads while it runs."""
     out_file, err_file = (cli.cwd.parent / f"{args[0]}.{name}" for name in ("out", "err"))
-    # Unbuffered: the test waits for lines while the process runs.
-    env = {**cli.env, "PYTHONUNBUFFERED": "1"}
+    # Unbuffered: the test waits for lines while the process runs. The fault handler makes a
+    # process that ignores Ctrl-C show where it is stuck when the test aborts it (_interrupted).
+    env = {**cli.env, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
     with out_file.open("w") as out, err_file.open("w") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "hpctrain", *args], env=env, cwd=cli.cwd, stdout=out,
@@ -222,7 +223,13 @@ def _interrupted(cli: Cli, *args: str, when: str) -> tuple[int, str, str]:
     try:
         _wait_for_text(proc, err_file, when)
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # the fault handler writes every thread's stack
+            proc.wait(timeout=30)
+            raise AssertionError(f"`hpctrain {' '.join(args)}` still ran 30 s after Ctrl-C; "
+                                 f"its stderr:\n{err_file.read_text()}") from None
     finally:
         proc.kill()
     return proc.returncode, out_file.read_text(), err_file.read_text()
