@@ -81,10 +81,12 @@ class Draft:
 
 def read_cluster(client: SlurmClient, user: str) -> ClusterFacts:
     """Ask the cluster for partitions, nodes, QOS and the user's accounts (about 7 calls)."""
-    version = client.slurm_version()
+    dialect = client.dialect()
+    # An unreadable version: slurm_version() raises with SLURM's own words.
+    version = dialect.version or client.slurm_version()
     config = client.config()
     partitions = client.partition_limits()
-    nodes = client.node_inventory(version)
+    nodes = client.node_inventory(dialect)
     notes: list[str] = []
     try:
         qos: list[QosInfo] | None = client.qos_limits()

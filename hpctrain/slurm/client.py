@@ -22,7 +22,7 @@ from hpctrain.slurm.transport import (
     LocalTransport,
     Transport,
 )
-from hpctrain.slurm.versions import SINFO_JSON_SINCE, Dialect, dialect_for, parse_version
+from hpctrain.slurm.versions import NODES_TEXT_ARGV, Dialect, dialect_for, parse_version
 
 if TYPE_CHECKING:
     from hpctrain.slurm import inventory
@@ -315,17 +315,18 @@ class SlurmClient:
         result = self.run(["scontrol", "--oneliner", "show", "partition"])
         return parse_partitions_text(result.stdout)
 
-    def node_inventory(self, version: tuple[int, int]) -> list[inventory.NodeInfo]:
-        """Every node's shape: `sinfo --json` where SLURM has it, else `scontrol -o show node`."""
+    def node_inventory(self, dialect: Dialect | None = None) -> list[inventory.NodeInfo]:
+        """Every node's shape, in JSON where this SLURM has it (versions.Dialect.nodes_argv)."""
         from hpctrain.slurm import inventory as inv
 
-        if version >= SINFO_JSON_SINCE:
-            result = self.run(["sinfo", "--json"], check=False)
-            # A site without SLURM's openapi plugins refuses --json: the text path still works.
+        argv = (dialect or self.dialect()).nodes_argv()
+        if argv != NODES_TEXT_ARGV:
+            result = self.run(argv, check=False)
+            # A site without SLURM's JSON plugins refuses --json: the text path still works.
             nodes = inv.parse_nodes_json(result.stdout) if result.returncode == 0 else None
             if nodes is not None:
                 return nodes
-        return inv.parse_nodes_text(self.run(["scontrol", "--oneliner", "show", "node"]).stdout)
+        return inv.parse_nodes_text(self.run(NODES_TEXT_ARGV).stdout)
 
     def config(self) -> dict[str, str]:
         """slurmctld's running configuration (`scontrol show config`)."""

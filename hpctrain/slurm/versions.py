@@ -9,7 +9,13 @@ differences it acts on:
   fields read here, so JSON is used from 23.02 on and the text formats before. Sites that
   build SLURM without the JSON plugins refuse `--json`: HPCTRAIN_SLURM_JSON=0 keeps the text
   path there (and =1 forces JSON, for a site whose version string hpctrain cannot read).
-- `sinfo --json` for the node inventory since 21.08 (any schema carries the fields read).
+- The node inventory. `sinfo --json` of 21.08 to 22.05 lists every node; from 23.02 it lists
+  sinfo's groups of alike nodes instead (no `nodes` list), and `scontrol show node --json`
+  lists every node with the same fields. So: scontrol's JSON from 23.02, sinfo's before,
+  `scontrol --oneliner show node` below 21.08 or where JSON is turned off.
+- Partitions stay on `scontrol --oneliner show partition` on every version: 24.11's
+  `scontrol show partition --json` does not say which partition is the default (recorded in
+  tests/profiles/recorded/slurm-24.11/*/partitions_json.json), and the text does.
 - In JSON a job's state is a list (`["PENDING", "REQUEUED"]`): a base state and its flags,
   where the text prints the flag that wins (parsers_json.shown_state follows SLURM's order).
 - 24.11's accounting says `None` for a pending job's reason in both forms, where 22.05's gives
@@ -28,6 +34,7 @@ SlurmVersion = tuple[int, int]
 JSON_SINCE: SlurmVersion = (23, 2)
 SINFO_JSON_SINCE: SlurmVersion = (21, 8)
 JSON_VAR = "HPCTRAIN_SLURM_JSON"
+NODES_TEXT_ARGV = ("scontrol", "--oneliner", "show", "node")
 
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -53,18 +60,28 @@ class Dialect:
     json: bool
     # Why this path: the version rule, or the variable that forced it.
     because: str
+    # HPCTRAIN_SLURM_JSON decided, not the version: no JSON at all where it says 0.
+    forced: bool = False
 
     def describe(self) -> str:
         """One line for --debug: which SLURM, which output, and why."""
         name = "unknown" if self.version is None else version_text(self.version)
         return f"SLURM {name}: {'JSON' if self.json else 'text'} output ({self.because})"
 
+    def nodes_argv(self) -> tuple[str, ...]:
+        """The command that lists every node with its shape, in the richest form read here."""
+        if self.json:
+            return ("scontrol", "show", "node", "--json")
+        if not self.forced and self.version is not None and self.version >= SINFO_JSON_SINCE:
+            return ("sinfo", "--json")
+        return NODES_TEXT_ARGV
+
 
 def dialect_for(version: SlurmVersion | None, env: Mapping[str, str]) -> Dialect:
     """The dialect for `version` (None: unknown), as HPCTRAIN_SLURM_JSON may force it."""
     forced = env.get(JSON_VAR, "").strip()
     if forced in ("0", "1"):
-        return Dialect(version, forced == "1", f"{JSON_VAR}={forced}")
+        return Dialect(version, forced == "1", f"{JSON_VAR}={forced}", forced=True)
     if version is None:
         return Dialect(None, False, "version unknown: the text formats read on every version")
     newer = version >= JSON_SINCE

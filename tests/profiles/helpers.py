@@ -10,6 +10,7 @@ from typing import Any
 from hpctrain.profiles.discover import ClusterFacts, read_cluster
 from hpctrain.profiles.model import Partition, Profile
 from hpctrain.slurm.client import Result
+from hpctrain.slurm.versions import dialect_for
 from hpctrain.units import parse_time_seconds
 from tests.jobs.helpers import ReplayClient
 from tests.recorded import SLURM
@@ -21,7 +22,7 @@ USER = "root"
 
 
 # Every SLURM the profiles were recorded on.
-SETS = ("slurm-22.05",)
+SETS = ("slurm-22.05", "slurm-24.11")
 
 
 def recording(profile: str, name: str, slurm: str = SLURM) -> dict[str, Any]:
@@ -37,11 +38,11 @@ def replay(profile: str, *, accounting: bool = True, slurm: str = SLURM) -> Repl
         return Result(tuple(d["argv"]), d["returncode"], d["stdout"], d["stderr"])
 
     sacctmgr = [result("qos"), result("assoc")] if accounting else [result("sacctmgr_off")]
-    return ReplayClient(slurm=slurm, answers={
-        "sinfo": [result("sinfo_version"), result("sinfo_json")],
-        "scontrol": [result("config"), result("partitions"), result("nodes")],
-        "sacctmgr": sacctmgr,
-    })
+    answers: dict[str, list[Result]] = {"sinfo": [], "scontrol": [], "sacctmgr": sacctmgr}
+    for name in ("sinfo_version", "config", "partitions", "nodes", "nodes_json"):
+        res = result(name)
+        answers[res.argv[0]].append(res)
+    return ReplayClient(slurm=slurm, answers=dict(answers))
 
 
 def recorded_facts(profile: str, *, json_nodes: bool = True, accounting: bool = True,
@@ -51,7 +52,7 @@ def recorded_facts(profile: str, *, json_nodes: bool = True, accounting: bool = 
     facts = read_cluster(client, USER)
     if not json_nodes:
         # The path of a SLURM older than sinfo --json: `scontrol -o show node`.
-        facts = dataclasses.replace(facts, nodes=client.node_inventory((0, 0)))
+        facts = dataclasses.replace(facts, nodes=client.node_inventory(dialect_for(None, {})))
     return facts
 
 

@@ -8,7 +8,8 @@ r"""Record what `hpctrain profiles discover|check` reads from the dev cluster, p
             .venv/bin/python tests/profiles/recorded/record.py $p; \
         done'
 
-(the trap gives the shared cluster its usual profile back, whatever happens). Every command
+(the trap gives the shared cluster its usual profile back, whatever happens); on SLURM 24.11 the
+same loop inside the Debian 13 root (README.md beside this file). Every command
 is made by hpctrain's own client methods (slurm_version, partition_limits, node_inventory on
 either path, config, qos_limits, associations), so each recording holds the command line the
 client builds. Each goes to `slurm-<version>/<profile>/<name>.json` with its entry in
@@ -31,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from hpctrain.errors import SlurmError  # noqa: E402
 from hpctrain.slurm.client import SlurmClient  # noqa: E402
-from hpctrain.slurm.versions import SINFO_JSON_SINCE  # noqa: E402
+from hpctrain.slurm.versions import dialect_for  # noqa: E402
 from tests.recorded import (  # noqa: E402
     Recorder,
     RecordingClient,
@@ -57,15 +58,19 @@ def main() -> int:
     p = args.profile
     c = RecordingClient(rec, slurm_conf=conf)
     with c.saving(f"{p}/sinfo_version"):
-        parsed = c.slurm_version()
+        c.slurm_version()
     with c.saving(f"{p}/partitions"):
         c.partition_limits()
-    # The text path is the one below sinfo --json's first version.
+    text = dialect_for(None, {})
     with c.saving(f"{p}/nodes", "the node path of SLURM before sinfo --json"):
-        c.node_inventory((0, 0))
-    if parsed >= SINFO_JSON_SINCE:
-        with c.saving(f"{p}/sinfo_json"):
-            c.node_inventory(parsed)
+        c.node_inventory(text)
+    if (dialect := c.dialect()).nodes_argv() != text.nodes_argv():
+        with c.saving(f"{p}/nodes_json", f"the node path of {dialect.describe()}"):
+            c.node_inventory(dialect)
+    if dialect.json:
+        with c.saving(f"{p}/partitions_json",
+                      "kept to show why partitions stay on the text path (versions.py)"):
+            c.run(["scontrol", "show", "partition", "--json"])
     with c.saving(f"{p}/config"):
         c.config()
     with c.saving(f"{p}/qos", f"as {getpass.getuser()}"):
