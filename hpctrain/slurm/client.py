@@ -264,9 +264,14 @@ class SlurmClient:
             if "invalid job id" in (result.stderr + result.stdout).lower():
                 return None
             raise self.error_for(result)
-        if json_out:
-            return parsers_json.parse_scontrol_job_json(result.stdout, time.time())
-        return parsers.parse_scontrol_job(result.stdout)
+        if not json_out:
+            return parsers.parse_scontrol_job(result.stdout)
+        info = parsers_json.parse_scontrol_job_json(result.stdout, time.time())
+        # 24.11's `scontrol --json` answers `"jobs": []` and exit 0 both for a forgotten job and
+        # when no controller answers (recorded): only the controller's port tells them apart.
+        if info is None and (down := self.transport.controller_down("scontrol")):
+            raise down
+        return info
 
     def scancel(self, job_ids: Sequence[str]) -> None:
         """One `scancel` for all ids."""

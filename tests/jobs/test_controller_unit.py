@@ -28,7 +28,7 @@ from hpctrain.slurm.client import (
 from hpctrain.slurm.parsers import parse_cluster_name, parse_controllers
 from hpctrain.slurm.transport import ControllerDownError, LocalTransport
 
-from .helpers import ReplayClient, recorded_jobs, recording, track
+from .helpers import SETS, ReplayClient, recorded_jobs, recording, track
 from .test_logs_unit import FakeTime
 
 J = recorded_jobs()
@@ -138,13 +138,14 @@ def test_a_stopped_controller_waits_for_the_timeout(
     assert "takes connections but did not answer" in e.value.what
 
 
-def test_slurms_own_connect_failure_names_the_controller(tmp_path: Path) -> None:
-    down = recording("squeue_controller_down")
+@pytest.mark.parametrize("slurm", SETS)
+def test_slurms_own_connect_failure_names_the_controller(tmp_path: Path, slurm: str) -> None:
+    down = recording("squeue_controller_down", slurm)
     client = SlurmClient.local(_conf(tmp_path, _closed_port()))
     err = client.error_for(down)
     assert isinstance(err, ControllerDownError) and "refuses connections" in err.what
     assert "hpctrain devcluster up" in (err.fix or "")
-    scancel = client.error_for(recording("scancel_controller_down"))
+    scancel = client.error_for(recording("scancel_controller_down", slurm))
     assert isinstance(scancel, ControllerDownError) and scancel.what.startswith("scancel:")
     # squeue gave up but the controller accepts connections now: SLURM's words, unchanged.
     with socket.socket() as s:
@@ -152,10 +153,28 @@ def test_slurms_own_connect_failure_names_the_controller(tmp_path: Path) -> None
         s.listen(1)
         back = SlurmClient.local(_conf(tmp_path, s.getsockname()[1]))
         err = back.error_for(down)
-        stopped = back.error_for(recording("squeue_controller_stopped"))
+        stopped = back.error_for(recording("squeue_controller_stopped", slurm))
     assert type(err) is SlurmUnavailableError and "Unable to contact" in err.what
     # A stopped controller accepts connections: squeue's own timeout is reported as it is.
     assert type(stopped) is SlurmUnavailableError and "Socket timed out" in stopped.what
+
+
+@pytest.mark.parametrize("slurm", SETS)
+def test_scontrol_on_a_dead_controller_is_not_a_forgotten_job(tmp_path: Path, slurm: str) -> None:
+    """24.11's JSON says "no such job" (exit 0) when no controller answers; 22.05's text fails.
+    Either way the answer is "the controller is down", never "the job is gone"."""
+    def client(port: int, name: str) -> ReplayClient:
+        c = ReplayClient({"scontrol": recording(name, slurm)}, slurm=slurm)
+        c.transport = LocalTransport(_conf(tmp_path, port))
+        return c
+
+    job_id = recording("scontrol_controller_down", slurm).argv[-1]
+    with pytest.raises(ControllerDownError, match="the SLURM controller is down"):
+        client(_closed_port(), "scontrol_controller_down").scontrol_job(job_id)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        assert client(s.getsockname()[1], "scontrol_unknown").scontrol_job("999999") is None
 
 
 # --- the watcher, logs -f and cancel ----------------------------------------------------------
