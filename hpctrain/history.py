@@ -109,6 +109,12 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE INDEX jobs_race ON jobs (cluster, race_head)",
         ),
     ),
+    (
+        # Code snapshots: the id of the snapshot the job runs (NULL: --no-snapshot, or a job
+        # submitted before snapshots).
+        "0006_snapshots",
+        ("ALTER TABLE jobs ADD COLUMN snapshot TEXT",),
+    ),
 )
 
 _SCHEMA_MIGRATIONS = """
@@ -155,6 +161,8 @@ class JobFacts:
     # Racing alternatives (--first-of): the first alternative's id, all of them as "1x4,4x1".
     race_head: str | None = None
     race_of: str | None = None
+    # The code snapshot the job runs (snapshots/store.py); None: it runs in `workdir`.
+    snapshot: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -324,9 +332,9 @@ class History:
                         gpus_per_node, total_gpus, command, run_dir, script_path, stdout_path,
                         stderr_path, submitted_at, workdir, git_commit, git_dirty, state,
                         time_limit_s, updated_at, chain_head, segment, segments, login,
-                        login_config, race_head, race_of)
+                        login_config, race_head, race_of, snapshot)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING', ?, ?,
-                            ?, ?, ?, ?, ?, ?, ?)
+                            ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (cluster, job_id) DO UPDATE SET
                         profile = excluded.profile, job_name = excluded.job_name,
                         partition = excluded.partition, nodes = excluded.nodes,
@@ -343,7 +351,8 @@ class History:
                         chain_head = excluded.chain_head, segment = excluded.segment,
                         segments = excluded.segments, login = excluded.login,
                         login_config = excluded.login_config,
-                        race_head = excluded.race_head, race_of = excluded.race_of
+                        race_head = excluded.race_head, race_of = excluded.race_of,
+                        snapshot = excluded.snapshot
                     """,
                     (
                         job.job_id, job.cluster, job.profile, job.job_name, job.partition,
@@ -353,6 +362,7 @@ class History:
                         None if job.git_dirty is None else int(job.git_dirty),
                         job.time_limit_s, utc_now(), job.chain_head, job.segment, job.segments,
                         job.login, job.login_config, job.race_head, job.race_of,
+                        job.snapshot,
                     ),
                 )
                 # A dev cluster rebuilt from scratch reuses job ids: the new job replaces the old.

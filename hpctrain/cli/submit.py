@@ -29,6 +29,16 @@ ChainOpt = Annotated[
     int, typer.Option("--chain", help="Queue N jobs, each after the one before, sharing one run "
                       "directory: a long training carried on past the time limit.")
 ]
+SnapshotOpt = Annotated[
+    bool, typer.Option("--snapshot/--no-snapshot", help="Run the project as it is now, frozen "
+                       "into a snapshot (default), or run it in place, as it will be when the "
+                       "job starts (docs/jobs.md, \"Code snapshots\").")
+]
+InPlaceOpt = Annotated[
+    list[str] | None, typer.Option("--in-place", metavar="PATH", help="A project path (data) "
+                                   "the job reads where it is instead of from the snapshot; "
+                                   "repeat for more.")
+]
 AfterOpt = Annotated[
     str | None, typer.Option("--after", help="Start only after these jobs ended well "
                              "(afterok), e.g. --after 1234,1235.")
@@ -66,10 +76,21 @@ def show_submitted(outcome: Outcome[Prepared, Submitted], json_out: bool) -> Non
         console.print(f"chain of {len(done.chain)} jobs, each after the one before: "
                       f"{', '.join(done.chain)}", highlight=False)
     console.print(f"run directory: {done.run_dir}", highlight=False, soft_wrap=True)
+    console.print(f"code:          {code_line(done)}", highlight=False, soft_wrap=True)
     console.print(f"follow it:     hpctrain status {done.job_id}", highlight=False)
     console.print(f"               hpctrain logs -f {done.job_id}", highlight=False)
     for note in plan.notes:
         err_console.print(f"[yellow]note:[/] {note}")
+
+
+def code_line(done: Submitted) -> str:
+    """Which code the job runs: its snapshot, or the live project (--no-snapshot)."""
+    snap = done.snapshot
+    if snap is None:
+        return f"{done.record.workdir} as it is when the job starts (--no-snapshot)"
+    added = (f"{snap.added_files} new file(s) stored" if snap.added_files
+             else "nothing new to store")
+    return f"snapshot {snap.id} ({snap.files} file(s); {added})"
 
 
 # How each kind's dry run and result are shown, by the type of the value.
@@ -90,8 +111,8 @@ def show(outcome: Outcome[Any, Any], place: Place, json_out: bool) -> None:
 @with_job_options
 def submit(
     job: JobOptions, chain: ChainOpt = 1, after: AfterOpt = None,
-    login: LoginOpt = None, first_of: FirstOfOpt = None, dry_run: DryRunOpt = False,
-    json_out: JsonOpt = False,
+    login: LoginOpt = None, first_of: FirstOfOpt = None, snapshot: SnapshotOpt = True,
+    in_place: InPlaceOpt = None, dry_run: DryRunOpt = False, json_out: JsonOpt = False,
 ) -> None:
     """Submit a job: render it, create its run directory, sbatch it and record it."""
     from dataclasses import replace
@@ -101,8 +122,14 @@ def submit(
     from hpctrain.jobs.pipeline import run
 
     _register_displays()
+    if in_place and not snapshot:
+        from hpctrain.errors import HpctrainError
+
+        raise HpctrainError("--in-place names data to leave out of the snapshot, and "
+                            "--no-snapshot makes none", "drop one of the two")
     after_ids = tuple(a.strip() for a in (after or "").split(",") if a.strip())
-    request = replace(build_request(job), chain=chain, after=after_ids)
+    request = replace(build_request(job), chain=chain, after=after_ids, snapshot=snapshot,
+                      in_place=tuple(in_place or ()))
     place = places.for_profile(request.profile, login, job.python_env)
     outcome = run(submission(request, first_of), place, backends.history(), dry_run)
     show(outcome, place, json_out)

@@ -200,7 +200,7 @@ def submit_race(race: Race, place: Place, history: History) -> RaceSubmitted:
     from hpctrain.jobs.submit import create_run_dir, queued, record_job
 
     # One directory for all: the first alternative's, holding every alternative's files.
-    git = create_run_dir(dataclasses.replace(race.alternatives[0], files=race.files()), place)
+    origin = create_run_dir(dataclasses.replace(race.alternatives[0], files=race.files()), place)
     ids = _queue_held(race, place)
     cluster = place.slurm_client().cluster_name() or race.alternatives[0].plan.cluster
     try:
@@ -213,7 +213,7 @@ def submit_race(race: Race, place: Place, history: History) -> RaceSubmitted:
             "check that the run directory is writable") from None
     jobs = []
     for job_id, prep in zip(ids, race.alternatives, strict=True):
-        row = record_job(prep, queued(prep, place, job_id, git), history, place,
+        row = record_job(prep, queued(prep, place, job_id, origin), history, place,
                          head=ids[0], race_of=race.labels)
         jobs.append((prep.plan.race or "", job_id, row))
     try:

@@ -53,6 +53,8 @@ class JobKind:
         prep = prepare(place.adapt(self.request), place.workdir, environ=os.environ)
         # The dry run must fail wherever the real submit would, before SLURM is asked.
         place.check_files(prep.run_dir, prep.files)
+        if prep.code is not None:
+            place.check_code(prep.code)
         return prep
 
     def execute(self, prepared: Prepared, place: Place, history: History) -> Submitted:
@@ -74,6 +76,8 @@ class RaceKind:
         race = prepare_race(place.adapt(self.request), self.shapes, place.workdir,
                             environ=os.environ)
         place.check_files(race.run_dir, race.files())
+        if (code := race.alternatives[0].code) is not None:
+            place.check_code(code)
         return race
 
     def execute(self, prepared: Race, place: Place, history: History) -> RaceSubmitted:

@@ -14,6 +14,7 @@ from hpctrain import rundir
 from hpctrain.plan import JobPlan, JobRequest
 from hpctrain.render import LogPatterns, log_patterns, plan_script
 from hpctrain.rundir import RunFile
+from hpctrain.snapshots.spec import CodeSpec, code_spec
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -51,6 +52,8 @@ class Prepared:
     logs: LogPatterns
     # Racing alternatives share a run directory, each with its own script (job-1x2.sbatch).
     script_name: str = rundir.SCRIPT
+    # The project's snapshot the job runs in (None: --no-snapshot, it runs in workdir).
+    code: CodeSpec | None = None
 
     @property
     def script_path(self) -> Path:
@@ -61,6 +64,7 @@ class Prepared:
             "run_dir": str(self.run_dir),
             "script": str(self.script_path),
             "workdir": str(self.workdir),
+            "code": self.code.as_dict() if self.code else None,
             "plan": self.plan.summary(),
             "segments": [list(segment_options(self.plan, None if i == 0 else f"<job {i}>"))
                          for i in range(self.plan.chain)],
@@ -98,12 +102,14 @@ def prepare(
 ) -> Prepared:
     """Decide a submission from `workdir` without touching the filesystem or SLURM."""
     run_dir = run_dir_for(req.profile.output_dir, req.job_name, workdir, now, token)
-    req = dataclasses.replace(req, log_dir=str(run_dir), run_dir=str(run_dir))
+    code = code_spec(workdir, run_dir, tuple(req.in_place)) if req.snapshot else None
+    req = dataclasses.replace(req, log_dir=str(run_dir), run_dir=str(run_dir),
+                              code_dir=str(code.code_dir) if code else None)
     plan, script = plan_script(req, environ=environ)
     return Prepared(
         plan=plan, script=script, run_dir=run_dir, workdir=workdir,
         files=_run_files(req, run_dir, workdir, script, script_name),
         sbatch_argv=("sbatch", "--parsable", *segment_options(plan, None),
                      str(run_dir / script_name)),
-        logs=log_patterns(plan), script_name=script_name,
+        logs=log_patterns(plan), script_name=script_name, code=code,
     )

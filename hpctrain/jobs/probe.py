@@ -80,7 +80,7 @@ def prepare_probe(req: JobRequest, workdir: Path) -> Prepared:
     # Not the trainer: no warning signal, no requeue; the body below replaces the launch.
     req = dataclasses.replace(req, nodes=1, time="1", job_name="hpctrain-probe",
                               command=("python3", "-"), requeue=False,
-                              monitor_interval_s=None, chain=1, after=())
+                              monitor_interval_s=None, chain=1, after=(), snapshot=False)
     prep = prepare(req, workdir)
     script = probe_script(prep.script)
     files = tuple(RunFile(f.path, text=script, mode=f.mode) if f.path == prep.script_path

@@ -16,6 +16,7 @@ from hpctrain.jobs.prepare import Prepared, segment_options
 from hpctrain.places import GitState, Place
 from hpctrain.plan import JobPlan
 from hpctrain.slurm.client import SlurmTimeoutError
+from hpctrain.snapshots.store import Snapshot
 
 
 def expand_log_pattern(pattern: str, job_id: str, job_name: str, user: str) -> str:
@@ -29,6 +30,19 @@ def expand_log_pattern(pattern: str, job_id: str, job_name: str, user: str) -> s
 
 
 @dataclass(frozen=True)
+class Origin:
+    """Where a job's code comes from: the repository's state and the snapshot it runs."""
+
+    git: GitState | None
+    snapshot: Snapshot | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        snap = self.snapshot
+        return {"git": dataclasses.asdict(self.git) if self.git else None,
+                "snapshot": dataclasses.asdict(snap) if snap else None}
+
+
+@dataclass(frozen=True)
 class Queued:
     """What SLURM and the repository said once sbatch accepted the job."""
 
@@ -36,7 +50,11 @@ class Queued:
     cluster: str
     stdout_path: str
     stderr_path: str
-    git: GitState | None
+    origin: Origin
+
+    @property
+    def git(self) -> GitState | None:
+        return self.origin.git
 
 
 @dataclass(frozen=True)
@@ -51,6 +69,7 @@ class Submitted:
     record: JobRecord
     # Every job id of a chain, the first one included; just (job_id,) otherwise.
     chain: tuple[str, ...] = ()
+    snapshot: Snapshot | None = None
 
     def as_dict(self, plan: JobPlan) -> dict[str, object]:
         return {
@@ -61,17 +80,25 @@ class Submitted:
             "stdout": self.stdout_path,
             "stderr": self.stderr_path,
             "git": dataclasses.asdict(self.git) if self.git else None,
+            "snapshot": dataclasses.asdict(self.snapshot) if self.snapshot else None,
             "plan": plan.summary(),
             "chain": list(self.chain) if len(self.chain) > 1 else None,
             "follow": [f"hpctrain status {self.job_id}", f"hpctrain logs -f {self.job_id}"],
         }
 
 
-def create_run_dir(prep: Prepared, place: Place) -> GitState | None:
-    """Check, then make the run directory with its files at `place`; the project's git state."""
+def create_run_dir(prep: Prepared, place: Place) -> Origin:
+    """Check, then make the run directory with its files and the job's code at `place`."""
     place.check_files(prep.run_dir, prep.files)
     place.create_run_dir(prep.run_dir, prep.files)
-    return place.git()
+    snapshot = None
+    if prep.code is not None:
+        try:
+            snapshot = place.freeze_code(prep.code)
+        except HpctrainError:
+            place.discard(prep.run_dir)
+            raise
+    return Origin(place.git(), snapshot)
 
 
 def _sbatch(prep: Prepared, place: Place, previous: str | None = None) -> str:
@@ -104,7 +131,7 @@ def _write_run_info(prep: Prepared, done: Queued, place: Place) -> None:
         "hpctrain_version": __version__,
         "invocation": prep.plan.invocation,
         "workdir": str(prep.workdir),
-        "git": dataclasses.asdict(done.git) if done.git else None,
+        **done.origin.as_dict(),
         "plan": prep.plan.summary(),
         "stdout": done.stdout_path,
         "stderr": done.stderr_path,
@@ -129,6 +156,7 @@ def _new_job(prep: Prepared, done: Queued, place: Place, head: str | None, segme
         git_commit=done.git.commit if done.git else None,
         git_dirty=done.git.dirty if done.git else None, time_limit_s=plan.time_seconds,
         login=place.login, login_config=place.login_config,
+        snapshot=done.origin.snapshot.id if done.origin.snapshot else None,
     )
 
 
@@ -149,14 +177,14 @@ def record_job(prep: Prepared, done: Queued, history: History, place: Place, *,
         ) from None
 
 
-def queued(prep: Prepared, place: Place, job_id: str, git: GitState | None) -> Queued:
+def queued(prep: Prepared, place: Place, job_id: str, origin: Origin) -> Queued:
     """What sbatch's answer means for `prep`: the cluster and the log files, expanded."""
     name = prep.plan.job_name
     return Queued(
         job_id=job_id, cluster=place.slurm_client().cluster_name() or prep.plan.cluster,
         stdout_path=expand_log_pattern(prep.logs.stdout, job_id, name, place.user),
         stderr_path=expand_log_pattern(prep.logs.stderr, job_id, name, place.user),
-        git=git,
+        origin=origin,
     )
 
 
@@ -165,17 +193,18 @@ def submit(prep: Prepared, place: Place, history: History) -> Submitted:
 
     A chain (`plan.chain` > 1) queues that many jobs, each after the one before.
     """
-    git = create_run_dir(prep, place)
-    first = queued(prep, place, _sbatch(prep, place), git)
+    origin = create_run_dir(prep, place)
+    first = queued(prep, place, _sbatch(prep, place), origin)
     _write_run_info(prep, first, place)
     record = record_job(prep, first, history, place)
     chain = [first.job_id]
     for segment in range(2, prep.plan.chain + 1):
-        later = queued(prep, place, _sbatch(prep, place, chain[-1]), git)
+        later = queued(prep, place, _sbatch(prep, place, chain[-1]), origin)
         record_job(prep, later, history, place, head=first.job_id, segment=segment)
         chain.append(later.job_id)
     return Submitted(
         job_id=first.job_id, cluster=first.cluster, run_dir=prep.run_dir,
         script_path=prep.script_path, stdout_path=first.stdout_path,
-        stderr_path=first.stderr_path, git=git, record=record, chain=tuple(chain),
+        stderr_path=first.stderr_path, git=origin.git, record=record, chain=tuple(chain),
+        snapshot=origin.snapshot,
     )

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from hpctrain.remote.sync import SyncReport
     from hpctrain.rundir import RunFile
     from hpctrain.slurm.client import SlurmClient
+    from hpctrain.snapshots.spec import CodeSpec
+    from hpctrain.snapshots.store import Snapshot
 
 GIT_TIMEOUT_S = 5.0
 
@@ -99,6 +101,14 @@ class Place(Protocol):
 
     def create_run_dir(self, run_dir: Path, files: Sequence[RunFile]) -> None:
         """Make the run directory with its files, whole; HpctrainError if it exists."""
+        ...
+
+    def check_code(self, spec: CodeSpec) -> None:
+        """Refuse (a dry run too) a project that cannot be snapshotted: too large, a bad path."""
+        ...
+
+    def freeze_code(self, spec: CodeSpec) -> Snapshot:
+        """Snapshot the project at the place and make the job's working directory from it."""
         ...
 
     def write(self, path: Path, text: str) -> None:

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from hpctrain.plan import JobRequest
     from hpctrain.remote.sync import SyncReport
     from hpctrain.rundir import RunFile
+    from hpctrain.snapshots.spec import CodeSpec
+    from hpctrain.snapshots.store import Snapshot
 
 
 @dataclass
@@ -80,6 +82,16 @@ class LocalPlace:
                 f"cannot write the run directory {run_dir}: {e.strerror}",
                 "choose a writable output_dir in the profile, or submit from another directory",
             ) from None
+
+    def check_code(self, spec: CodeSpec) -> None:
+        from hpctrain.snapshots.spec import check_here
+
+        check_here(spec, spec.project)
+
+    def freeze_code(self, spec: CodeSpec) -> Snapshot:
+        from hpctrain.snapshots.spec import freeze_here
+
+        return freeze_here(spec)
 
     def write(self, path: Path, text: str) -> None:
         write_atomic(path, text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import shlex
 import tarfile
 from collections.abc import Sequence
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from hpctrain.profiles.model import Login
     from hpctrain.rundir import RunFile
     from hpctrain.slurm.client import SlurmClient
+    from hpctrain.snapshots.spec import CodeSpec
+    from hpctrain.snapshots.store import Snapshot
 
 
 def python_env(choice: str | None, login_python: str | None) -> str | None:
@@ -125,6 +128,38 @@ class LoginPlace:
                 f"cannot create the run directory {run_dir} on {self.login}: "
                 f"{err.decode(errors='replace').strip()}",
                 "choose a writable login.workdir or output_dir in the profile")
+
+    def check_code(self, spec: CodeSpec) -> None:
+        from hpctrain.snapshots.spec import check_here
+
+        # The files are the laptop's; in-place data may exist on the login only.
+        check_here(spec, self.local_root, in_place_here=False)
+
+    def freeze_code(self, spec: CodeSpec) -> Snapshot:
+        """Freeze the synced copy on the login (one round trip): exactly the files the laptop
+        listed, so that a file deleted here but left over there is not in the snapshot."""
+        from hpctrain.snapshots.spec import check_here, script_source, snapshot_from_json
+
+        names = check_here(spec, self.local_root, in_place_here=False)
+        argv = ["python3", "-c", script_source(), "freeze", str(spec.project), str(spec.store),
+                str(spec.code_dir)]
+        argv += [a for p in spec.keep_out for a in ("--keep-out", p)]
+        argv += [a for p in spec.in_place for a in ("--in-place", p)]
+        listing = b"".join(n.encode("utf-8", "surrogateescape") + b"\0" for n in names)
+        out, err, code = self.conn.run(shlex.join(argv), input=listing)
+        try:
+            data = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            data = None
+        if not isinstance(data, dict):
+            raise RemoteError(
+                f"cannot snapshot the project on {self.login} (exit {code}): "
+                f"{err.decode(errors='replace').strip()[-300:]}",
+                "check that python3 (3.8 or later) is on the login's PATH, or submit with "
+                "--no-snapshot")
+        if "error" in data:
+            raise RemoteError(f"on {self.login}: {data['error']}", data.get("fix"))
+        return snapshot_from_json(data)
 
     def write(self, path: Path, text: str) -> None:
         target, partial = shlex.quote(str(path)), shlex.quote(f"{path}.partial")

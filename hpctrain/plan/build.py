@@ -101,4 +101,5 @@ def build_plan(req: JobRequest) -> JobPlan:
         after=restart.after,
         notes=tuple(found.notes),
         race=req.race,
+        code_dir=req.code_dir,
     )

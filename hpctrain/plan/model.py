@@ -63,6 +63,12 @@ class JobRequest:
     # `render`: a script to read, never submitted by hpctrain; what only the submit needs (the
     # user's account) is a note in it instead of a refusal.
     preview: bool = False
+    # Run from a snapshot of the project made at submit (False: --no-snapshot, the live tree);
+    # project paths linked into it as they are (data); the job's working directory, once
+    # the run directory is known.
+    snapshot: bool = True
+    in_place: Sequence[str] = ()
+    code_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,8 @@ class JobPlan:
     node_types: tuple[str, ...] = ()
     # `submit --first-of`: this alternative's NODESxGPUS (the script claims the run first).
     race: str | None = None
+    # The snapshot of the project the job runs in (None: where it was submitted from).
+    code_dir: str | None = None
 
     @property
     def total_gpus(self) -> int:

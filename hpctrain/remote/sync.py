@@ -10,8 +10,8 @@ from pathlib import Path
 
 from hpctrain.errors import RemoteError
 from hpctrain.remote.connection import Connection
+from hpctrain.snapshots.store import project_files
 
-GIT_TIMEOUT_S = 10.0
 SYNC_TIMEOUT_S = 600.0
 
 
@@ -21,22 +21,6 @@ class SyncReport:
 
     files: int
     source: str
-
-
-def project_files(root: Path) -> list[str] | None:
-    """Files git tracks under `root`, plus untracked ones it does not ignore; None outside git."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
-             "--exclude-standard"],
-            capture_output=True, timeout=GIT_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if done.returncode != 0:
-        return None
-    names = [n for n in done.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
-    # A tracked file deleted in the work tree is listed too; rsync would fail on it.
-    return [n for n in names if (root / n).is_file() or (root / n).is_symlink()]
 
 
 def rsync_argv(conn: Connection, remote_dir: str, *, files_from: bool,

@@ -1,0 +1,83 @@
+"""What submit freezes for a job, and freezing it on this machine (store.py does the work)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpctrain.errors import HpctrainError
+from hpctrain.snapshots import store
+from hpctrain.snapshots.store import Snapshot
+
+# The store beside the run directories, on the file system every job writes to.
+STORE_DIR = ".snapshots"
+
+
+@dataclass(frozen=True)
+class CodeSpec:
+    """A job's code: the project to freeze, the store, and the job's working directory."""
+
+    project: Path
+    store: Path
+    code_dir: Path
+    # Project-relative paths never frozen (the runs folder) or linked live (data).
+    keep_out: tuple[str, ...] = ()
+    in_place: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {"project": str(self.project), "store": str(self.store),
+                "code_dir": str(self.code_dir), "in_place": list(self.in_place)}
+
+
+def code_spec(project: Path, run_dir: Path, in_place: tuple[str, ...]) -> CodeSpec:
+    """The spec of a job whose run directory is `run_dir` (its store: `<output_dir>/.snapshots`)."""
+    runs = run_dir.parent
+    rel = Path(os.path.relpath(runs, project)).as_posix()
+    # A runs folder outside the project needs no keeping out.
+    keep_out = () if rel.startswith("..") else (rel,)
+    return CodeSpec(project=project, store=runs / STORE_DIR, code_dir=run_dir / "code",
+                    keep_out=keep_out, in_place=tuple(p.strip("/") for p in in_place))
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
+    except store.SnapshotError as e:
+        raise HpctrainError(e.what, e.fix) from None
+    except OSError as e:
+        raise HpctrainError(f"cannot snapshot the project: {e}",
+                            "check that the runs folder is writable, or submit with "
+                            "--no-snapshot") from None
+
+
+def check_here(spec: CodeSpec, local_project: Path, *, in_place_here: bool = True
+               ) -> list[str]:
+    """Refuse, without writing, what freezing would refuse; the files it would freeze."""
+    with _errors():
+        return store.check_project(local_project, keep_out=spec.keep_out,
+                                   in_place=spec.in_place, in_place_here=in_place_here)
+
+
+def snapshot_from_json(data: dict[str, object]) -> Snapshot:
+    """The login's answer (store.py run as a script) as a Snapshot."""
+    fields = {k: v for k, v in data.items() if k in Snapshot.__dataclass_fields__}
+    fields["in_place"] = tuple(fields.get("in_place") or ())  # type: ignore[arg-type]
+    return Snapshot(**fields)  # type: ignore[arg-type]
+
+
+def script_source() -> str:
+    """store.py's text, which a login runs with `python3 -c` (it imports nothing of hpctrain)."""
+    return Path(store.__file__).read_text(encoding="utf-8")
+
+
+def freeze_here(spec: CodeSpec) -> Snapshot:
+    """Freeze the project on this machine and make the job's working directory from it."""
+    with _errors():
+        snap = store.freeze(spec.project, spec.store, keep_out=spec.keep_out,
+                            in_place=spec.in_place)
+        store.link_code(spec.code_dir, snap, spec.project, spec.keep_out)
+        return snap

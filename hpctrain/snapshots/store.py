@@ -1,0 +1,441 @@
+"""The code snapshot store: a project's files frozen by content, and a job's view of them.
+
+Standard library only, and no import of hpctrain: a login runs this very file with
+`python3 - freeze ...` (its source on stdin), so a snapshot is made the same way on both sides.
+
+Layout of a store (`<output_dir>/.snapshots`, on the file system the jobs see):
+
+    objects/ab/cdef...[.x]   one read-only file per content (sha256; `.x`: executable)
+    manifests/<id>.json      a snapshot: every path with its object, every symlink's target
+    trees/<id>/...           the snapshot as a directory tree of hard links to the objects
+    index/<root hash>.json   per project: path -> size, mtime, inode, digest (skips rehashing)
+
+A snapshot's id is the hash of its manifest, so an unchanged project is the same snapshot and
+costs no copy; an edit of one file adds one object and one tree of links. A job's working
+directory (`<run dir>/code`) links each top-level entry of the tree, so what a job writes
+there stays in its run directory; paths named "in place" link to the live project instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+FORMAT = 1
+MiB = 1024 * 1024
+# Data belongs outside a snapshot: past these a submit is refused with the largest files named.
+MAX_FILE_BYTES = 20 * MiB
+MAX_TOTAL_BYTES = 512 * MiB
+MAX_FILES = 100_000
+# A file changed within this many seconds may change again inside the same mtime tick: its
+# digest is not cached (git's "racy" rule).
+RACY_S = 2.0
+GIT_TIMEOUT_S = 20.0
+# Outside git: directories never frozen (hidden ones, caches, virtual environments).
+SKIPPED_DIRS = frozenset({"__pycache__", "node_modules"})
+
+
+class SnapshotError(Exception):
+    """A project that cannot be frozen: what is wrong and how to fix it."""
+
+    def __init__(self, what: str, fix: str) -> None:
+        super().__init__(what)
+        self.what, self.fix = what, fix
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_file_bytes: int = MAX_FILE_BYTES
+    max_total_bytes: int = MAX_TOTAL_BYTES
+    max_files: int = MAX_FILES
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A frozen project: its id, its size, and what this freeze added to the store."""
+
+    id: str
+    files: int
+    bytes: int
+    added_files: int
+    added_bytes: int
+    # How the files were chosen: "git" (tracked + untracked not ignored) or "walk".
+    source: str
+    store: str
+    in_place: tuple[str, ...] = ()
+
+    @property
+    def tree(self) -> Path:
+        return Path(self.store) / "trees" / self.id
+
+
+@dataclass
+class _Entry:
+    path: str
+    size: int = 0
+    digest: str = ""
+    executable: bool = False
+    link: str | None = None  # a symlink's target, kept as it is
+
+
+@dataclass
+class _Listing:
+    entries: list[_Entry] = field(default_factory=list)
+    source: str = "git"
+
+
+# --- choosing the files -------------------------------------------------------------------
+
+
+def project_files(root: Path) -> list[str] | None:
+    """Files git tracks under `root`, plus untracked ones it does not ignore; None outside git."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
+             "--exclude-standard"],
+            capture_output=True, timeout=GIT_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    names = [n for n in done.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
+    # A tracked file deleted in the work tree is listed too.
+    return [n for n in names if (root / n).is_file() or (root / n).is_symlink()]
+
+
+def walked_files(root: Path, skip: tuple[str, ...] = ()) -> list[str]:
+    """Outside git: every file, without hidden directories, caches, virtual environments and
+    the `skip` paths (the runs folder)."""
+    found: list[str] = []
+    for top, dirs, files in os.walk(root):
+        here = Path(top)
+        rel = here.relative_to(root).as_posix()
+        prefix = "" if rel == "." else rel + "/"
+        keep = []
+        for d in dirs:
+            if (here / d).is_symlink():
+                found.append(prefix + d)  # kept as a link, not followed
+            elif not (d.startswith(".") or d in SKIPPED_DIRS or _under(prefix + d, skip)
+                      or (here / d / "pyvenv.cfg").exists()):
+                keep.append(d)
+        dirs[:] = sorted(keep)
+        found += [prefix + f for f in files]
+    return sorted(found)
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in prefixes)
+
+
+def _listing(root: Path, keep_out: tuple[str, ...], in_place: tuple[str, ...],
+             names: list[str] | None = None) -> _Listing:
+    left_out = keep_out + in_place
+    source = "list"
+    if names is None:
+        names, source = project_files(root), "git"
+    if names is None:
+        names, source = walked_files(root, left_out), "walk"
+    out = _Listing(source=source)
+    for name in names:
+        if _under(name, left_out):
+            continue
+        path = root / name
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            out.entries.append(_Entry(name, link=os.readlink(path)))
+        elif stat.S_ISREG(st.st_mode):
+            out.entries.append(_Entry(name, st.st_size, executable=bool(st.st_mode & 0o111)))
+    return out
+
+
+def check_project(root: Path, *, keep_out: tuple[str, ...] = (), in_place: tuple[str, ...] = (),
+                  limits: Limits = Limits(), in_place_here: bool = True) -> list[str]:
+    """What freeze would refuse, found without reading a file (a dry run); the files it would
+    freeze. `in_place_here`: the in-place paths are on this machine (not only on a login)."""
+    if in_place_here:
+        _check_in_place(root, in_place)
+    listing = _listing(root, keep_out, in_place)
+    _check_limits(listing, limits)
+    return [e.path for e in listing.entries]
+
+
+def _check_in_place(root: Path, in_place: tuple[str, ...]) -> None:
+    for p in in_place:
+        if p.startswith("/") or ".." in p.split("/") or not p.strip("/"):
+            raise SnapshotError(f"--in-place {p}: not a path inside the project",
+                                "name a file or directory relative to the project's top")
+        if not os.path.lexists(root / p):
+            raise SnapshotError(f"--in-place {p}: no such path in the project {root}",
+                                "name a file or directory inside the project, relative to it")
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("GiB", MiB * 1024), ("MiB", MiB), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} bytes"
+
+
+def _check_limits(listing: _Listing, limits: Limits) -> None:
+    files = [e for e in listing.entries if e.link is None]
+    total = sum(e.size for e in files)
+    big = sorted((e for e in files if e.size > limits.max_file_bytes), key=lambda e: -e.size)
+    if not big and total <= limits.max_total_bytes and len(files) <= limits.max_files:
+        return
+    largest = big or sorted(files, key=lambda e: -e.size)
+    named = ", ".join(f"{e.path} ({_size(e.size)})" for e in largest[:5])
+    if big:
+        what = f"{len(big)} file(s) over {_size(limits.max_file_bytes)}"
+    elif total > limits.max_total_bytes:
+        what = f"{len(files)} files, {_size(total)} (over {_size(limits.max_total_bytes)})"
+    else:
+        what = f"{len(files)} files (over {limits.max_files})"
+    raise SnapshotError(
+        f"the project is too large to snapshot for the job: {what}; largest: {named}",
+        "data does not belong in a code snapshot: name it with --in-place PATH (the job "
+        "reads it where it is), keep it out of the project (.gitignore in a git "
+        "repository), or submit with --no-snapshot (docs/jobs.md, \"Code snapshots\")")
+
+
+# --- hashing, with the per-project index ----------------------------------------------------
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _index_path(store: Path, root: Path) -> Path:
+    key = hashlib.sha256(os.fsencode(str(root))).hexdigest()[:24]
+    return store / "index" / f"{key}.json"
+
+
+def _hash_all(root: Path, store: Path, entries: list[_Entry]) -> None:
+    """Fill each file's digest, from the index where size, mtime and inode still match."""
+    index_file = _index_path(store, root)
+    try:
+        index = json.loads(index_file.read_text())
+    except (OSError, ValueError):
+        index = {}
+    fresh: dict[str, list[object]] = {}
+    now = time.time()
+    for e in entries:
+        if e.link is not None:
+            continue
+        st = (root / e.path).stat()
+        # ctime too: a file replaced by one of the same size and mtime may reuse the inode.
+        key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        known = index.get(e.path)
+        if isinstance(known, list) and known[:4] == key:
+            e.digest = str(known[4])
+        else:
+            e.digest = _digest(root / e.path)
+        if now - st.st_mtime > RACY_S:
+            fresh[e.path] = [*key, e.digest]
+    if fresh != index:
+        _write_atomic(index_file, json.dumps(fresh, separators=(",", ":")))
+
+
+# --- the store ------------------------------------------------------------------------------
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _object(store: Path, e: _Entry) -> Path:
+    return store / "objects" / e.digest[:2] / (e.digest[2:] + (".x" if e.executable else ""))
+
+
+def _add_object(store: Path, root: Path, e: _Entry) -> bool:
+    """Copy one file's content into the store unless it is there; True if it was added."""
+    target = _object(store, e)
+    if target.exists():
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+    os.close(fd)
+    shutil.copyfile(root / e.path, tmp)
+    # A copy that changed under us must not enter the store under the old name.
+    if _digest(Path(tmp)) != e.digest:
+        os.unlink(tmp)
+        raise SnapshotError(f"{e.path} changed while it was being snapshotted",
+                            "submit again once the file is saved")
+    os.chmod(tmp, 0o555 if e.executable else 0o444)
+    os.replace(tmp, target)
+    return True
+
+
+def _manifest(entries: list[_Entry]) -> str:
+    rows = sorted(entries, key=lambda e: e.path)
+    return json.dumps({
+        "format": FORMAT,
+        "files": [[e.path, e.digest, int(e.executable), e.size] for e in rows if e.link is None],
+        "links": [[e.path, e.link] for e in rows if e.link is not None],
+    }, separators=(",", ":"), sort_keys=True)
+
+
+def _build_tree(store: Path, snap_id: str, entries: list[_Entry]) -> None:
+    """trees/<id>: hard links to the objects (copies where the file system has none)."""
+    final = store / "trees" / snap_id
+    if final.exists():
+        return
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-"))
+    for e in entries:
+        dst = tmp / e.path
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if e.link is not None:
+            os.symlink(e.link, dst)
+            continue
+        try:
+            os.link(_object(store, e), dst)
+        except OSError:
+            shutil.copy2(_object(store, e), dst)
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        # Another submit of the same snapshot got there first: it is the same tree.
+        _remove_tree(tmp)
+        return
+    # Read-only, so that a job cannot change the code the next job of this snapshot runs.
+    for top, dirs, _files in os.walk(final, topdown=False):
+        for d in dirs:
+            if not os.path.islink(os.path.join(top, d)):
+                os.chmod(os.path.join(top, d), 0o555)
+    os.chmod(final, 0o555)
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a tree whose directories were made read-only."""
+    for top, dirs, _files in os.walk(path):
+        os.chmod(top, 0o755)
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(top, d))]
+    shutil.rmtree(path)
+
+
+def freeze(root: Path, store: Path, *, keep_out: tuple[str, ...] = (),
+           in_place: tuple[str, ...] = (), limits: Limits = Limits(),
+           names: list[str] | None = None) -> Snapshot:
+    """Freeze the project at `root` into `store`; the same files give the same snapshot.
+
+    `names`: the files to freeze (a login's copy freezes what the laptop's git listed)."""
+    root = Path(os.path.abspath(root))
+    _check_in_place(root, in_place)
+    listing = _listing(root, keep_out, in_place, names)
+    _check_limits(listing, limits)
+    entries = listing.entries
+    _hash_all(root, store, entries)
+    manifest = _manifest(entries)
+    snap_id = hashlib.sha256(manifest.encode()).hexdigest()[:20]
+    added = [e for e in entries if e.link is None and _add_object(store, root, e)]
+    manifest_file = store / "manifests" / f"{snap_id}.json"
+    if not manifest_file.exists():
+        _write_atomic(manifest_file, manifest + "\n")
+    _build_tree(store, snap_id, entries)
+    files = [e for e in entries if e.link is None]
+    return Snapshot(
+        id=snap_id, files=len(files), bytes=sum(e.size for e in files),
+        added_files=len(added), added_bytes=sum(e.size for e in added),
+        source=listing.source, store=str(store), in_place=tuple(in_place))
+
+
+# --- a job's working directory ------------------------------------------------------------
+
+
+def link_code(code_dir: Path, snap: Snapshot, root: Path, keep_out: tuple[str, ...] = ()
+              ) -> None:
+    """Make `code_dir` the job's view of the project: the snapshot's entries; live links for
+    the in-place paths and for the top-level directories the snapshot left out (data, a venv:
+    what git ignores). Left-out files are not linked: on a login they may be stale copies."""
+    root = Path(os.path.abspath(root))
+    code_dir.mkdir(parents=True)
+    live = {p.strip("/"): root / p.strip("/") for p in snap.in_place}
+    frozen = set(os.listdir(snap.tree))
+    for name in os.listdir(root):
+        # Not .git: the snapshot is no checkout, and git would describe the live tree.
+        if (name not in frozen and name != ".git" and not _under(name, keep_out)
+                and not _is_parent(name, live) and (root / name).is_dir()):
+            live[name] = root / name
+    _link_level(code_dir, snap.tree, "", live)
+
+
+def _is_parent(name: str, live: dict[str, Path]) -> bool:
+    return any(p.startswith(name + "/") for p in live)
+
+
+def _link_level(dst: Path, tree: Path, rel: str, live: dict[str, Path]) -> None:
+    names = set(os.listdir(tree / rel)) if (tree / rel).is_dir() else set()
+    names |= {p[len(rel):].split("/")[0] for p in live if rel == "" or p.startswith(rel)}
+    for name in sorted(names):
+        path = f"{rel}{name}"
+        if path in live:
+            os.symlink(live[path], dst / name)
+        elif _is_parent(path, live):
+            (dst / name).mkdir()
+            _link_level(dst / name, tree, path + "/", live)
+        else:
+            os.symlink(tree / path, dst / name)
+
+
+def manifest_of(store: Path, snap_id: str) -> dict[str, object]:
+    """A snapshot's manifest: {"files": [[path, digest, exec, size]], "links": [[path, to]]}."""
+    data: dict[str, object] = json.loads((store / "manifests" / f"{snap_id}.json").read_text())
+    return data
+
+
+def object_path(store: Path, digest: str, executable: bool) -> Path:
+    return store / "objects" / digest[:2] / (digest[2:] + (".x" if executable else ""))
+
+
+# --- run as a script: the login's side of a remote submit ----------------------------------
+
+
+def _main(argv: list[str]) -> int:
+    """`freeze ROOT STORE CODE_DIR [--keep-out P]... [--in-place P]...`, the files to freeze
+    NUL-separated on stdin; prints the snapshot (or the error) as JSON."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="hpctrain-snapshot")
+    p.add_argument("action", choices=["freeze"])
+    p.add_argument("root")
+    p.add_argument("store")
+    p.add_argument("code_dir")
+    p.add_argument("--keep-out", action="append", default=[])
+    p.add_argument("--in-place", action="append", default=[])
+    a = p.parse_args(argv)
+    names = [n for n in sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0")
+             if n]
+    root, store = Path(a.root).expanduser(), Path(a.store).expanduser()
+    try:
+        snap = freeze(root, store, keep_out=tuple(a.keep_out), in_place=tuple(a.in_place),
+                      names=names)
+        link_code(Path(a.code_dir).expanduser(), snap, root, tuple(a.keep_out))
+    except SnapshotError as e:
+        print(json.dumps({"error": e.what, "fix": e.fix}))
+        return 3
+    except OSError as e:
+        print(json.dumps({"error": f"snapshot failed: {e}", "fix": "check the file system"}))
+        return 3
+    print(json.dumps(asdict(snap)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
