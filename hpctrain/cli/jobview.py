@@ -76,7 +76,7 @@ def job_dict(record: JobRecord) -> dict[str, object]:
         "script": record.script_path, "stdout": record.stdout_path,
         "stderr": record.stderr_path, "workdir": record.workdir, "command": record.command,
         "git_commit": record.git_commit, "git_dirty": record.git_dirty,
-        "login": record.login, "restarts": restarts(record),
+        "snapshot": record.snapshot, "login": record.login, "restarts": restarts(record),
         "chain": None if record.chain_head is None else {
             "head": record.chain_head, "segment": record.segment, "segments": record.segments},
         "race": _race_dict(record),
@@ -218,6 +218,14 @@ def _monitor(record: JobRecord) -> dict[str, Any] | None:
     return job_summary(Path(record.run_dir)) if record.run_dir else None
 
 
+def code_line(record: JobRecord) -> str:
+    """Which code a job runs: its snapshot, or the project in place (--no-snapshot)."""
+    if record.snapshot:
+        return f"code: snapshot {record.snapshot} of {record.workdir}"
+    return (f"code: {record.workdir} in place, as it was when the job started (no snapshot: "
+            "--no-snapshot, or submitted before snapshots)")
+
+
 def _show_monitor(records: list[JobRecord]) -> None:
     # One job asked for by id: its monitor summary follows (`hpctrain stats` has it all).
     summary = _monitor(records[0]) if len(records) == 1 else None
@@ -259,6 +267,8 @@ def show_status(records: list[JobRecord], report: RefreshReport | None, cluster:
         console.print(table(one_row_per_chain(records), starts=starts))
     else:
         sys.stdout.write(plain_table(one_row_per_chain(records), starts))
+    if len(records) == 1:
+        sys.stdout.write(f"  {code_line(records[0])}\n")
     if records:
         _show_monitor(records)
 

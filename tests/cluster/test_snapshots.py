@@ -1,0 +1,105 @@
+"""Every job runs the code it was submitted with (docs/jobs.md, "Code snapshots"), on the dev
+cluster: a held job, a requeued job and a chain's later segment after an edit of the project,
+and the same project with --no-snapshot, which runs what is there when the job starts."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hpctrain.snapshots import store
+from tests.conftest import DevClusterHandle
+from tests.jobs.test_jobs_cluster import Cli
+from tests.waits import wait_for
+
+# The module a job runs; it appends its version to the run directory's `markers`.
+MARK = ("import os, pathlib\n"
+        "VERSION = {version!r}\n"
+        "with open(pathlib.Path(os.environ['HPCTRAIN_RUN_DIR']) / 'markers', 'a') as f:\n"
+        "    f.write(VERSION + ' ' + os.getcwd() + '\\n')\n")
+
+
+@pytest.fixture
+def cli(devcluster: DevClusterHandle, tmp_path: Path) -> Cli:
+    cli = Cli(devcluster, tmp_path)
+    (cli.cwd / "pkg").mkdir()
+    (cli.cwd / "pkg" / "__init__.py").write_text("")
+    _edit(cli, "v1")
+    (cli.cwd / "data").mkdir()
+    (cli.cwd / "data" / "table.csv").write_text("1,2\n")
+    return cli
+
+
+def _edit(cli: Cli, version: str) -> None:
+    (cli.cwd / "pkg" / "mark.py").write_text(MARK.format(version=version))
+
+
+def _markers(run_dir: str, count: int, timeout_s: float = 120) -> list[str]:
+    path = Path(run_dir) / "markers"
+    text = wait_for(lambda: path.read_text() if path.exists() else "", timeout_s,
+                    f"{count} marker line(s) in {path}",
+                    until=lambda t: t.count("\n") >= count, poll_s=0.5)
+    return [line.split()[0] for line in text.splitlines()]
+
+
+def test_a_held_job_runs_the_code_of_its_submit_and_no_snapshot_the_code_of_its_start(
+        cli: Cli, devcluster: DevClusterHandle) -> None:
+    job = ("--sbatch-arg=--hold", "--", "python3", "-m", "pkg.mark")
+    frozen = cli.submit("--snapshot", *job)
+    live = cli.submit("--no-snapshot", *job)
+    # Outside git every file is frozen: the module, its package and data/table.csv.
+    assert frozen["snapshot"]["files"] == 3 and live["snapshot"] is None
+    _edit(cli, "v2")
+    devcluster.client().release([frozen["job_id"], live["job_id"]])
+    assert _markers(frozen["run_dir"], 1) == ["v1"]
+    assert _markers(live["run_dir"], 1) == ["v2"]
+    # The job worked in its own directory, made of the snapshot.
+    cwd = (Path(frozen["run_dir"]) / "markers").read_text().split()[1]
+    assert cwd == str(Path(frozen["run_dir"]) / "code")
+    run_json = json.loads((Path(frozen["run_dir"]) / "run.json").read_text())
+    assert run_json["snapshot"]["id"] == frozen["snapshot"]["id"]
+    status = {j["job_id"]: j for j in json.loads(cli.ok("status", "--json").stdout)["jobs"]}
+    assert status[frozen["job_id"]]["snapshot"] == frozen["snapshot"]["id"]
+    assert status[live["job_id"]]["snapshot"] is None
+
+
+def test_a_requeued_job_and_a_later_segment_run_the_submitted_code(cli: Cli,
+                                                                   devcluster: DevClusterHandle
+                                                                   ) -> None:
+    # The first run waits for the test's signal file; the requeued one goes straight on.
+    wait_then_mark = ("sh", "-c", 'python3 -m pkg.mark; [ -e "$HPCTRAIN_RUN_DIR/go" ] || '
+                      'sleep 600')
+    requeued = cli.submit(*("--", *wait_then_mark))
+    chain = cli.submit("--chain", "2", "--", "python3", "-m", "pkg.mark")
+    _edit(cli, "v2")
+    assert _markers(requeued["run_dir"], 1) == ["v1"]
+    (Path(requeued["run_dir"]) / "go").write_text("")
+    devcluster.client().run(["scontrol", "requeue", requeued["job_id"]])
+    assert _markers(requeued["run_dir"], 2) == ["v1", "v1"]
+    assert _markers(chain["run_dir"], 2) == ["v1", "v1"]
+    assert chain["snapshot"]["added_files"] == 0  # the same project: nothing new stored
+
+
+def test_in_place_data_is_read_where_it_is(cli: Cli) -> None:
+    script = ("import pathlib; print('rows', pathlib.Path('data/table.csv').read_text().strip(),"
+              " pathlib.Path('extra.txt').is_symlink())")
+    (cli.cwd / "extra.txt").write_text("not frozen")
+    done = cli.submit("--in-place", "extra.txt", "--", "python3", "-c", script)
+    snap = done["snapshot"]
+    frozen = store.manifest_of(Path(snap["store"]), snap["id"])["files"]
+    assert snap["in_place"] == ["extra.txt"] and "extra.txt" not in {f[0] for f in frozen}
+    job = cli.wait(done["job_id"], lambda j: j["terminal"])
+    assert job["state"] == "COMPLETED", job
+    assert "rows 1,2 True" in Path(done["stdout"]).read_text()
+    # A path outside the project, and --in-place without a snapshot, are refused.
+    res = cli("submit", "--profile", "local", "--in-place", "../x", "--", "true")
+    assert res.returncode == 1 and "--in-place ../x: not a path inside the project" in res.stderr
+    res = cli("submit", "--profile", "local", "--no-snapshot", "--in-place", "data", "--",
+              "true")
+    assert res.returncode == 1 and "--no-snapshot makes none" in res.stderr
+    # Refused before anything was written: the one run directory and the store.
+    assert sorted(os.listdir(cli.cwd / "hpctrain-runs")) == sorted(
+        [".snapshots", Path(done["run_dir"]).name])
