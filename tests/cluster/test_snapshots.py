@@ -48,7 +48,8 @@ def _markers(run_dir: str, count: int, timeout_s: float = 120) -> list[str]:
 def test_a_held_job_runs_the_code_of_its_submit_and_no_snapshot_the_code_of_its_start(
         cli: Cli, devcluster: DevClusterHandle) -> None:
     job = ("--sbatch-arg=--hold", "--", "python3", "-m", "pkg.mark")
-    frozen = cli.submit("--snapshot", *job)
+    frozen = json.loads(cli.ok("submit", "--profile", "local", "--time", "2", "--json",
+                               "--snapshot", *job).stdout)
     live = cli.submit("--no-snapshot", *job)
     # Outside git every file is frozen: the module, its package and data/table.csv.
     assert frozen["snapshot"]["files"] == 3 and live["snapshot"] is None
