@@ -1,0 +1,57 @@
+"""Code snapshots through a login (loopback sshd): two submits from two states of the laptop's
+work tree, held until both are queued, each run its own code, although the login's synced
+copy holds only the second state."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.conftest import DevClusterHandle
+from tests.remote.conftest import Laptop, Sshd
+from tests.waits import wait_for
+
+MARK = ("import os, pathlib\n"
+        "with open(pathlib.Path(os.environ['HPCTRAIN_RUN_DIR']) / 'markers', 'a') as f:\n"
+        "    f.write({version!r} + '\\n')\n")
+
+
+def _edit(lap: Laptop, version: str) -> None:
+    (lap.project / "pkg").mkdir(exist_ok=True)
+    (lap.project / "pkg" / "mark.py").write_text(MARK.format(version=version))
+
+
+def _submit(lap: Laptop) -> dict[str, object]:
+    res = lap.ok("submit", "--profile", "remote", "--time", "2", "--json",
+                 "--sbatch-arg=--hold", "--", "python3", "-m", "pkg.mark")
+    return dict(json.loads(res.stdout))
+
+
+def _marker(run_dir: object) -> str:
+    path = Path(str(run_dir)) / "markers"
+    return wait_for(lambda: path.read_text() if path.exists() else "", 120,
+                    f"the job's marker in {path}", until=bool, poll_s=0.5).strip()
+
+
+def test_two_submits_through_a_login_each_run_their_own_code(
+    devcluster: DevClusterHandle, sshd: Sshd, laptop: Callable[..., Laptop],
+) -> None:
+    workdir = sshd.remote_home / "snap proj"
+    lap = laptop(str(workdir))
+    lap.ok("login", "remote")
+    _edit(lap, "v1")
+    first = _submit(lap)
+    _edit(lap, "v2")
+    second = _submit(lap)
+    snap1, snap2 = first["snapshot"], second["snapshot"]
+    assert isinstance(snap1, dict) and isinstance(snap2, dict)
+    assert snap1["source"] == snap2["source"] == "list" and snap1["id"] != snap2["id"]
+    # Only the edited file is new in the login's store; the ignored data never went there.
+    assert snap2["added_files"] == 1 and not (workdir / "data").exists()
+    assert (workdir / "pkg" / "mark.py").read_text() == MARK.format(version="v2")
+    devcluster.client().release([str(first["job_id"]), str(second["job_id"])])
+    assert _marker(first["run_dir"]) == "v1"
+    assert _marker(second["run_dir"]) == "v2"
+    code = Path(str(first["run_dir"])) / "code"
+    assert (code / "pkg" / "mark.py").read_text() == MARK.format(version="v1")
