@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hpctrain.errors import RemoteError
 from hpctrain.remote.connection import Connection
-from hpctrain.snapshots.store import project_files
+from hpctrain.snapshots.store import existing, project_files
 
 SYNC_TIMEOUT_S = 600.0
 
@@ -49,6 +49,8 @@ def sync(conn: Connection, root: Path, remote_dir: str, exclude: tuple[str, ...]
                           "rsync; macOS ships one) - the login node needs it too")
     conn.require()
     names = project_files(root)
+    if names is not None:
+        names = existing(root, names)  # rsync fails on a tracked file deleted here
     listing = None if names is None else b"".join(n.encode("utf-8", "surrogateescape") + b"\0"
                                                    for n in names)
     argv = rsync_argv(conn, remote_dir, files_from=names is not None, exclude=exclude)

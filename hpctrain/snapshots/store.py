@@ -85,6 +85,8 @@ class _Entry:
     digest: str = ""
     executable: bool = False
     link: str | None = None  # a symlink's target, kept as it is
+    # What the index compares: mtime and ctime in ns, inode.
+    stamp: tuple[int, int, int] = (0, 0, 0)
 
 
 @dataclass
@@ -107,9 +109,14 @@ def project_files(root: Path) -> list[str] | None:
         return None
     if done.returncode != 0:
         return None
-    names = [n for n in done.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
-    # A tracked file deleted in the work tree is listed too.
-    return [n for n in names if (root / n).is_file() or (root / n).is_symlink()]
+    # A tracked file deleted in the work tree is listed too (existing() leaves it out).
+    return [n for n in done.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
+
+
+def existing(root: Path, names: list[str]) -> list[str]:
+    """The names that are there (a file or a link) under `root`."""
+    top = str(root)
+    return [n for n in names if os.path.lexists(os.path.join(top, n))]
 
 
 def walked_files(root: Path, skip: tuple[str, ...] = ()) -> list[str]:
@@ -145,15 +152,20 @@ def _listing(root: Path, keep_out: tuple[str, ...], in_place: tuple[str, ...],
     if names is None:
         names, source = walked_files(root, left_out), "walk"
     out = _Listing(source=source)
+    top = str(root)
     for name in names:
-        if _under(name, left_out):
+        if left_out and _under(name, left_out):
             continue
-        path = root / name
-        st = path.lstat()
+        path = os.path.join(top, name)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue  # tracked, but deleted in the work tree
         if stat.S_ISLNK(st.st_mode):
             out.entries.append(_Entry(name, link=os.readlink(path)))
         elif stat.S_ISREG(st.st_mode):
-            out.entries.append(_Entry(name, st.st_size, executable=bool(st.st_mode & 0o111)))
+            out.entries.append(_Entry(name, st.st_size, executable=bool(st.st_mode & 0o111),
+                                      stamp=(st.st_mtime_ns, st.st_ctime_ns, st.st_ino)))
     return out
 
 
@@ -222,30 +234,33 @@ def _index_path(store: Path, root: Path) -> Path:
     return store / "index" / f"{key}.json"
 
 
-def _hash_all(root: Path, store: Path, entries: list[_Entry]) -> None:
-    """Fill each file's digest, from the index where size, mtime and inode still match."""
+def _hash_all(root: Path, store: Path, entries: list[_Entry]) -> bool:
+    """Fill each file's digest, from the index where size, mtime, ctime and inode still match.
+    True if every digest came from the index (the store then holds every object)."""
     index_file = _index_path(store, root)
     try:
         index = json.loads(index_file.read_text())
     except (OSError, ValueError):
         index = {}
     fresh: dict[str, list[object]] = {}
-    now = time.time()
+    racy_ns = int((time.time() - RACY_S) * 1e9)
+    all_known = True
+    top = str(root)
     for e in entries:
         if e.link is not None:
             continue
-        st = (root / e.path).stat()
-        # ctime too: a file replaced by one of the same size and mtime may reuse the inode.
-        key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        key = [e.size, *e.stamp]
         known = index.get(e.path)
         if isinstance(known, list) and known[:4] == key:
             e.digest = str(known[4])
         else:
-            e.digest = _digest(root / e.path)
-        if now - st.st_mtime > RACY_S:
+            e.digest = _digest(Path(os.path.join(top, e.path)))
+            all_known = False
+        if e.stamp[0] < racy_ns:
             fresh[e.path] = [*key, e.digest]
     if fresh != index:
         _write_atomic(index_file, json.dumps(fresh, separators=(",", ":")))
+    return all_known
 
 
 # --- the store ------------------------------------------------------------------------------
@@ -259,19 +274,20 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _object(store: Path, e: _Entry) -> Path:
-    return store / "objects" / e.digest[:2] / (e.digest[2:] + (".x" if e.executable else ""))
+def _object(store: Path, e: _Entry) -> str:
+    return os.path.join(str(store), "objects", e.digest[:2],
+                        e.digest[2:] + (".x" if e.executable else ""))
 
 
 def _add_object(store: Path, root: Path, e: _Entry) -> bool:
     """Copy one file's content into the store unless it is there; True if it was added."""
     target = _object(store, e)
-    if target.exists():
+    if os.path.exists(target):
         return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
     os.close(fd)
-    shutil.copyfile(root / e.path, tmp)
+    shutil.copyfile(os.path.join(str(root), e.path), tmp)
     # A copy that changed under us must not enter the store under the old name.
     if _digest(Path(tmp)) != e.digest:
         os.unlink(tmp)
@@ -297,10 +313,12 @@ def _build_tree(store: Path, snap_id: str, entries: list[_Entry]) -> None:
     if final.exists():
         return
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-"))
+    tmp = tempfile.mkdtemp(dir=final.parent, prefix=".tmp-")
+    dirs = sorted({os.path.dirname(e.path) for e in entries} - {""})
+    for d in dirs:
+        os.makedirs(os.path.join(tmp, d), exist_ok=True)
     for e in entries:
-        dst = tmp / e.path
-        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst = os.path.join(tmp, e.path)
         if e.link is not None:
             os.symlink(e.link, dst)
             continue
@@ -312,13 +330,11 @@ def _build_tree(store: Path, snap_id: str, entries: list[_Entry]) -> None:
         os.rename(tmp, final)
     except OSError:
         # Another submit of the same snapshot got there first: it is the same tree.
-        _remove_tree(tmp)
+        _remove_tree(Path(tmp))
         return
     # Read-only, so that a job cannot change the code the next job of this snapshot runs.
-    for top, dirs, _files in os.walk(final, topdown=False):
-        for d in dirs:
-            if not os.path.islink(os.path.join(top, d)):
-                os.chmod(os.path.join(top, d), 0o555)
+    for d in reversed(dirs):
+        os.chmod(os.path.join(str(final), d), 0o555)
     os.chmod(final, 0o555)
 
 
@@ -341,14 +357,18 @@ def freeze(root: Path, store: Path, *, keep_out: tuple[str, ...] = (),
     listing = _listing(root, keep_out, in_place, names)
     _check_limits(listing, limits)
     entries = listing.entries
-    _hash_all(root, store, entries)
+    all_indexed = _hash_all(root, store, entries)
     manifest = _manifest(entries)
     snap_id = hashlib.sha256(manifest.encode()).hexdigest()[:20]
-    added = [e for e in entries if e.link is None and _add_object(store, root, e)]
+    # An indexed project whose tree exists is this very snapshot again: nothing to store.
+    done = all_indexed and (store / "trees" / snap_id).exists()
+    added = [] if done else [e for e in entries if e.link is None and
+                             _add_object(store, root, e)]
     manifest_file = store / "manifests" / f"{snap_id}.json"
-    if not manifest_file.exists():
+    if not done and not manifest_file.exists():
         _write_atomic(manifest_file, manifest + "\n")
-    _build_tree(store, snap_id, entries)
+    if not done:
+        _build_tree(store, snap_id, entries)
     files = [e for e in entries if e.link is None]
     return Snapshot(
         id=snap_id, files=len(files), bytes=sum(e.size for e in files),
