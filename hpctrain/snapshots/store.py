@@ -424,6 +424,65 @@ def object_path(store: Path, digest: str, executable: bool) -> Path:
     return store / "objects" / digest[:2] / (digest[2:] + (".x" if executable else ""))
 
 
+# --- collecting what no job needs -----------------------------------------------------------
+
+# Younger than this, a tree, manifest or object may belong to a submit still freezing.
+GC_GRACE_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What `collect` removed (or, `dry_run`, would remove) from one store."""
+
+    store: str
+    snapshots: tuple[str, ...]
+    objects: int
+    bytes: int
+    kept: int
+
+
+def snapshot_ids(store: Path) -> list[str]:
+    """Every snapshot the store holds (by its manifest)."""
+    return sorted(p.stem for p in (store / "manifests").glob("*.json"))
+
+
+def collect(store: Path, keep: set[str], *, dry_run: bool = False,
+            grace_s: float = GC_GRACE_S) -> Collected:
+    """Remove the snapshots not in `keep`, then every object no kept snapshot names."""
+    now = time.time()
+
+    def young(path: Path) -> bool:
+        try:
+            return now - path.lstat().st_mtime < grace_s
+        except FileNotFoundError:
+            return False
+
+    ids = snapshot_ids(store)
+    drop = [i for i in ids if i not in keep and not young(store / "manifests" / f"{i}.json")]
+    kept = [i for i in ids if i not in drop]
+    needed: set[str] = set()
+    for i in kept:
+        files = manifest_of(store, i)["files"]
+        needed |= {_object(store, _Entry(f[0], digest=f[1], executable=bool(f[2])))
+                   for f in files}  # type: ignore[attr-defined]
+    objects, freed = 0, 0
+    for obj in sorted((store / "objects").glob("*/*")):
+        if obj.name.startswith(".tmp-") or str(obj) in needed or young(obj):
+            continue
+        objects, freed = objects + 1, freed + obj.stat().st_size
+        if not dry_run:
+            obj.unlink()
+    if not dry_run:
+        for i in drop:
+            if (store / "trees" / i).exists():
+                _remove_tree(store / "trees" / i)
+            (store / "manifests" / f"{i}.json").unlink()
+        if objects:
+            # Its digests may name removed objects: rebuilt by the next freeze.
+            shutil.rmtree(store / "index", ignore_errors=True)
+    return Collected(str(store), tuple(drop), objects, freed, len(kept))
+
+
 # --- run as a script: the login's side of a remote submit ----------------------------------
 
 
