@@ -17,8 +17,11 @@ PROFILE = "profile.yaml"  # the resolved profile the job was planned with
 RUN_INFO = "run.json"  # git commit and dirty state, job ids once known
 UNCONFIRMED = "SUBMIT-UNCONFIRMED"  # sbatch timed out: the job may or may not exist
 ALTERNATIVES = "alternatives.txt"  # a race's ids, one "JOBID NODESxGPUS" line each
+CODE = "code"  # the job's working directory: links into its code snapshot
+GIT_DIFF = "git.diff"  # the work tree's changes against the commit in run.json (if any)
 
 # Written by the sbatch script on the compute node.
+ENVIRONMENT = "environment.json"  # the job's Python: version, packages, their hash
 RACE_CLAIM = "race-claim"  # the first alternative to start makes it (mkdir is atomic)
 RACE_WINNER = "winner"  # inside RACE_CLAIM: "JOBID NODESxGPUS" of the winner
 STOP_REQUESTED = "stop-requested"  # SLURM's warning arrived: "USR1 <unix time>"

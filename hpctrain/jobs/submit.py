@@ -91,14 +91,20 @@ def create_run_dir(prep: Prepared, place: Place) -> Origin:
     """Check, then make the run directory with its files and the job's code at `place`."""
     place.check_files(prep.run_dir, prep.files)
     place.create_run_dir(prep.run_dir, prep.files)
-    snapshot = None
-    if prep.code is not None:
-        try:
-            snapshot = place.freeze_code(prep.code)
-        except HpctrainError:
-            place.discard(prep.run_dir)
-            raise
-    return Origin(place.git(), snapshot)
+    try:
+        snapshot = place.freeze_code(prep.code) if prep.code is not None else None
+        git = place.git()
+        if git is not None and git.dirty and (diff := place.git_diff()):
+            # What the commit in run.json lacks, in git's words (the snapshot holds it too).
+            place.write(prep.run_dir / rundir.GIT_DIFF, diff)
+    except (HpctrainError, OSError) as e:
+        # Nothing is queued yet: leave no run directory behind that looks like a run.
+        place.discard(prep.run_dir)
+        if isinstance(e, OSError):
+            raise HpctrainError(f"cannot write {prep.run_dir}: {e.strerror}",
+                                "check that the runs folder is writable") from None
+        raise
+    return Origin(git, snapshot)
 
 
 def _sbatch(prep: Prepared, place: Place, previous: str | None = None) -> str:

@@ -45,6 +45,17 @@ def git_state(cwd: Path) -> GitState | None:
     return GitState(commit=head.stdout.strip(), dirty=dirty)
 
 
+def git_diff(cwd: Path) -> str | None:
+    """The work tree's changes to tracked files against HEAD (None: none, or no git here)."""
+    try:
+        done = subprocess.run(["git", "-C", str(cwd), "diff", "HEAD", "--binary", "--", "."],
+                              capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = done.stdout.decode("utf-8", "replace")
+    return text if done.returncode == 0 and text else None
+
+
 class Place(Protocol):
     """Where a submission goes: this machine, or a login over its ssh master."""
 
@@ -125,4 +136,8 @@ class Place(Protocol):
 
     def git(self) -> GitState | None:
         """The commit and dirty flag of the project submitted from here."""
+        ...
+
+    def git_diff(self) -> str | None:
+        """The project's changes against its commit (`git diff HEAD`), None without any."""
         ...

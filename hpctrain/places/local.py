@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from hpctrain.errors import HpctrainError
 from hpctrain.files import write_atomic
-from hpctrain.places.base import GitState, git_state
+from hpctrain.places.base import GitState, git_diff, git_state
 from hpctrain.slurm.client import SlurmClient
 
 if TYPE_CHECKING:
@@ -111,6 +111,9 @@ class LocalPlace:
 
     def git(self) -> GitState | None:
         return git_state(self.workdir)
+
+    def git_diff(self) -> str | None:
+        return git_diff(self.workdir)
 
 
 def check_copies(paths: Iterable[Path]) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from hpctrain.errors import RemoteError
-from hpctrain.places.base import GitState, git_state
+from hpctrain.places.base import GitState, git_diff, git_state
 from hpctrain.places.local import check_copies
 from hpctrain.remote import site as sites
 from hpctrain.remote import sync as syncing
@@ -179,6 +179,9 @@ class LoginPlace:
     def git(self) -> GitState | None:
         # The laptop's repository: the login holds a synced copy without .git history.
         return git_state(self.local_root)
+
+    def git_diff(self) -> str | None:
+        return git_diff(self.local_root)
 
 
 def _excluded(output_dir: str) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpctrain import rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.snapshots import store
 from hpctrain.snapshots.store import Snapshot
@@ -38,7 +39,7 @@ def code_spec(project: Path, run_dir: Path, in_place: tuple[str, ...]) -> CodeSp
     rel = Path(os.path.relpath(runs, project)).as_posix()
     # A runs folder outside the project needs no keeping out.
     keep_out = () if rel.startswith("..") else (rel,)
-    return CodeSpec(project=project, store=runs / STORE_DIR, code_dir=run_dir / "code",
+    return CodeSpec(project=project, store=runs / STORE_DIR, code_dir=run_dir / rundir.CODE,
                     keep_out=keep_out, in_place=tuple(p.strip("/") for p in in_place))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,29 @@ def test_in_place_data_is_read_where_it_is(cli: Cli) -> None:
     # Refused before anything was written: the one run directory and the store.
     assert sorted(os.listdir(cli.cwd / "hpctrain-runs")) == sorted(
         [".snapshots", Path(done["run_dir"]).name])
+
+
+def test_what_ran_is_recorded_in_the_run_directory(cli: Cli) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(cli.cwd), "-c", "user.name=t", "-c", "user.email=t@t",
+                        *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "pkg")
+    git("commit", "-q", "-m", "v1")
+    _edit(cli, "v2")  # uncommitted
+    done = cli.submit("--", "python3", "-m", "pkg.mark")
+    run_dir = Path(done["run_dir"])
+    assert _markers(done["run_dir"], 1) == ["v2"]
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["git"]["dirty"] is True and info["snapshot"]["source"] == "git"
+    diff = (run_dir / "git.diff").read_text()
+    assert "-VERSION = 'v1'" in diff and "+VERSION = 'v2'" in diff
+    env = wait_for(lambda: (run_dir / "environment.json").is_file(), 60,
+                   "environment.json in the run directory", until=bool)
+    assert env
+    recorded = json.loads((run_dir / "environment.json").read_text())
+    assert recorded["python"].count(".") == 2 and len(recorded["packages_sha256"]) == 64
+    assert isinstance(recorded["packages"], dict)
+    for name in ("job.sbatch", "profile.yaml"):
+        assert (run_dir / name).is_file()
