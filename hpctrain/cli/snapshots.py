@@ -1,9 +1,10 @@
-"""`hpctrain gc`: the code snapshots no recorded job still needs (docs/jobs.md, "Code
-snapshots")."""
+"""`hpctrain diff` (what differs between two runs) and `hpctrain gc` (the code snapshots no
+recorded job still needs): docs/jobs.md, "Code snapshots"."""
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,6 +16,7 @@ from hpctrain.cli.output import console, print_json
 
 if TYPE_CHECKING:
     from hpctrain.history import JobRecord
+    from hpctrain.jobs.compare import Change, Comparison, Reader
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
@@ -79,6 +81,68 @@ def gc(
                       highlight=False)
 
 
+def _reader(record: JobRecord) -> Reader:
+    """Files of the job's run directory and store, read where the job was submitted."""
+    from hpctrain import places
+
+    place = places.for_record(record, backends.local_place())
+
+    def read(path: Path) -> bytes | None:
+        got = place.read_file(path, None)
+        return None if got is None else got[0]
+
+    return read
+
+
+def diff(
+    job_a: Annotated[str, typer.Argument(help="A job id (the first run).")],
+    job_b: Annotated[str, typer.Argument(help="Another job id (the second run).")],
+    json_out: JsonOpt = False,
+) -> None:
+    """What differs between two runs: code (a unified diff), settings, topology, Python
+    packages, profile."""
+    from hpctrain.jobs import tracking
+    from hpctrain.jobs.compare import compare, read_facts
+
+    history = backends.history()
+    records = [tracking.pick(history, job) for job in (job_a, job_b)]
+    readers = [_reader(r) for r in records]
+    facts = [read_facts(r, read) for r, read in zip(records, readers, strict=True)]
+    comparison = compare(facts[0], facts[1], readers[0], readers[1])
+    if json_out:
+        print_json(comparison.as_dict())
+        return
+    _show(comparison)
+
+
+def _show(c: Comparison) -> None:
+    out = sys.stdout.write
+    if c.same:
+        out(f"Jobs {c.a} and {c.b} ran the same code, settings, topology, Python packages and "
+            "profile.\n")
+        return
+    if c.code or c.code_note:
+        out(f"code ({c.a} -> {c.b}):\n")
+        out("".join(c.code) if c.code else f"  {c.code_note}\n")
+    for title, changes in (("settings", c.settings), ("topology", c.topology),
+                           ("environment", c.environment)):
+        if changes:
+            out(f"{title} ({c.a} -> {c.b}):\n" + "".join(_line(x) for x in changes))
+    if c.profile:
+        out(f"profile ({c.a} -> {c.b}):\n" + "".join(c.profile))
+
+
+def _line(c: Change) -> str:
+    return f"  {c.what}: {_value(c.a)} -> {_value(c.b)}\n"
+
+
+def _value(v: object) -> str:
+    import json
+
+    return v if isinstance(v, str) else json.dumps(v)
+
+
 def register(app: typer.Typer) -> None:
-    """Add gc to the root app."""
+    """Add diff and gc to the root app."""
+    app.command(epilog="Example: hpctrain diff 1234 1240")(diff)
     app.command(epilog="Example: hpctrain gc --older-than 30 --dry-run")(gc)

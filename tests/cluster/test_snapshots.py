@@ -131,3 +131,25 @@ def test_what_ran_is_recorded_in_the_run_directory(cli: Cli) -> None:
     assert isinstance(recorded["packages"], dict)
     for name in ("job.sbatch", "profile.yaml"):
         assert (run_dir / name).is_file()
+
+
+def test_diff_shows_exactly_one_line_of_code_and_one_setting(cli: Cli,
+                                                             devcluster: DevClusterHandle
+                                                             ) -> None:
+    (cli.cwd / "a.yaml").write_text("task: spiral\noptim:\n  lr: 0.01\n")
+    (cli.cwd / "b.yaml").write_text("task: spiral\noptim:\n  lr: 0.05\n")
+    held = ("--sbatch-arg=--hold", "--time", "10")
+    first = cli.submit("--config", "a.yaml", *held)
+    _edit(cli, "v2")
+    second = cli.submit("--config", "b.yaml", *held)
+    devcluster.client().scancel([first["job_id"], second["job_id"]])
+    res = cli.ok("diff", first["job_id"], second["job_id"], "--json")
+    got = json.loads(res.stdout)
+    assert got["settings"] == [{"what": "optim.lr", "a": "0.01", "b": "0.05"}]
+    assert got["topology"] == [] and got["environment"] == [] and got["profile"] == []
+    changed = [ln for ln in got["code"] if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    assert changed == ["-VERSION = 'v1'\n", "+VERSION = 'v2'\n"]
+    text = cli.ok("diff", first["job_id"], second["job_id"]).stdout
+    assert "optim.lr: 0.01 -> 0.05" in text and "+++ b/pkg/mark.py" in text
+    same = cli.ok("diff", first["job_id"], first["job_id"]).stdout
+    assert same.startswith(f"Jobs {first['job_id']} and {first['job_id']} ran the same code")
