@@ -93,7 +93,12 @@ class LogPatterns:
 
 def log_patterns(plan: JobPlan) -> LogPatterns:
     """Where the plan's job writes its output: `<log_dir>/<job name>-<job id>.out|.err`."""
-    return LogPatterns(stdout=f"{plan.log_dir}/%x-%j.out", stderr=f"{plan.log_dir}/%x-%j.err")
+    return logs_in(plan.log_dir)
+
+
+def logs_in(log_dir: str) -> LogPatterns:
+    """The output files' patterns of a job logging into `log_dir`."""
+    return LogPatterns(stdout=f"{log_dir}/%x-%j.out", stderr=f"{log_dir}/%x-%j.err")
 
 
 def render_script(plan: JobPlan, *, environ: Mapping[str, str] | None = None) -> str:

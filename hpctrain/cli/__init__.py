@@ -20,7 +20,7 @@ MODULES = ("render", "submit", "jobs", "snapshots", "login", "train", "profiles"
            "data", "stats", "scale")
 MODULE_OF = {
     "render": "render", "submit": "submit", "status": "jobs", "logs": "jobs", "cancel": "jobs",
-    "diff": "snapshots", "gc": "snapshots", "login": "login",
+    "diff": "snapshots", "rerun": "snapshots", "gc": "snapshots", "login": "login",
     "train": "train", "profiles": "profiles", "devcluster": "devcluster", "data": "data",
     "stats": "stats", "scale": "scale", "scale-report": "scale",
 }

@@ -1,5 +1,5 @@
-"""`hpctrain diff` (what differs between two runs) and `hpctrain gc` (the code snapshots no
-recorded job still needs): docs/jobs.md, "Code snapshots"."""
+"""`hpctrain diff` (what differs between two runs), `rerun` (a job again, on its snapshot) and
+`gc` (the code snapshots no recorded job still needs): docs/jobs.md, "Code snapshots"."""
 
 from __future__ import annotations
 
@@ -142,7 +142,31 @@ def _value(v: object) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
+def rerun(
+    job: Annotated[str, typer.Argument(help="The job to run again.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Submit a job's script again against its code snapshot, in a new run directory: the
+    same code and settings, whatever was edited since."""
+    from hpctrain import places
+    from hpctrain.jobs import rerun as again
+    from hpctrain.jobs import tracking
+
+    history = backends.history()
+    record = tracking.pick(history, job)
+    done = again.rerun(record, places.for_record(record, backends.local_place()), history)
+    if json_out:
+        print_json(done.as_dict())
+        return
+    console.print(f"Submitted job [bold]{done.job_id}[/], a rerun of job {done.of} "
+                  f"(snapshot {done.snapshot.id})", highlight=False)
+    console.print(f"run directory: {done.run_dir}", highlight=False, soft_wrap=True)
+    console.print(f"follow it:     hpctrain status {done.job_id}", highlight=False)
+    console.print(f"               hpctrain logs -f {done.job_id}", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
-    """Add diff and gc to the root app."""
+    """Add diff, rerun and gc to the root app."""
     app.command(epilog="Example: hpctrain diff 1234 1240")(diff)
+    app.command(epilog="Example: hpctrain rerun 1234")(rerun)
     app.command(epilog="Example: hpctrain gc --older-than 30 --dry-run")(gc)

@@ -122,6 +122,10 @@ class Place(Protocol):
         """Snapshot the project at the place and make the job's working directory from it."""
         ...
 
+    def link_code(self, spec: CodeSpec, snapshot_id: str) -> Snapshot:
+        """The job's working directory from a snapshot the place's store holds (a rerun)."""
+        ...
+
     def write(self, path: Path, text: str) -> None:
         """Replace one small file whole or not at all (run.json, a race's job ids)."""
         ...

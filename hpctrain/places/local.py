@@ -93,6 +93,11 @@ class LocalPlace:
 
         return freeze_here(spec)
 
+    def link_code(self, spec: CodeSpec, snapshot_id: str) -> Snapshot:
+        from hpctrain.snapshots.spec import link_here
+
+        return link_here(spec, snapshot_id)
+
     def write(self, path: Path, text: str) -> None:
         write_atomic(path, text)
 

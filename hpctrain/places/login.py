@@ -138,15 +138,25 @@ class LoginPlace:
     def freeze_code(self, spec: CodeSpec) -> Snapshot:
         """Freeze the synced copy on the login (one round trip): exactly the files the laptop
         listed, so that a file deleted here but left over there is not in the snapshot."""
-        from hpctrain.snapshots.spec import check_here, script_source, snapshot_from_json
+        from hpctrain.snapshots.spec import check_here
 
         names = check_here(spec, self.local_root, in_place_here=False)
-        argv = ["python3", "-c", script_source(), "freeze", str(spec.project), str(spec.store),
-                str(spec.code_dir)]
+        listing = b"".join(n.encode("utf-8", "surrogateescape") + b"\0" for n in names)
+        return self._store_script("freeze", spec, listing)
+
+    def link_code(self, spec: CodeSpec, snapshot_id: str) -> Snapshot:
+        return self._store_script("link", spec, b"", "--snapshot", snapshot_id)
+
+    def _store_script(self, action: str, spec: CodeSpec, stdin: bytes, *extra: str
+                      ) -> Snapshot:
+        """snapshots/store.py run by the login's python3 (one round trip)."""
+        from hpctrain.snapshots.spec import script_source, snapshot_from_json
+
+        argv = ["python3", "-c", script_source(), action, str(spec.project), str(spec.store),
+                str(spec.code_dir), *extra]
         argv += [a for p in spec.keep_out for a in ("--keep-out", p)]
         argv += [a for p in spec.in_place for a in ("--in-place", p)]
-        listing = b"".join(n.encode("utf-8", "surrogateescape") + b"\0" for n in names)
-        out, err, code = self.conn.run(shlex.join(argv), input=listing)
+        out, err, code = self.conn.run(shlex.join(argv), input=stdin)
         try:
             data = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
         except (ValueError, IndexError):

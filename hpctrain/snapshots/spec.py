@@ -75,6 +75,14 @@ def script_source() -> str:
     return Path(store.__file__).read_text(encoding="utf-8")
 
 
+def link_here(spec: CodeSpec, snap_id: str) -> Snapshot:
+    """Make the job's working directory from a snapshot the store already holds (a rerun)."""
+    with _errors():
+        snap = store.existing_snapshot(spec.store, snap_id, spec.in_place)
+        store.link_code(spec.code_dir, snap, spec.project, spec.keep_out)
+        return snap
+
+
 def freeze_here(spec: CodeSpec) -> Snapshot:
     """Freeze the project on this machine and make the job's working directory from it."""
     with _errors():

@@ -488,24 +488,29 @@ def collect(store: Path, keep: set[str], *, dry_run: bool = False,
 
 def _main(argv: list[str]) -> int:
     """`freeze ROOT STORE CODE_DIR [--keep-out P]... [--in-place P]...`, the files to freeze
-    NUL-separated on stdin; prints the snapshot (or the error) as JSON."""
+    NUL-separated on stdin; `link ROOT STORE CODE_DIR --snapshot ID [...]` links an existing
+    snapshot (a rerun). Prints the snapshot (or the error) as JSON."""
     import argparse
 
     p = argparse.ArgumentParser(prog="hpctrain-snapshot")
-    p.add_argument("action", choices=["freeze"])
+    p.add_argument("action", choices=["freeze", "link"])
     p.add_argument("root")
     p.add_argument("store")
     p.add_argument("code_dir")
     p.add_argument("--keep-out", action="append", default=[])
     p.add_argument("--in-place", action="append", default=[])
+    p.add_argument("--snapshot")
     a = p.parse_args(argv)
-    names = [n for n in sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0")
-             if n]
     root, store = Path(a.root).expanduser(), Path(a.store).expanduser()
+    keep_out, in_place = tuple(a.keep_out), tuple(a.in_place)
     try:
-        snap = freeze(root, store, keep_out=tuple(a.keep_out), in_place=tuple(a.in_place),
-                      names=names)
-        link_code(Path(a.code_dir).expanduser(), snap, root, tuple(a.keep_out))
+        if a.action == "link":
+            snap = existing_snapshot(store, a.snapshot, in_place)
+        else:
+            names = [n for n in sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+                     .split("\0") if n]
+            snap = freeze(root, store, keep_out=keep_out, in_place=in_place, names=names)
+        link_code(Path(a.code_dir).expanduser(), snap, root, keep_out)
     except SnapshotError as e:
         print(json.dumps({"error": e.what, "fix": e.fix}))
         return 3
@@ -514,6 +519,17 @@ def _main(argv: list[str]) -> int:
         return 3
     print(json.dumps(asdict(snap)))
     return 0
+
+
+def existing_snapshot(store: Path, snap_id: str, in_place: tuple[str, ...] = ()) -> Snapshot:
+    """A snapshot the store holds, to run again; SnapshotError once gc has removed it."""
+    if not snap_id or not (store / "trees" / snap_id).is_dir():
+        raise SnapshotError(f"snapshot {snap_id} is no longer in {store} (hpctrain gc removed "
+                            "it, or the store moved)", "submit the job again from the project")
+    files: list[list[object]] = manifest_of(store, snap_id)["files"]  # type: ignore[assignment]
+    return Snapshot(id=snap_id, files=len(files), bytes=sum(int(str(f[3])) for f in files),
+                    added_files=0, added_bytes=0, source="rerun", store=str(store),
+                    in_place=in_place)
 
 
 if __name__ == "__main__":

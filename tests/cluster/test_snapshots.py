@@ -153,3 +153,30 @@ def test_diff_shows_exactly_one_line_of_code_and_one_setting(cli: Cli,
     assert "optim.lr: 0.01 -> 0.05" in text and "+++ b/pkg/mark.py" in text
     same = cli.ok("diff", first["job_id"], first["job_id"]).stdout
     assert same.startswith(f"Jobs {first['job_id']} and {first['job_id']} ran the same code")
+
+
+def test_rerun_runs_the_same_script_and_settings_on_the_same_code(
+        cli: Cli, devcluster: DevClusterHandle) -> None:
+    config = "task: spiral\ntrainer:\n  max_epochs: 1\noptim:\n  lr: 0.03\n"
+    (cli.cwd / "cfg.yaml").write_text(config)
+    first = cli.submit("--config", "cfg.yaml", "--time", "5")
+    assert cli.wait(first["job_id"], lambda j: j["terminal"], 300)["state"] == "COMPLETED"
+    # Edited since: the rerun must not see any of it.
+    _edit(cli, "v2")
+    (cli.cwd / "cfg.yaml").write_text(config.replace("0.03", "0.5"))
+    again = json.loads(cli.ok("rerun", first["job_id"], "--json").stdout)
+    assert again["rerun_of"] == first["job_id"]
+    assert again["snapshot"]["id"] == first["snapshot"]["id"]
+    assert cli.wait(again["job_id"], lambda j: j["terminal"], 300)["state"] == "COMPLETED"
+    run1, run2 = Path(first["run_dir"]), Path(again["run_dir"])
+    settings = [json.loads((r / "metrics.json").read_text())["settings"] for r in (run1, run2)]
+    assert settings[0] == settings[1] and settings[0]["optim"]["lr"] == 0.03
+    script1, script2 = ((r / "job.sbatch").read_text() for r in (run1, run2))
+    assert script2 == script1.replace(run1.name, run2.name) and script1 != script2
+    assert (run2 / "code" / "pkg" / "mark.py").read_text() == MARK.format(version="v1")
+    assert str(again["job_id"]) in cli.ok("status", again["job_id"]).stdout
+    # A job that ran in place has no known code to run again.
+    live = cli.submit("--no-snapshot", "--sbatch-arg=--hold", "--", "true")
+    devcluster.client().scancel([live["job_id"]])
+    res = cli("rerun", live["job_id"])
+    assert res.returncode == 1 and "ran the project in place" in res.stderr

@@ -55,3 +55,9 @@ def test_two_submits_through_a_login_each_run_their_own_code(
     assert _marker(second["run_dir"]) == "v2"
     code = Path(str(first["run_dir"])) / "code"
     assert (code / "pkg" / "mark.py").read_text() == MARK.format(version="v1")
+    # A rerun of the first job, on the login, runs v1 again (its snapshot, linked there).
+    again = json.loads(lap.ok("rerun", str(first["job_id"]), "--json").stdout)
+    assert str(again["run_dir"]).startswith(str(workdir)) and again["rerun_of"] == str(
+        first["job_id"])
+    devcluster.client().release([str(again["job_id"])])
+    assert _marker(again["run_dir"]) == "v1"
