@@ -6,6 +6,7 @@ combines with every kind. A scaling study's kind is jobs/study.py's StudyKind.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ class JobKind:
         # The dry run must fail wherever the real submit would, before SLURM is asked.
         place.check_files(prep.run_dir, prep.files)
         if prep.code is not None:
-            place.check_code(prep.code)
+            prep = dataclasses.replace(prep, code=place.check_code(prep.code))
         return prep
 
     def execute(self, prepared: Prepared, place: Place, history: History) -> Submitted:
@@ -76,8 +77,11 @@ class RaceKind:
         race = prepare_race(place.adapt(self.request), self.shapes, place.workdir,
                             environ=os.environ)
         place.check_files(race.run_dir, race.files())
-        if (code := race.alternatives[0].code) is not None:
-            place.check_code(code)
+        first, *others = race.alternatives
+        if first.code is not None:
+            # The run directory (and its code) is the first alternative's, for all of them.
+            checked = dataclasses.replace(first, code=place.check_code(first.code))
+            race = dataclasses.replace(race, alternatives=(checked, *others))
         return race
 
     def execute(self, prepared: Race, place: Place, history: History) -> RaceSubmitted:

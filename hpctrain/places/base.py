@@ -114,8 +114,9 @@ class Place(Protocol):
         """Make the run directory with its files, whole; HpctrainError if it exists."""
         ...
 
-    def check_code(self, spec: CodeSpec) -> None:
-        """Refuse (a dry run too) a project that cannot be snapshotted: too large, a bad path."""
+    def check_code(self, spec: CodeSpec) -> CodeSpec:
+        """Refuse (a dry run too) a project that cannot be snapshotted: too large, a bad path;
+        the spec with its files listed, for the freeze of the same submit."""
         ...
 
     def freeze_code(self, spec: CodeSpec) -> Snapshot:

@@ -83,10 +83,10 @@ class LocalPlace:
                 "choose a writable output_dir in the profile, or submit from another directory",
             ) from None
 
-    def check_code(self, spec: CodeSpec) -> None:
+    def check_code(self, spec: CodeSpec) -> CodeSpec:
         from hpctrain.snapshots.spec import check_here
 
-        check_here(spec, spec.project)
+        return check_here(spec, spec.project)
 
     def freeze_code(self, spec: CodeSpec) -> Snapshot:
         from hpctrain.snapshots.spec import freeze_here

@@ -129,20 +129,20 @@ class LoginPlace:
                 f"{err.decode(errors='replace').strip()}",
                 "choose a writable login.workdir or output_dir in the profile")
 
-    def check_code(self, spec: CodeSpec) -> None:
+    def check_code(self, spec: CodeSpec) -> CodeSpec:
         from hpctrain.snapshots.spec import check_here
 
         # The files are the laptop's; in-place data may exist on the login only.
-        check_here(spec, self.local_root, in_place_here=False)
+        return check_here(spec, self.local_root, in_place_here=False)
 
     def freeze_code(self, spec: CodeSpec) -> Snapshot:
         """Freeze the synced copy on the login (one round trip): exactly the files the laptop
         listed, so that a file deleted here but left over there is not in the snapshot."""
-        from hpctrain.snapshots.spec import check_here
-
-        names = check_here(spec, self.local_root, in_place_here=False)
-        listing = b"".join(n.encode("utf-8", "surrogateescape") + b"\0" for n in names)
-        return self._store_script("freeze", spec, listing)
+        listed = spec.listing or self.check_code(spec).listing
+        assert listed is not None
+        names = b"".join(e.path.encode("utf-8", "surrogateescape") + b"\0"
+                         for e in listed.entries)
+        return self._store_script("freeze", spec, names)
 
     def link_code(self, spec: CodeSpec, snapshot_id: str) -> Snapshot:
         return self._store_script("link", spec, b"", "--snapshot", snapshot_id)

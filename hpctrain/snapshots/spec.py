@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hpctrain import rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.snapshots import store
-from hpctrain.snapshots.store import Snapshot
+from hpctrain.snapshots.store import Listing, Snapshot
 
 # The store beside the run directories, on the file system every job writes to.
 STORE_DIR = ".snapshots"
@@ -27,6 +27,8 @@ class CodeSpec:
     # Project-relative paths never frozen (the runs folder) or linked live (data).
     keep_out: tuple[str, ...] = ()
     in_place: tuple[str, ...] = ()
+    # The files as this submit's check listed them; its freeze takes them (None: list again).
+    listing: Listing | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, object]:
         return {"project": str(self.project), "store": str(self.store),
@@ -56,11 +58,12 @@ def _errors() -> Iterator[None]:
 
 
 def check_here(spec: CodeSpec, local_project: Path, *, in_place_here: bool = True
-               ) -> list[str]:
-    """Refuse, without writing, what freezing would refuse; the files it would freeze."""
+               ) -> CodeSpec:
+    """Refuse, without writing, what freezing would refuse; the spec with the files to freeze."""
     with _errors():
-        return store.check_project(local_project, keep_out=spec.keep_out,
-                                   in_place=spec.in_place, in_place_here=in_place_here)
+        listing = store.check_project(local_project, keep_out=spec.keep_out,
+                                      in_place=spec.in_place, in_place_here=in_place_here)
+    return replace(spec, listing=listing)
 
 
 def snapshot_from_json(data: dict[str, object]) -> Snapshot:
@@ -87,6 +90,6 @@ def freeze_here(spec: CodeSpec) -> Snapshot:
     """Freeze the project on this machine and make the job's working directory from it."""
     with _errors():
         snap = store.freeze(spec.project, spec.store, keep_out=spec.keep_out,
-                            in_place=spec.in_place)
+                            in_place=spec.in_place, listing=spec.listing)
         store.link_code(spec.code_dir, snap, spec.project, spec.keep_out)
         return snap

@@ -90,7 +90,9 @@ class _Entry:
 
 
 @dataclass
-class _Listing:
+class Listing:
+    """The files a freeze takes, each with its size and stat (made once per submit)."""
+
     entries: list[_Entry] = field(default_factory=list)
     source: str = "git"
 
@@ -144,14 +146,14 @@ def _under(path: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def _listing(root: Path, keep_out: tuple[str, ...], in_place: tuple[str, ...],
-             names: list[str] | None = None) -> _Listing:
+             names: list[str] | None = None) -> Listing:
     left_out = keep_out + in_place
     source = "list"
     if names is None:
         names, source = project_files(root), "git"
     if names is None:
         names, source = walked_files(root, left_out), "walk"
-    out = _Listing(source=source)
+    out = Listing(source=source)
     top = str(root)
     for name in names:
         if left_out and _under(name, left_out):
@@ -170,14 +172,15 @@ def _listing(root: Path, keep_out: tuple[str, ...], in_place: tuple[str, ...],
 
 
 def check_project(root: Path, *, keep_out: tuple[str, ...] = (), in_place: tuple[str, ...] = (),
-                  limits: Limits = Limits(), in_place_here: bool = True) -> list[str]:
-    """What freeze would refuse, found without reading a file (a dry run); the files it would
-    freeze. `in_place_here`: the in-place paths are on this machine (not only on a login)."""
+                  limits: Limits = Limits(), in_place_here: bool = True) -> Listing:
+    """What freeze would refuse, found without reading a file (a dry run); the listing, which
+    the same submit's freeze takes. `in_place_here`: the in-place paths are on this machine
+    (not only on a login)."""
     if in_place_here:
         _check_in_place(root, in_place)
     listing = _listing(root, keep_out, in_place)
     _check_limits(listing, limits)
-    return [e.path for e in listing.entries]
+    return listing
 
 
 def _check_in_place(root: Path, in_place: tuple[str, ...]) -> None:
@@ -197,7 +200,7 @@ def _size(n: float) -> str:
     return f"{int(n)} bytes"
 
 
-def _check_limits(listing: _Listing, limits: Limits) -> None:
+def _check_limits(listing: Listing, limits: Limits) -> None:
     files = [e for e in listing.entries if e.link is None]
     total = sum(e.size for e in files)
     big = sorted((e for e in files if e.size > limits.max_file_bytes), key=lambda e: -e.size)
@@ -348,14 +351,16 @@ def _remove_tree(path: Path) -> None:
 
 def freeze(root: Path, store: Path, *, keep_out: tuple[str, ...] = (),
            in_place: tuple[str, ...] = (), limits: Limits = Limits(),
-           names: list[str] | None = None) -> Snapshot:
+           names: list[str] | None = None, listing: Listing | None = None) -> Snapshot:
     """Freeze the project at `root` into `store`; the same files give the same snapshot.
 
-    `names`: the files to freeze (a login's copy freezes what the laptop's git listed)."""
+    `names`: the files to freeze (a login's copy freezes what the laptop's git listed);
+    `listing`: this submit's check_project, not made again."""
     root = Path(os.path.abspath(root))
-    _check_in_place(root, in_place)
-    listing = _listing(root, keep_out, in_place, names)
-    _check_limits(listing, limits)
+    if listing is None:
+        _check_in_place(root, in_place)
+        listing = _listing(root, keep_out, in_place, names)
+        _check_limits(listing, limits)
     entries = listing.entries
     all_indexed = _hash_all(root, store, entries)
     manifest = _manifest(entries)
