@@ -79,7 +79,7 @@ class Snapshot:
 
 
 @dataclass
-class _Entry:
+class Entry:
     path: str
     size: int = 0
     digest: str = ""
@@ -93,7 +93,7 @@ class _Entry:
 class Listing:
     """The files a freeze takes, each with its size and stat (made once per submit)."""
 
-    entries: list[_Entry] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
     source: str = "git"
 
 
@@ -154,20 +154,21 @@ def _listing(root: Path, keep_out: tuple[str, ...], in_place: tuple[str, ...],
     if names is None:
         names, source = walked_files(root, left_out), "walk"
     out = Listing(source=source)
-    top = str(root)
+    top = str(root) + "/"
+    exact, under = set(left_out), tuple(p + "/" for p in left_out)
+    lstat, is_link, is_file = os.lstat, stat.S_ISLNK, stat.S_ISREG
     for name in names:
-        if left_out and _under(name, left_out):
+        if name in exact or (under and name.startswith(under)):
             continue
-        path = os.path.join(top, name)
         try:
-            st = os.lstat(path)
+            st = lstat(top + name)
         except FileNotFoundError:
             continue  # tracked, but deleted in the work tree
-        if stat.S_ISLNK(st.st_mode):
-            out.entries.append(_Entry(name, link=os.readlink(path)))
-        elif stat.S_ISREG(st.st_mode):
-            out.entries.append(_Entry(name, st.st_size, executable=bool(st.st_mode & 0o111),
-                                      stamp=(st.st_mtime_ns, st.st_ctime_ns, st.st_ino)))
+        if is_link(st.st_mode):
+            out.entries.append(Entry(name, link=os.readlink(top + name)))
+        elif is_file(st.st_mode):
+            out.entries.append(Entry(name, st.st_size, executable=bool(st.st_mode & 0o111),
+                                     stamp=(st.st_mtime_ns, st.st_ctime_ns, st.st_ino)))
     return out
 
 
@@ -237,7 +238,7 @@ def _index_path(store: Path, root: Path) -> Path:
     return store / "index" / f"{key}.json"
 
 
-def _hash_all(root: Path, store: Path, entries: list[_Entry]) -> bool:
+def _hash_all(root: Path, store: Path, entries: list[Entry]) -> bool:
     """Fill each file's digest, from the index where size, mtime, ctime and inode still match.
     True if every digest came from the index (the store then holds every object)."""
     index_file = _index_path(store, root)
@@ -277,12 +278,12 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _object(store: Path, e: _Entry) -> str:
+def _object(store: Path, e: Entry) -> str:
     return os.path.join(str(store), "objects", e.digest[:2],
                         e.digest[2:] + (".x" if e.executable else ""))
 
 
-def _add_object(store: Path, root: Path, e: _Entry) -> bool:
+def _add_object(store: Path, root: Path, e: Entry) -> bool:
     """Copy one file's content into the store unless it is there; True if it was added."""
     target = _object(store, e)
     if os.path.exists(target):
@@ -301,7 +302,7 @@ def _add_object(store: Path, root: Path, e: _Entry) -> bool:
     return True
 
 
-def _manifest(entries: list[_Entry]) -> str:
+def _manifest(entries: list[Entry]) -> str:
     rows = sorted(entries, key=lambda e: e.path)
     return json.dumps({
         "format": FORMAT,
@@ -310,7 +311,7 @@ def _manifest(entries: list[_Entry]) -> str:
     }, separators=(",", ":"), sort_keys=True)
 
 
-def _build_tree(store: Path, snap_id: str, entries: list[_Entry]) -> None:
+def _build_tree(store: Path, snap_id: str, entries: list[Entry]) -> None:
     """trees/<id>: hard links to the objects (copies where the file system has none)."""
     final = store / "trees" / snap_id
     if final.exists():
@@ -468,7 +469,7 @@ def collect(store: Path, keep: set[str], *, dry_run: bool = False,
     needed: set[str] = set()
     for i in kept:
         files = manifest_of(store, i)["files"]
-        needed |= {_object(store, _Entry(f[0], digest=f[1], executable=bool(f[2])))
+        needed |= {_object(store, Entry(f[0], digest=f[1], executable=bool(f[2])))
                    for f in files}  # type: ignore[attr-defined]
     objects, freed = 0, 0
     for obj in sorted((store / "objects").glob("*/*")):
