@@ -180,3 +180,15 @@ def test_rerun_runs_the_same_script_and_settings_on_the_same_code(
     devcluster.client().scancel([live["job_id"]])
     res = cli("rerun", live["job_id"])
     assert res.returncode == 1 and "ran the project in place" in res.stderr
+
+
+def test_the_alternatives_of_a_race_run_the_submitted_code(cli: Cli) -> None:
+    race = json.loads(cli.ok("submit", "--profile", "local", "--time", "2", "--json",
+                             "--first-of", "1x1,2x1", "--", "python3", "-m", "pkg.mark").stdout)
+    _edit(cli, "v2")
+    run_dir = str(race["run_dir"])
+    # The winner marks the run; the other bows out before running anything.
+    assert _markers(run_dir, 1) == ["v1"]
+    scripts = sorted(Path(run_dir).glob("job-*.sbatch"))
+    assert len(scripts) == 2 and all(
+        f"export HPCTRAIN_CODE_DIR={run_dir}/code" in s.read_text() for s in scripts)
