@@ -17,6 +17,7 @@ from hpctrain.cli.output import console, print_json
 if TYPE_CHECKING:
     from hpctrain.history import JobRecord
     from hpctrain.jobs.compare import Change, Comparison, Reader
+    from hpctrain.places import Place
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
@@ -24,7 +25,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 def _store_of(record: JobRecord) -> Path | None:
     from hpctrain.snapshots.spec import STORE_DIR
 
-    if not record.snapshot or not record.run_dir or record.login:
+    if not record.snapshot or not record.run_dir:
         return None
     return Path(record.run_dir).parent / STORE_DIR
 
@@ -35,6 +36,31 @@ def _needed(record: JobRecord, older_than: float | None) -> bool:
         return True
     submitted = datetime.fromisoformat(record.submitted_at)
     return datetime.now(timezone.utc) - submitted < timedelta(days=older_than)
+
+
+Where = tuple[str | None, str | None]  # a job's (login, ssh config); (None, None): here
+
+
+def _stores(older_than: float | None, named: list[Path]
+            ) -> tuple[dict[Where, Place], dict[Where, dict[Path, set[str]]]]:
+    """Each place's stores, each with the snapshots its recorded jobs still need."""
+    from hpctrain import places
+
+    local = backends.local_place()
+    at: dict[Where, Place] = {(None, None): local}
+    stores: dict[Where, dict[Path, set[str]]] = {
+        (None, None): {Path(s).resolve(): set() for s in named}}
+    for r in backends.history().all():
+        where = _store_of(r)
+        if where is None:
+            continue
+        key = (r.login, r.login_config)
+        if key not in at:
+            at[key] = places.for_record(r, local)
+        keep = stores.setdefault(key, {}).setdefault(where, set())
+        if _needed(r, older_than):
+            keep.add(str(r.snapshot))
+    return at, stores
 
 
 def gc(
@@ -54,26 +80,17 @@ def gc(
     json_out: JsonOpt = False,
 ) -> None:
     """Remove code snapshots no recorded job still needs, and the files only they held."""
-    from hpctrain.snapshots import store as st
-
-    records = backends.history().all()
-    stores: dict[Path, set[str]] = {Path(s).resolve(): set() for s in store or ()}
-    for r in records:
-        where = _store_of(r)
-        if where is not None:
-            stores.setdefault(where, set())
-    for r in records:
-        where = _store_of(r)
-        if where is not None and r.snapshot and _needed(r, older_than):
-            stores[where].add(r.snapshot)
-    done = [st.collect(path, keep, dry_run=dry_run, grace_s=min_age * 60)
-            for path, keep in sorted(stores.items()) if (path / "manifests").is_dir()]
+    at, stores = _stores(older_than, store or [])
+    done = [(key[0], c) for key, found in stores.items() for path, keep in sorted(found.items())
+            if (c := at[key].collect_code(path, keep, min_age * 60, dry_run)) is not None]
     if json_out:
-        print_json({"dry_run": dry_run, "stores": [dataclasses.asdict(c) for c in done]})
+        print_json({"dry_run": dry_run, "stores": [{"login": login, **dataclasses.asdict(c)}
+                                                   for login, c in done]})
         return
     verb = "would remove" if dry_run else "removed"
-    for c in done:
-        console.print(f"{c.store}: {verb} {len(c.snapshots)} snapshot(s) and {c.objects} "
+    for login, c in done:
+        where = f"{login}:{c.store}" if login else c.store
+        console.print(f"{where}: {verb} {len(c.snapshots)} snapshot(s) and {c.objects} "
                       f"file(s) ({c.bytes / 2**20:.1f} MiB); kept {c.kept} snapshot(s)",
                       highlight=False, soft_wrap=True)
     if not done:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from hpctrain.rundir import RunFile
     from hpctrain.slurm.client import SlurmClient
     from hpctrain.snapshots.spec import CodeSpec
-    from hpctrain.snapshots.store import Snapshot
+    from hpctrain.snapshots.store import Collected, Snapshot
 
 GIT_TIMEOUT_S = 5.0
 
@@ -125,6 +125,11 @@ class Place(Protocol):
 
     def link_code(self, spec: CodeSpec, snapshot_id: str) -> Snapshot:
         """The job's working directory from a snapshot the place's store holds (a rerun)."""
+        ...
+
+    def collect_code(self, store: Path, keep: set[str], grace_s: float, dry_run: bool
+                     ) -> Collected | None:
+        """`hpctrain gc` of one store at the place (None: there is no such store)."""
         ...
 
     def write(self, path: Path, text: str) -> None:

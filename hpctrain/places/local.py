@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from hpctrain.remote.sync import SyncReport
     from hpctrain.rundir import RunFile
     from hpctrain.snapshots.spec import CodeSpec
-    from hpctrain.snapshots.store import Snapshot
+    from hpctrain.snapshots.store import Collected, Snapshot
 
 
 @dataclass
@@ -97,6 +97,14 @@ class LocalPlace:
         from hpctrain.snapshots.spec import link_here
 
         return link_here(spec, snapshot_id)
+
+    def collect_code(self, store: Path, keep: set[str], grace_s: float, dry_run: bool
+                     ) -> Collected | None:
+        from hpctrain.snapshots import store as st
+
+        if not (store / "manifests").is_dir():
+            return None
+        return st.collect(store, keep, dry_run=dry_run, grace_s=grace_s)
 
     def write(self, path: Path, text: str) -> None:
         write_atomic(path, text)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from hpctrain.rundir import RunFile
     from hpctrain.slurm.client import SlurmClient
     from hpctrain.snapshots.spec import CodeSpec
-    from hpctrain.snapshots.store import Snapshot
+    from hpctrain.snapshots.store import Collected, Snapshot
 
 
 def python_env(choice: str | None, login_python: str | None) -> str | None:
@@ -149,27 +149,47 @@ class LoginPlace:
 
     def _store_script(self, action: str, spec: CodeSpec, stdin: bytes, *extra: str
                       ) -> Snapshot:
-        """snapshots/store.py run by the login's python3 (one round trip)."""
-        from hpctrain.snapshots.spec import script_source, snapshot_from_json
+        from hpctrain.snapshots.spec import snapshot_from_json
 
-        argv = ["python3", "-c", script_source(), action, str(spec.project), str(spec.store),
-                str(spec.code_dir), *extra]
-        argv += [a for p in spec.keep_out for a in ("--keep-out", p)]
-        argv += [a for p in spec.in_place for a in ("--in-place", p)]
+        args = [action, str(spec.project), str(spec.store), str(spec.code_dir), *extra]
+        args += [a for p in spec.keep_out for a in ("--keep-out", p)]
+        args += [a for p in spec.in_place for a in ("--in-place", p)]
+        data = self._script(args, stdin)
+        if not isinstance(data, dict):
+            raise RemoteError(f"unexpected answer from the snapshot script on {self.login}",
+                              "run with --debug and report it")
+        return snapshot_from_json(data)
+
+    def collect_code(self, store: Path, keep: set[str], grace_s: float, dry_run: bool
+                     ) -> Collected | None:
+        from hpctrain.snapshots.store import Collected
+
+        args = ["collect", str(store), *(a for i in sorted(keep) for a in ("--keep", i)),
+                "--grace", str(grace_s), *(["--dry-run"] if dry_run else [])]
+        data = self._script(args, b"")
+        if not isinstance(data, list):
+            raise RemoteError(f"unexpected answer from the snapshot script on {self.login}",
+                              "run with --debug and report it")
+        return (Collected(**{**data[0], "snapshots": tuple(data[0]["snapshots"])})
+                if data else None)
+
+    def _script(self, args: list[str], stdin: bytes) -> object:
+        """snapshots/store.py run by the login's python3 (one round trip); its JSON answer."""
+        from hpctrain.snapshots.spec import script_source
+
+        argv = ["python3", "-c", script_source(), *args]
         out, err, code = self.conn.run(shlex.join(argv), input=stdin)
         try:
             data = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
         except (ValueError, IndexError):
-            data = None
-        if not isinstance(data, dict):
             raise RemoteError(
-                f"cannot snapshot the project on {self.login} (exit {code}): "
+                f"cannot run the snapshot script on {self.login} (exit {code}): "
                 f"{err.decode(errors='replace').strip()[-300:]}",
                 "check that python3 (3.8 or later) is on the login's PATH, or submit with "
-                "--no-snapshot")
-        if "error" in data:
+                "--no-snapshot") from None
+        if isinstance(data, dict) and "error" in data:
             raise RemoteError(f"on {self.login}: {data['error']}", data.get("fix"))
-        return snapshot_from_json(data)
+        return data
 
     def write(self, path: Path, text: str) -> None:
         target, partial = shlex.quote(str(path)), shlex.quote(f"{path}.partial")

@@ -498,6 +498,8 @@ def _main(argv: list[str]) -> int:
     snapshot (a rerun). Prints the snapshot (or the error) as JSON."""
     import argparse
 
+    if argv[:1] == ["collect"]:
+        return _collect_main(argv[1:])
     p = argparse.ArgumentParser(prog="hpctrain-snapshot")
     p.add_argument("action", choices=["freeze", "link"])
     p.add_argument("root")
@@ -524,6 +526,23 @@ def _main(argv: list[str]) -> int:
         print(json.dumps({"error": f"snapshot failed: {e}", "fix": "check the file system"}))
         return 3
     print(json.dumps(asdict(snap)))
+    return 0
+
+
+def _collect_main(argv: list[str]) -> int:
+    """`collect STORE... --keep ID... --grace S [--dry-run]`: gc on a login (JSON list out)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="hpctrain-snapshot collect")
+    p.add_argument("stores", nargs="+")
+    p.add_argument("--keep", action="append", default=[])
+    p.add_argument("--grace", type=float, default=GC_GRACE_S)
+    p.add_argument("--dry-run", action="store_true")
+    a = p.parse_args(argv)
+    done = [asdict(collect(Path(s).expanduser(), set(a.keep), dry_run=a.dry_run,
+                           grace_s=a.grace))
+            for s in a.stores if (Path(s).expanduser() / "manifests").is_dir()]
+    print(json.dumps(done))
     return 0
 
 

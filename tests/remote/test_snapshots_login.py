@@ -61,3 +61,8 @@ def test_two_submits_through_a_login_each_run_their_own_code(
         first["job_id"])
     devcluster.client().release([str(again["job_id"])])
     assert _marker(again["run_dir"]) == "v1"
+    # gc on the login keeps both snapshots: every recorded job still names one.
+    cleaned = json.loads(lap.ok("gc", "--min-age", "0", "--json").stdout)["stores"]
+    (there,) = [c for c in cleaned if c["login"] == "testlogin"]
+    assert there["snapshots"] == [] and there["kept"] == 2
+    assert there["store"] == str(workdir / "hpctrain-runs" / ".snapshots")
