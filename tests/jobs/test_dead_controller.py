@@ -195,6 +195,13 @@ def test_stopped_controller_is_reported_within_the_timeout(cli: Cli) -> None:
     assert cli.wait(job_id, lambda j: j["terminal"])["state"] == "CANCELLED"
 
 
+def _at_a_terminal() -> None:
+    """Ctrl-C's default in the child, as at a terminal: a suite started in the background
+    (`cmd &` without job control) hands its children SIGINT ignored, and Python then leaves
+    it ignored; every loaded run failed this way before."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _started(cli: Cli, *args: str) -> tuple[subprocess.Popen[str], Path, Path]:
     """`hpctrain ARGS` running, its stdout and stderr in files the test reads while it runs."""
     out_file, err_file = (cli.cwd.parent / f"{args[0]}.{name}" for name in ("out", "err"))
@@ -204,7 +211,7 @@ def _started(cli: Cli, *args: str) -> tuple[subprocess.Popen[str], Path, Path]:
     with out_file.open("w") as out, err_file.open("w") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "hpctrain", *args], env=env, cwd=cli.cwd, stdout=out,
-            stderr=err, text=True, stdin=subprocess.DEVNULL)
+            stderr=err, text=True, stdin=subprocess.DEVNULL, preexec_fn=_at_a_terminal)
     return proc, out_file, err_file
 
 
@@ -245,7 +252,7 @@ def _watch_interrupted(cli: Cli, *when: str) -> tuple[int, str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpctrain", "status", "--watch", "--interval", "1"],
         env={**cli.env, "NO_COLOR": "1"}, cwd=cli.cwd, stdin=subprocess.DEVNULL, stdout=slave,
-        stderr=slave)
+        stderr=slave, preexec_fn=_at_a_terminal)
     os.close(slave)
     shown: list[bytes] = []
 
