@@ -238,9 +238,8 @@ def _index_path(store: Path, root: Path) -> Path:
     return store / "index" / f"{key}.json"
 
 
-def _hash_all(root: Path, store: Path, entries: list[Entry]) -> bool:
-    """Fill each file's digest, from the index where size, mtime, ctime and inode still match.
-    True if every digest came from the index (the store then holds every object)."""
+def _hash_all(root: Path, store: Path, entries: list[Entry]) -> None:
+    """Fill each file's digest, from the index where size, mtime, ctime and inode still match."""
     index_file = _index_path(store, root)
     try:
         index = json.loads(index_file.read_text())
@@ -248,7 +247,6 @@ def _hash_all(root: Path, store: Path, entries: list[Entry]) -> bool:
         index = {}
     fresh: dict[str, list[object]] = {}
     racy_ns = int((time.time() - RACY_S) * 1e9)
-    all_known = True
     top = str(root)
     for e in entries:
         if e.link is not None:
@@ -259,12 +257,10 @@ def _hash_all(root: Path, store: Path, entries: list[Entry]) -> bool:
             e.digest = str(known[4])
         else:
             e.digest = _digest(Path(os.path.join(top, e.path)))
-            all_known = False
         if e.stamp[0] < racy_ns:
             fresh[e.path] = [*key, e.digest]
     if fresh != index:
         _write_atomic(index_file, json.dumps(fresh, separators=(",", ":")))
-    return all_known
 
 
 # --- the store ------------------------------------------------------------------------------
@@ -363,11 +359,12 @@ def freeze(root: Path, store: Path, *, keep_out: tuple[str, ...] = (),
         listing = _listing(root, keep_out, in_place, names)
         _check_limits(listing, limits)
     entries = listing.entries
-    all_indexed = _hash_all(root, store, entries)
+    _hash_all(root, store, entries)
     manifest = _manifest(entries)
     snap_id = hashlib.sha256(manifest.encode()).hexdigest()[:20]
-    # An indexed project whose tree exists is this very snapshot again: nothing to store.
-    done = all_indexed and (store / "trees" / snap_id).exists()
+    # The tree exists: this very snapshot was stored whole before (gc keeps a kept tree's
+    # objects), so there is nothing to store.
+    done = (store / "trees" / snap_id).exists()
     added = [] if done else [e for e in entries if e.link is None and
                              _add_object(store, root, e)]
     manifest_file = store / "manifests" / f"{snap_id}.json"
