@@ -259,6 +259,10 @@ def _hash_all(root: Path, store: Path, entries: list[Entry]) -> None:
             e.digest = _digest(Path(os.path.join(top, e.path)))
         if e.stamp[0] < racy_ns:
             fresh[e.path] = [*key, e.digest]
+        elif isinstance(known, list):
+            # Just edited: its new digest is not trusted yet; the old entry, which no longer
+            # matches, spares rewriting the whole index on every submit of that second.
+            fresh[e.path] = known
     if fresh != index:
         _write_atomic(index_file, json.dumps(fresh, separators=(",", ":")))
 

@@ -220,3 +220,19 @@ def test_the_script_runs_alone_as_a_login_runs_it(tmp_path: Path) -> None:
          str(tmp_path / "run2" / "code"), "--in-place", "nope"], input=b"",
         capture_output=True, check=False)
     assert bad.returncode == 3 and "--in-place nope" in json.loads(bad.stdout)["error"]
+
+
+def test_a_file_edited_just_now_is_hashed_again_and_the_index_kept(tmp_path: Path) -> None:
+    root, st = _project(tmp_path / "p"), tmp_path / "store"
+    old = 1_600_000_000
+    for f in root.rglob("*"):
+        if f.is_file() and not f.is_symlink():
+            os.utime(f, (old, old))
+    store.freeze(root, st)
+    (index,) = (st / "index").glob("*.json")
+    before = index.read_text()
+    for version in ("VALUE = 2\n", "VALUE = 3\n"):
+        (root / "pkg" / "mod.py").write_text(version)  # now: within the racy window
+        snap = store.freeze(root, st)
+        assert (snap.tree / "pkg" / "mod.py").read_text() == version
+        assert index.read_text() == before
