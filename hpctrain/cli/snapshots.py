@@ -23,11 +23,11 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 
 
 def _store_of(record: JobRecord) -> Path | None:
-    from hpctrain.snapshots.spec import STORE_DIR
+    from hpctrain.snapshots.spec import store_of
 
     if not record.snapshot or not record.run_dir:
         return None
-    return Path(record.run_dir).parent / STORE_DIR
+    return store_of(Path(record.run_dir))
 
 
 def _needed(record: JobRecord, older_than: float | None) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 from hpctrain import rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.history import JobRecord
-from hpctrain.snapshots.spec import STORE_DIR
+from hpctrain.snapshots.spec import store_of
 from hpctrain.snapshots.store import object_path
 
 # A file's text, or None where it does not exist.
@@ -92,7 +92,7 @@ def read_facts(record: JobRecord, read: Reader) -> RunFacts:
     if info is None:
         raise HpctrainError(f"job {record.job_id}: {run_dir / rundir.RUN_INFO} is missing",
                             "the run directory was removed or never completed")
-    store = run_dir.parent / STORE_DIR if record.snapshot else None
+    store = store_of(run_dir) if record.snapshot else None
     manifest = (_json(read, store / "manifests" / f"{record.snapshot}.json")
                 if store is not None else None)
     profile = read(run_dir / rundir.PROFILE)

@@ -92,7 +92,8 @@ def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str,
     ]
     if req.config:
         config = workdir / req.config
-        files.append(RunFile(run_dir / f"config-snapshot{config.suffix}", copy_of=config))
+        files.append(RunFile(run_dir / f"{rundir.CONFIG_COPY}{config.suffix}",
+                             copy_of=config))
     return tuple(files)
 
 

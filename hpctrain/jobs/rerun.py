@@ -53,9 +53,9 @@ def _files(place: Place, old: Path, new: Path, script: str) -> tuple[RunFile, ..
     files = [RunFile(new / rundir.SCRIPT, text=script, mode=0o755),
              RunFile(new / rundir.PROFILE, text=_read(place, old / rundir.PROFILE))]
     for suffix in (".yaml", ".yml", ".json"):
-        got = place.read_file(old / f"config-snapshot{suffix}", None)
+        got = place.read_file(old / f"{rundir.CONFIG_COPY}{suffix}", None)
         if got is not None:
-            files.append(RunFile(new / f"config-snapshot{suffix}",
+            files.append(RunFile(new / f"{rundir.CONFIG_COPY}{suffix}",
                                  text=got[0].decode("utf-8")))
     return tuple(files)
 

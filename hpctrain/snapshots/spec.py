@@ -35,13 +35,18 @@ class CodeSpec:
                 "code_dir": str(self.code_dir), "in_place": list(self.in_place)}
 
 
+def store_of(run_dir: Path) -> Path:
+    """The store of the snapshots a run directory's job may run: beside the run directories."""
+    return run_dir.parent / STORE_DIR
+
+
 def code_spec(project: Path, run_dir: Path, in_place: tuple[str, ...]) -> CodeSpec:
     """The spec of a job whose run directory is `run_dir` (its store: `<output_dir>/.snapshots`)."""
     runs = run_dir.parent
     rel = Path(os.path.relpath(runs, project)).as_posix()
     # A runs folder outside the project needs no keeping out.
     keep_out = () if rel.startswith("..") else (rel,)
-    return CodeSpec(project=project, store=runs / STORE_DIR, code_dir=run_dir / rundir.CODE,
+    return CodeSpec(project=project, store=store_of(run_dir), code_dir=run_dir / rundir.CODE,
                     keep_out=keep_out, in_place=tuple(p.strip("/") for p in in_place))
 
 

@@ -278,9 +278,14 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _object_file(store: Path, digest: str, executable: bool) -> str:
+    """Where a content is stored: objects/ab/cdef...[.x] (a string: the per-file loops)."""
+    name = digest[2:] + (".x" if executable else "")
+    return os.path.join(str(store), "objects", digest[:2], name)
+
+
 def _object(store: Path, e: Entry) -> str:
-    return os.path.join(str(store), "objects", e.digest[:2],
-                        e.digest[2:] + (".x" if e.executable else ""))
+    return _object_file(store, e.digest, e.executable)
 
 
 def _add_object(store: Path, root: Path, e: Entry) -> bool:
@@ -428,7 +433,7 @@ def manifest_of(store: Path, snap_id: str) -> dict[str, object]:
 
 
 def object_path(store: Path, digest: str, executable: bool) -> Path:
-    return store / "objects" / digest[:2] / (digest[2:] + (".x" if executable else ""))
+    return Path(_object_file(store, digest, executable))
 
 
 # --- collecting what no job needs -----------------------------------------------------------
@@ -470,7 +475,7 @@ def collect(store: Path, keep: set[str], *, dry_run: bool = False,
     needed: set[str] = set()
     for i in kept:
         files = manifest_of(store, i)["files"]
-        needed |= {_object(store, Entry(f[0], digest=f[1], executable=bool(f[2])))
+        needed |= {_object_file(store, f[1], bool(f[2]))
                    for f in files}  # type: ignore[attr-defined]
     objects, freed = 0, 0
     for obj in sorted((store / "objects").glob("*/*")):

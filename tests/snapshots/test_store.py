@@ -14,6 +14,7 @@ from hpctrain.snapshots import store
 from hpctrain.snapshots.spec import CodeSpec, code_spec, freeze_here, script_source
 from hpctrain.snapshots.store import Limits, SnapshotError
 
+OLD = 1_600_000_000  # a file time well outside the index's 2 s racy window
 HOSTILE = ["with space.py", "quote'd.py", 'dq"x.py', "semi;colon.py", "$(touch pwned).py",
            "-leading.py", "ünï.py"]
 
@@ -162,20 +163,26 @@ def test_a_file_changing_while_it_is_copied_is_refused(tmp_path: Path, monkeypat
     assert not list((tmp_path / "store").glob("objects/*/*[!p]"))
 
 
-def test_the_index_skips_rehashing_but_not_a_changed_file(tmp_path: Path) -> None:
+def _indexed(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A project frozen once with its files stamped long ago, so that the index holds them:
+    (project, store, index file)."""
     root, st = _project(tmp_path / "p"), tmp_path / "store"
-    old = 1_600_000_000
     for f in root.rglob("*"):
         if f.is_file() and not f.is_symlink():
-            os.utime(f, (old, old))
+            os.utime(f, (OLD, OLD))
     store.freeze(root, st)
     (index,) = (st / "index").glob("*.json")
+    return root, st, index
+
+
+def test_the_index_skips_rehashing_but_not_a_changed_file(tmp_path: Path) -> None:
+    root, st, index = _indexed(tmp_path)
     cached = json.loads(index.read_text())
     assert set(cached) == {"pkg/__init__.py", "pkg/mod.py", "run.sh"}
     # Same size and time, other content, other inode: the inode tells.
     (root / "pkg" / "mod.py").unlink()
     (root / "pkg" / "mod.py").write_text("VALUE = 7\n")
-    os.utime(root / "pkg" / "mod.py", (old, old))
+    os.utime(root / "pkg" / "mod.py", (OLD, OLD))
     snap = store.freeze(root, st)
     assert (snap.tree / "pkg" / "mod.py").read_text() == "VALUE = 7\n"
 
@@ -223,13 +230,7 @@ def test_the_script_runs_alone_as_a_login_runs_it(tmp_path: Path) -> None:
 
 
 def test_a_file_edited_just_now_is_hashed_again_and_the_index_kept(tmp_path: Path) -> None:
-    root, st = _project(tmp_path / "p"), tmp_path / "store"
-    old = 1_600_000_000
-    for f in root.rglob("*"):
-        if f.is_file() and not f.is_symlink():
-            os.utime(f, (old, old))
-    store.freeze(root, st)
-    (index,) = (st / "index").glob("*.json")
+    root, st, index = _indexed(tmp_path)
     before = index.read_text()
     for version in ("VALUE = 2\n", "VALUE = 3\n"):
         (root / "pkg" / "mod.py").write_text(version)  # now: within the racy window
