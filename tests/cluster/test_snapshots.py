@@ -187,8 +187,22 @@ def test_the_alternatives_of_a_race_run_the_submitted_code(cli: Cli) -> None:
                              "--first-of", "1x1,2x1", "--", "python3", "-m", "pkg.mark").stdout)
     _edit(cli, "v2")
     run_dir = str(race["run_dir"])
-    # The winner marks the run; the other bows out before running anything.
-    assert _markers(run_dir, 1) == ["v1"]
+    # The winner's ranks (one per node and GPU) each mark the run, once it has ended; the
+    # other alternative bows out before running anything.
+    winner = wait_for(lambda: (Path(run_dir) / "race-claim" / "winner").read_text()
+                      if (Path(run_dir) / "race-claim" / "winner").exists() else "", 120,
+                      "the race's winner", until=bool, poll_s=0.5).split()
+
+    def winner_job() -> dict[str, object]:
+        # `status ID` of an alternative lists the whole race: pick the winner's row.
+        rows = json.loads(cli.ok("status", winner[0], "--json").stdout)["jobs"]
+        return dict(next(r for r in rows if r["job_id"] == winner[0]))
+
+    ended = wait_for(winner_job, 120, f"the end of job {winner[0]}",
+                     until=lambda j: bool(j["terminal"]), poll_s=1)
+    assert ended["state"] == "COMPLETED"
+    nodes, gpus = (int(n) for n in winner[1].split("x"))
+    assert _markers(run_dir, nodes * gpus) == ["v1"] * (nodes * gpus)
     scripts = sorted(Path(run_dir).glob("job-*.sbatch"))
     assert len(scripts) == 2 and all(
         f"export HPCTRAIN_CODE_DIR={run_dir}/code" in s.read_text() for s in scripts)
