@@ -66,8 +66,12 @@ def check_here(spec: CodeSpec, local_project: Path, *, in_place_here: bool = Tru
                ) -> CodeSpec:
     """Refuse, without writing, what freezing would refuse; the spec with the files to freeze."""
     with _errors():
-        listing = store.check_project(local_project, keep_out=spec.keep_out,
-                                      in_place=spec.in_place, in_place_here=in_place_here)
+        listing = store.check_project(
+            local_project, keep_out=spec.keep_out, in_place=spec.in_place,
+            in_place_here=in_place_here,
+            # A login freezes the files listed here: only a freeze on this machine may skip
+            # the listing on its store's word.
+            store=spec.store if in_place_here else None)
     return replace(spec, listing=listing)
 
 

@@ -9,6 +9,7 @@ Layout of a store (`<output_dir>/.snapshots`, on the file system the jobs see):
     manifests/<id>.json      a snapshot: every path with its object, every symlink's target
     trees/<id>/...           the snapshot as a directory tree of hard links to the objects
     index/<root hash>.json   per project: path -> size, mtime, inode, digest (skips rehashing)
+    index/<root hash>.state  per project: git's view of it when last frozen, and that snapshot
 
 A snapshot's id is the hash of its manifest, so an unchanged project is the same snapshot and
 costs no copy; an edit of one file adds one object and one tree of links. A job's working
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 FORMAT = 1
@@ -95,6 +96,10 @@ class Listing:
 
     entries: list[Entry] = field(default_factory=list)
     source: str = "git"
+    # What git says of the project (None: not asked, or not to be trusted); when the store
+    # froze that very state before, `known` is that snapshot and `entries` stays empty.
+    state: str | None = None
+    known: Snapshot | None = None
 
 
 # --- choosing the files -------------------------------------------------------------------
@@ -173,15 +178,92 @@ def _listing(root: Path, keep_out: tuple[str, ...], in_place: tuple[str, ...],
 
 
 def check_project(root: Path, *, keep_out: tuple[str, ...] = (), in_place: tuple[str, ...] = (),
-                  limits: Limits = Limits(), in_place_here: bool = True) -> Listing:
+                  limits: Limits = Limits(), in_place_here: bool = True,
+                  store: Path | None = None) -> Listing:
     """What freeze would refuse, found without reading a file (a dry run); the listing, which
     the same submit's freeze takes. `in_place_here`: the in-place paths are on this machine
-    (not only on a login)."""
+    (not only on a login). `store`: the store this machine freezes into, whose record of the
+    project's last state spares listing an unchanged project file by file."""
     if in_place_here:
         _check_in_place(root, in_place)
+    state = git_view(root, keep_out + in_place) if store is not None else None
+    known = _known(store, root, state) if store is not None and state else None
+    if known is not None:
+        return Listing(source="git", state=state, known=known)
     listing = _listing(root, keep_out, in_place)
+    listing.state = state
     _check_limits(listing, limits)
     return listing
+
+
+# --- git's view: an unchanged project in two git calls ------------------------------------
+
+
+def _git_out(root: Path, *args: str) -> bytes | None:
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                              timeout=GIT_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_view(root: Path, left_out: tuple[str, ...]) -> str | None:
+    """A digest of the project's files as git sees them, or None where it may not be trusted.
+
+    Tracked files that git does not list as modified hold their index blob (git's own racy
+    check stands behind `ls-files -m`), so the index entries (blob, mode and git's stat of
+    each), plus the exact stat of every modified or untracked file, fix every file's content.
+    Not trusted: outside git, with .gitattributes (filters may give one blob several work-tree
+    contents), or with a file changed in the last RACY_S seconds."""
+    tracked = _git_out(root, "ls-files", "-z", "--stage", "--debug")
+    changed = _git_out(root, "ls-files", "-z", "--modified", "--others", "--exclude-standard")
+    if tracked is None or changed is None:
+        return None
+    if tracked.startswith(b".gitattributes\0") or b"/.gitattributes\0" in tracked \
+            or b"\t.gitattributes\0" in tracked:
+        return None
+    h = hashlib.sha256(json.dumps([FORMAT, str(root), sorted(left_out)]).encode())
+    h.update(tracked)
+    top, recent = os.fsencode(str(root)) + b"/", time.time() - RACY_S
+    skip = tuple(os.fsencode(p) for p in left_out)
+    for name in sorted(set(changed.split(b"\0"))):
+        if not name or any(name == p or name.startswith(p + b"/") for p in skip):
+            continue
+        try:
+            st = os.lstat(top + name)
+        except FileNotFoundError:
+            h.update(b"\0gone\0" + name)
+            continue
+        if max(st.st_mtime, st.st_ctime) > recent:
+            return None
+        h.update(b"\0%s\0%d %d %d %d %d" % (name, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                           st.st_ino, st.st_mode))
+    return h.hexdigest()
+
+
+def _state_path(store: Path, root: Path) -> Path:
+    return _index_path(store, root).with_suffix(".state")
+
+
+def _known(store: Path, root: Path, state: str) -> Snapshot | None:
+    """The snapshot this store froze from exactly this state of the project, if still whole."""
+    try:
+        known = json.loads(_state_path(store, root).read_text())
+        snap = known["snapshot"]
+        found = Snapshot(id=str(snap["id"]), files=int(snap["files"]), bytes=int(snap["bytes"]),
+                         added_files=0, added_bytes=0, source=str(snap["source"]),
+                         store=str(store))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if known.get("state") != state or not found.tree.is_dir():
+        return None  # another state, or collected since
+    return found
+
+
+def _remember(store: Path, root: Path, state: str, snap: Snapshot) -> None:
+    keep = {k: getattr(snap, k) for k in ("id", "files", "bytes", "source")}
+    _write_atomic(_state_path(store, root), json.dumps({"state": state, "snapshot": keep}))
 
 
 def _check_in_place(root: Path, in_place: tuple[str, ...]) -> None:
@@ -363,6 +445,8 @@ def freeze(root: Path, store: Path, *, keep_out: tuple[str, ...] = (),
     `names`: the files to freeze (a login's copy freezes what the laptop's git listed);
     `listing`: this submit's check_project, not made again."""
     root = Path(os.path.abspath(root))
+    if listing is not None and listing.known is not None:
+        return replace(listing.known, in_place=tuple(in_place))
     if listing is None:
         _check_in_place(root, in_place)
         listing = _listing(root, keep_out, in_place, names)
@@ -382,10 +466,13 @@ def freeze(root: Path, store: Path, *, keep_out: tuple[str, ...] = (),
     if not done:
         _build_tree(store, snap_id, entries)
     files = [e for e in entries if e.link is None]
-    return Snapshot(
+    snap = Snapshot(
         id=snap_id, files=len(files), bytes=sum(e.size for e in files),
         added_files=len(added), added_bytes=sum(e.size for e in added),
         source=listing.source, store=str(store), in_place=tuple(in_place))
+    if listing.state is not None:
+        _remember(store, root, listing.state, snap)
+    return snap
 
 
 # --- a job's working directory ------------------------------------------------------------

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from hpctrain.snapshots import store
-from hpctrain.snapshots.spec import CodeSpec, code_spec, freeze_here, script_source
+from hpctrain.snapshots.spec import (
+    CodeSpec,
+    check_here,
+    code_spec,
+    freeze_here,
+    script_source,
+)
 from hpctrain.snapshots.store import Limits, SnapshotError
 
 OLD = 1_600_000_000  # a file time well outside the index's 2 s racy window
@@ -237,3 +243,94 @@ def test_a_file_edited_just_now_is_hashed_again_and_the_index_kept(tmp_path: Pat
         snap = store.freeze(root, st)
         assert (snap.tree / "pkg" / "mod.py").read_text() == version
         assert index.read_text() == before
+
+
+def _committed(tmp_path: Path) -> tuple[Path, Path]:
+    """A git project with everything committed and an ignored runs folder: (project, store)."""
+    root = _project(tmp_path / "p")
+    (root / ".gitignore").write_text("runs/\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "p")
+    return root, tmp_path / "store"
+
+
+def _submit_like(root: Path, st: Path) -> tuple[store.Listing, store.Snapshot]:
+    """What a local submit does: check, then freeze what the check listed."""
+    listing = store.check_project(root, keep_out=("runs",), store=st)
+    return listing, store.freeze(root, st, keep_out=("runs",), listing=listing)
+
+
+def test_an_unchanged_git_project_is_known_without_listing_its_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every edit below changes a size or a name, so the racy window is not what is tested.
+    monkeypatch.setattr(store, "RACY_S", 0.0)
+    root, st = _committed(tmp_path)
+    listing, first = _submit_like(root, st)
+    assert listing.known is None and listing.state and first.added_files == 4
+    listing, again = _submit_like(root, st)
+    assert listing.known is not None and listing.entries == []
+    assert (again.id, again.files, again.added_files) == (first.id, first.files, 0)
+    # What the job's directory is made from is the same whole tree.
+    assert again.tree == first.tree and (again.tree / "pkg" / "mod.py").is_file()
+    (root / "runs" / "job1").mkdir(parents=True)  # ignored and kept out: still the same
+    assert _submit_like(root, st)[0].known is not None
+
+
+@pytest.mark.parametrize("change", ["edit tracked", "new untracked", "delete tracked",
+                                    "chmod", "tree collected"])
+def test_any_change_git_or_the_store_sees_makes_a_new_listing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    monkeypatch.setattr(store, "RACY_S", 0.0)
+    root, st = _committed(tmp_path)
+    _, first = _submit_like(root, st)
+    mod = root / "pkg" / "mod.py"
+    if change == "edit tracked":
+        mod.write_text("VALUE = 22\n")
+    elif change == "new untracked":
+        (root / "pkg" / "new.py").write_text("NEW = 1\n")
+    elif change == "delete tracked":
+        mod.unlink()
+    elif change == "chmod":
+        mod.chmod(0o755)
+    else:
+        store.collect(st, set(), grace_s=0)
+    listing, snap = _submit_like(root, st)
+    assert listing.known is None and listing.entries
+    expected = {"edit tracked": "VALUE = 22\n", "new untracked": "VALUE = 1\n",
+                "chmod": "VALUE = 1\n", "tree collected": "VALUE = 1\n"}.get(change)
+    frozen = snap.tree / "pkg" / "mod.py"
+    assert (frozen.read_text() if frozen.exists() else None) == expected
+    assert (snap.id == first.id) == (change == "tree collected")
+    assert (snap.tree / "pkg" / "new.py").exists() == (change == "new untracked")
+    assert os.access(frozen, os.X_OK) == (change == "chmod")
+    # The new state is remembered in its turn.
+    known = _submit_like(root, st)[0].known
+    assert known is not None and known.id == snap.id
+
+
+def test_git_view_is_not_trusted_with_attributes_fresh_edits_or_outside_git(
+        tmp_path: Path) -> None:
+    root, _ = _committed(tmp_path)
+    # Files written just now: inside the racy window, where a stat may hide an edit.
+    (root / "pkg" / "fresh.py").write_text("x = 1\n")
+    assert store.git_view(root, ()) is None
+    (root / "pkg" / "fresh.py").unlink()
+    assert store.git_view(root, ("runs",)) is not None
+    (root / "pkg" / ".gitattributes").write_text("*.py text eol=crlf\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "attributes")
+    assert store.git_view(root, ()) is None
+    assert store.git_view(_project(tmp_path / "plain"), ()) is None
+
+
+def test_a_login_submit_lists_every_file_whatever_this_machine_remembers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "RACY_S", 0.0)
+    root, _ = _committed(tmp_path)
+    spec = code_spec(root, root / "runs" / "r1", ())
+    freeze_here(check_here(spec, root))
+    assert check_here(spec, root).listing.known is not None  # type: ignore[union-attr]
+    # A login freezes, on its side, exactly the names listed here.
+    remote = check_here(spec, root, in_place_here=False).listing
+    assert remote is not None and remote.known is None and len(remote.entries) == 5
