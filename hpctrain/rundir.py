@@ -15,6 +15,7 @@ from pathlib import Path
 SCRIPT = "job.sbatch"  # a race writes one per alternative: job-1x4.sbatch, ...
 PROFILE = "profile.yaml"  # the resolved profile the job was planned with
 CONFIG_COPY = "config-snapshot"  # + the --config file's suffix: its copy as submitted
+REQUEST = "request.json"  # the options the job was planned from (a rerun plans them again)
 RUN_INFO = "run.json"  # git commit and dirty state, job ids once known
 UNCONFIRMED = "SUBMIT-UNCONFIRMED"  # sbatch timed out: the job may or may not exist
 ALTERNATIVES = "alternatives.txt"  # a race's ids, one "JOBID NODESxGPUS" line each

@@ -161,17 +161,26 @@ def _value(v: object) -> str:
 
 def rerun(
     job: Annotated[str, typer.Argument(help="The job to run again.")],
+    nodes: Annotated[int | None, typer.Option(
+        "--nodes", "-N", min=1, help="Plan it again on this many nodes.")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(
+        "--gpus-per-node", "-G", min=0, help="Plan it again with this many GPUs per node.")
+    ] = None,
+    time: Annotated[str | None, typer.Option(
+        "--time", "-t", help="Plan it again with this time limit (e.g. 2:00:00).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Submit a job's script again against its code snapshot, in a new run directory: the
-    same code and settings, whatever was edited since."""
+    """Submit a job again against its code snapshot, in a new run directory: the same code
+    and settings, whatever was edited since. As it was, its script byte for byte; with
+    --nodes, --gpus-per-node or --time, planned again from its stored request."""
     from hpctrain import places
     from hpctrain.jobs import rerun as again
     from hpctrain.jobs import tracking
 
     history = backends.history()
     record = tracking.pick(history, job)
-    done = again.rerun(record, places.for_record(record, backends.local_place()), history)
+    done = again.rerun(record, places.for_record(record, backends.local_place()), history,
+                       again.Changes(nodes, gpus_per_node, time))
     if json_out:
         print_json(done.as_dict())
         return
@@ -185,5 +194,5 @@ def rerun(
 def register(app: typer.Typer) -> None:
     """Add diff, rerun and gc to the root app."""
     app.command(epilog="Example: hpctrain diff 1234 1240")(diff)
-    app.command(epilog="Example: hpctrain rerun 1234")(rerun)
+    app.command(epilog="Example: hpctrain rerun 1234 --nodes 2")(rerun)
     app.command(epilog="Example: hpctrain gc --older-than 30 --dry-run")(gc)

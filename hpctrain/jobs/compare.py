@@ -124,7 +124,8 @@ def _changes(a: Mapping[str, Any], b: Mapping[str, Any], absent: object = None) 
 
 
 _TOPOLOGY = ("nodes", "gpus_per_node", "total_gpus", "tasks_per_node", "cpus_per_task",
-             "mem_mb_per_node", "gpu_type", "partition", "node_types", "constraint")
+             "cpus_per_node", "mem_mb_per_node", "gpu_type", "partition", "node_types",
+             "constraint")
 
 
 def settings_and_topology(a: RunFacts, b: RunFacts) -> tuple[list[Change], list[Change]]:

@@ -82,13 +82,21 @@ def segment_options(plan: JobPlan, previous: str | None) -> tuple[str, ...]:
 
 
 def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str,
-               script_name: str = rundir.SCRIPT) -> tuple[RunFile, ...]:
+               script_name: str = rundir.SCRIPT, environ: Mapping[str, str] | None = None
+               ) -> tuple[RunFile, ...]:
     import yaml
 
+    from hpctrain.plan.stored import request_json
+    from hpctrain.render import check_no_secrets
+
+    request = request_json(req)
+    check_no_secrets(request, environ or {})
     files = [
         RunFile(run_dir / script_name, text=script, mode=0o755),
         RunFile(run_dir / rundir.PROFILE,
                 text=yaml.safe_dump(dataclasses.asdict(req.profile), sort_keys=False)),
+        # A race's alternatives share it: the first one's, the topology aside.
+        RunFile(run_dir / rundir.REQUEST, text=request),
     ]
     if req.config:
         config = workdir / req.config
@@ -109,7 +117,7 @@ def prepare(
     plan, script = plan_script(req, environ=environ)
     return Prepared(
         plan=plan, script=script, run_dir=run_dir, workdir=workdir,
-        files=_run_files(req, run_dir, workdir, script, script_name),
+        files=_run_files(req, run_dir, workdir, script, script_name, environ),
         sbatch_argv=("sbatch", "--parsable", *segment_options(plan, None),
                      str(run_dir / script_name)),
         logs=log_patterns(plan), script_name=script_name, code=code,

@@ -197,6 +197,19 @@ def load_profile_file(path: Path) -> Profile:
     return profile
 
 
+def profile_from_text(text: str, where: str) -> Profile:
+    """A resolved profile as a run directory keeps it (profile.yaml: no `extends:` left)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ProfileError(f"{where}: not YAML ({e})", "submit the job again") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{where}: not a profile", "submit the job again")
+    return _validate(Path(where), data)
+
+
 def _check_node_bounds(path: Path, profile: Profile) -> None:
     # Without a bound any --nodes passes the plan, 10**20 included; the model leaves it
     # optional only for profiles built in code (the dev cluster's tests).

@@ -182,6 +182,45 @@ def test_rerun_runs_the_same_script_and_settings_on_the_same_code(
     assert res.returncode == 1 and "ran the project in place" in res.stderr
 
 
+def test_rerun_on_another_topology_plans_the_same_job_again(
+        cli: Cli, devcluster: DevClusterHandle) -> None:
+    config = "task: spiral\ntrainer:\n  max_epochs: 1\noptim:\n  lr: 0.03\n"
+    (cli.cwd / "cfg.yaml").write_text(config)
+    first = cli.submit("--config", "cfg.yaml", "--time", "5")
+    assert cli.wait(first["job_id"], lambda j: j["terminal"], 300)["state"] == "COMPLETED"
+    _edit(cli, "v2")
+    (cli.cwd / "cfg.yaml").write_text(config.replace("0.03", "0.5"))
+    again = json.loads(cli.ok("rerun", first["job_id"], "--nodes", "2", "--time", "4",
+                              "--json").stdout)
+    assert again["snapshot"]["id"] == first["snapshot"]["id"]
+    assert cli.wait(again["job_id"], lambda j: j["terminal"], 300)["state"] == "COMPLETED"
+    run1, run2 = Path(first["run_dir"]), Path(again["run_dir"])
+    settings = [json.loads((r / "metrics.json").read_text())["settings"] for r in (run1, run2)]
+    assert settings[0] == settings[1] and settings[0]["optim"]["lr"] == 0.03
+    assert "on 2 node(s)" in Path(cli.job(again["job_id"])["stdout"]).read_text()
+    assert (run2 / "code" / "pkg" / "mark.py").read_text() == MARK.format(version="v1")
+    assert (run2 / "config-snapshot.yaml").read_text() == config
+    got = json.loads(cli.ok("diff", first["job_id"], again["job_id"], "--json").stdout)
+    assert {c["what"]: (c["a"], c["b"]) for c in got["topology"]}["nodes"] == (1, 2)
+    assert [c["what"] for c in got["settings"]] == ["time"] and got["code"] == []
+    shown = json.loads(cli.ok("status", "--json", again["job_id"]).stdout)["jobs"][0]
+    assert shown["nodes"] == 2
+    # The rerun keeps its own request, with what changed: it can be planned again in its turn.
+    kept = json.loads((run2 / "request.json").read_text())["request"]
+    assert (kept["nodes"], kept["time"], kept["config"]) == (2, "4", None)
+    # Planned again like any submit: the dev cluster's nodes each have GPUs to ask for, and
+    # more than they have is refused by name.
+    gpu = json.loads(cli.ok("rerun", first["job_id"], "-G", "1", "--json").stdout)
+    devcluster.client().scancel([gpu["job_id"]])
+    assert cli.job(gpu["job_id"])["gpus_per_node"] == 1
+    res = cli("rerun", first["job_id"], "--gpus-per-node", "64")
+    assert res.returncode == 1 and "64" in res.stderr, res.stderr
+    (run1 / "request.json").unlink()  # as a job submitted before requests were kept
+    res = cli("rerun", first["job_id"], "--nodes", "2")
+    assert res.returncode == 1 and "kept no request.json" in res.stderr
+    assert f"hpctrain rerun {first['job_id']}" in res.stderr
+
+
 def test_the_alternatives_of_a_race_run_the_submitted_code(cli: Cli) -> None:
     race = json.loads(cli.ok("submit", "--profile", "local", "--time", "2", "--json",
                              "--first-of", "1x1,2x1", "--", "python3", "-m", "pkg.mark").stdout)
