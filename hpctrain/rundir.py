@@ -32,6 +32,7 @@ STOP_REQUESTED = "stop-requested"  # SLURM's warning arrived: "USR1 <unix time>"
 STOP_SAVED = "stop-saved"  # the safe stop's checkpoint is on disk
 TRAINING_COMPLETE = "training-complete"  # a chain's later segments have nothing left to do
 CONFIG = "config.yaml"  # the trainer's resolved configuration
+IMPORTS = "imports.json"  # the installed distributions behind the modules the run imported
 LAST_CKPT = "last.ckpt"
 BEST_CKPT = "best.ckpt"
 METRICS = "metrics.json"

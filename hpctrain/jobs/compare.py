@@ -4,6 +4,7 @@ values."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,8 @@ class RunFacts:
     environment: dict[str, Any] | None
     profile: str | None
     store: Path | None
+    # The distributions the packaged trainer's run imported (imports.json), if it wrote one.
+    imports: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ def read_facts(record: JobRecord, read: Reader) -> RunFacts:
                     snapshot=record.snapshot, manifest=manifest,
                     environment=_json(read, run_dir / rundir.ENVIRONMENT),
                     profile=profile.decode("utf-8", "replace") if profile is not None else None,
-                    store=store)
+                    store=store, imports=_json(read, run_dir / rundir.IMPORTS))
 
 
 def trainer_settings(command: Sequence[str]) -> dict[str, str] | None:
@@ -149,8 +152,13 @@ def environment_changes(a: RunFacts, b: RunFacts) -> list[Change]:
     changes = _changes({"python": a.environment.get("python")},
                        {"python": b.environment.get("python")})
     if a.environment.get("packages_sha256") != b.environment.get("packages_sha256"):
-        changes += _changes(a.environment.get("packages") or {},
-                            b.environment.get("packages") or {}, absent="(not installed)")
+        imported = {name for f in (a, b) for name in ((f.imports or {}).get("packages") or {})}
+        # The packages the runs imported first, marked: those are the ones that can matter.
+        found = _changes(a.environment.get("packages") or {},
+                         b.environment.get("packages") or {}, absent="(not installed)")
+        changes += sorted((dataclasses.replace(c, what=f"{c.what} (imported)")
+                           if c.what in imported else c for c in found),
+                          key=lambda c: (not c.what.endswith("(imported)"), c.what))
     return changes
 
 

@@ -29,6 +29,7 @@ from hpctrain.trainconfig.load import dump_config
 from hpctrain.trainconfig.model import TrainConfig
 from hpctrain.trainer.callbacks import AtomicCheckpointIO, atomic_write_text
 from hpctrain.trainer.cluster import ProcessLayout, detect_topology, resolve_run_dir
+from hpctrain.trainer.imports import write_imports
 from hpctrain.trainer.loggers import build_loggers
 from hpctrain.trainer.midepoch import ExactResume
 from hpctrain.trainer.recorder.console import Console
@@ -360,6 +361,10 @@ def _run(
     trainer = _trainer(config, topo, path, accelerator, loggers,
                        [exact, recorder, *callbacks, stop], bar)
     hand_signals_to_hpctrain(trainer)
+    if topo.is_rank_zero:
+        # Before fit: the task, its data, Lightning and torch are imported by now, and a run
+        # that fails in training still says what it ran with.
+        write_imports(path)
     _fit(trainer, module, datamodule, checkpoint)
     _finish(trainer, recorder, path)
     return recorder.summary()

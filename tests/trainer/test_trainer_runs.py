@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,12 @@ def test_custom_module_and_datamodule_train(
     assert summary["final_val_acc"] >= 0.9
     hparams = (tmp_path / "run" / "csv" / "hparams.yaml").read_text()
     assert "width: 8" in hparams
+    # What the run imported, with the versions it ran with: the trainer's own stack, not the
+    # whole environment (no test runner, no linter).
+    imported = json.loads((tmp_path / "run" / "imports.json").read_text())["packages"]
+    assert imported["torch"] == metadata.version("torch")
+    assert {"lightning", "numpy", "pyyaml"} <= set(imported)
+    assert not {"ruff", "mypy", "import-linter"} & set(imported)
 
 
 @pytest.mark.parametrize(
