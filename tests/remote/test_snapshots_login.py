@@ -28,10 +28,11 @@ def _submit(lap: Laptop) -> dict[str, object]:
     return dict(json.loads(res.stdout))
 
 
-def _marker(run_dir: object) -> str:
+def _marker(run_dir: object, lines: int = 1) -> str:
     path = Path(str(run_dir)) / "markers"
     return wait_for(lambda: path.read_text() if path.exists() else "", 120,
-                    f"the job's marker in {path}", until=bool, poll_s=0.5).strip()
+                    f"{lines} marker line(s) in {path}",
+                    until=lambda t: t.count("\n") >= lines, poll_s=0.5).strip()
 
 
 def test_two_submits_through_a_login_each_run_their_own_code(
@@ -59,8 +60,14 @@ def test_two_submits_through_a_login_each_run_their_own_code(
     again = json.loads(lap.ok("rerun", str(first["job_id"]), "--json").stdout)
     assert str(again["run_dir"]).startswith(str(workdir)) and again["rerun_of"] == str(
         first["job_id"])
-    devcluster.client().release([str(again["job_id"])])
+    # Planned again on two nodes, there: the request and profile read over the connection.
+    wider = json.loads(lap.ok("rerun", str(first["job_id"]), "--nodes", "2", "--json").stdout)
+    devcluster.client().release([str(again["job_id"]), str(wider["job_id"])])
     assert _marker(again["run_dir"]) == "v1"
+    script = (Path(str(wider["run_dir"])) / "job.sbatch").read_text()
+    assert "#SBATCH --nodes=2\n" in script
+    ranks = 2 * int(script.split("#SBATCH --ntasks-per-node=")[1].split()[0])
+    assert _marker(wider["run_dir"], ranks).splitlines() == ["v1"] * ranks  # a line per rank
     # gc on the login keeps both snapshots: every recorded job still names one.
     cleaned = json.loads(lap.ok("gc", "--min-age", "0", "--json").stdout)["stores"]
     (there,) = [c for c in cleaned if c["login"] == "testlogin"]
