@@ -40,6 +40,8 @@ METRICS = "metrics.json"
 # Written by the monitor.
 MONITOR_DIR = "monitor"  # one <node>.jsonl of samples per node
 MONITOR_SUMMARY = "monitor-summary.json"
+# Not a file: the monitor's srun step name, by which `why` tells its steps from the job's.
+MONITOR_STEP = "hpctrain-monitor"
 
 # Written by a scaling study into its own directory, beside its runs' directories.
 SCALING_REPORT = "scaling.json"

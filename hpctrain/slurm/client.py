@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from hpctrain import paths
 from hpctrain.errors import SlurmError, SlurmUnavailableError
-from hpctrain.slurm import controller, parsers, parsers_json, starts
+from hpctrain.slurm import accounting, controller, parsers, parsers_json, starts
+from hpctrain.slurm.accounting import Accounting
 from hpctrain.slurm.parsers import JobInfo
 from hpctrain.slurm.transport import (
     CONTROLLER_COMMANDS,
@@ -226,6 +227,29 @@ class SlurmClient:
         if json_out:
             return parsers_json.parse_sacct_json(result.stdout)
         return parsers.parse_sacct(result.stdout)
+
+    def accounting(self, job_id: str) -> Accounting:
+        """Every run and step of one job, in one `sacct` (text on every version: the fields
+        `why` reads are the same in all of them); AccountingUnavailableError if it can't."""
+        try:
+            result = self.run(accounting.argv(job_id), check=False)
+        except SlurmTimeoutError as e:
+            raise AccountingUnavailableError(e.what, e.fix) from None
+        if result.returncode != 0:
+            message = (result.stderr or result.stdout).strip() or f"exit {result.returncode}"
+            raise AccountingUnavailableError(
+                f"sacct failed: {message}",
+                "job accounting (slurmdbd) is off or down here; `hpctrain why` needs it")
+        return accounting.parse_accounting(result.stdout)
+
+    def pending_start(self, job_id: str) -> tuple[str | None, str | None]:
+        """A waiting job's reason and SLURM's start estimate, from one text `squeue` (the same
+        on every version); (None, None) once squeue no longer knows the job."""
+        result = self.run(["squeue", "--noheader", "--jobs", parsers.job_id_list([job_id]),
+                           "--format", "%r|%S"], check=False)
+        line = next((ln for ln in result.stdout.splitlines() if "|" in ln), "")
+        reason, _, start = line.partition("|")
+        return parsers.empty_value(reason), starts.start_or_none(start)
 
     def prefetch(self, job_ids: Sequence[str]) -> None:
         """Where a command costs a round trip: squeue and sacct for all ids in one, kept for

@@ -56,10 +56,15 @@ def split_squeue_starts(stdout: str) -> tuple[str, dict[str, str | None]]:
             continue
         lines.append(rest)
         job_id = rest.partition("|")[0].strip()
-        start = start.strip()
         if job_id:
-            found[job_id] = None if start.lower() in _NO_TIME else start
+            found[job_id] = start_or_none(start)
     return "".join(f"{line}\n" for line in lines), found
+
+
+def start_or_none(text: str) -> str | None:
+    """squeue's %S: a time, or None for its words for no time (N/A, Unknown, ...)."""
+    text = text.strip()
+    return None if not text or text.lower() in _NO_TIME else text
 
 
 def slurm_time(text: str) -> datetime | None:

@@ -102,7 +102,12 @@ if [ "$hpctrain_rc" != 0 ] && [ -e "$HPCTRAIN_RUN_DIR/stop-saved" ]; then
     scontrol requeue "$SLURM_JOB_ID"
     exit 0
   fi
-  echo "hpctrain: checkpoint saved and stopped; a requeued or next job continues the run"
+  # `hpctrain why` tells the time limit's warning from another stop request by this line.
+  if [ "$hpctrain_warned" = 1 ]; then
+    echo "hpctrain: the time limit's warning came: checkpoint saved and stopped; a next job continues the run"
+  else
+    echo "hpctrain: checkpoint saved and stopped; a requeued or next job continues the run"
+  fi
   exit 0
 fi
 exit "$hpctrain_rc"

@@ -1,0 +1,55 @@
+"""`hpctrain why JOB`: why a job failed, waits or wasted its resources (docs/why.md)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from hpctrain.cli import backends
+from hpctrain.cli.output import console, print_json
+
+if TYPE_CHECKING:
+    from hpctrain.jobs.why import Why
+
+
+def _show(found: Why) -> None:
+    d = found.diagnosis
+    state = f" ({found.state})" if found.state else ""
+    console.print(f"Job {found.job_id}{state}", highlight=False)
+    mark = "" if d.certain else " (not certain: what was found is below)"
+    console.print(f"why:  {d.summary}{mark}", highlight=False, soft_wrap=True)
+    console.print(f"fix:  {d.fix}", highlight=False, soft_wrap=True)
+    if d.evidence:
+        console.print("evidence:", highlight=False)
+        for line in d.evidence:
+            console.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
+    if found.advice:
+        console.print("next time:", highlight=False)
+        for a in found.advice:
+            verdict = a.suggestion or "fine as asked"
+            console.print(f"  {a.what}: {a.used}; asked for {a.asked}: {verdict}",
+                          highlight=False, soft_wrap=True, markup=False)
+
+
+def why(
+    job: Annotated[str, typer.Argument(help="The job to explain (an id from the history).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Why a job failed, waits or wasted what it asked for: one diagnosis with the lines it
+    stands on, one fix, and what to ask for next time."""
+    from hpctrain import places
+    from hpctrain.jobs import tracking
+    from hpctrain.jobs.why import why as explain
+
+    history = backends.history()
+    record = tracking.pick(history, job)
+    found = explain(record, places.for_record(record, backends.local_place()))
+    if json_out:
+        print_json(found.as_dict())
+        return
+    _show(found)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog="Example: hpctrain why 4711")(why)

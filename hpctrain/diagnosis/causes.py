@@ -1,0 +1,335 @@
+"""Why a job ended (or waits): one diagnosis with its evidence and one fix.
+
+Pure: an Evidence value in, a Diagnosis out. The rules are tried in order and the first that
+applies wins; each one names the lines it stands on. Where nothing decides, the diagnosis says
+so (`certain` False) and shows what was found: never a guess stated as a fact.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from hpctrain import rundir
+from hpctrain.diagnosis.logscan import Finding
+from hpctrain.diagnosis.model import Diagnosis, Evidence, where
+from hpctrain.diagnosis.pending import pending_diagnosis
+from hpctrain.slurm.accounting import Row
+from hpctrain.slurm.states import JobState
+from hpctrain.units import format_time
+
+# Signals by number, as a researcher reads them.
+SIGNALS = {1: "SIGHUP (hang-up)", 2: "SIGINT (interrupt)", 4: "SIGILL (illegal instruction)",
+           6: "SIGABRT (abort: an assertion or a C++ exception)", 7: "SIGBUS (bus error)",
+           8: "SIGFPE (arithmetic error)", 9: "SIGKILL (killed)",
+           11: "SIGSEGV (segmentation fault)", 15: "SIGTERM (asked to stop)"}
+# What srun prints when the batch script stops the monitor's step (USR2).
+MONITOR_STOP_WORDS = "User defined signal 2"
+
+
+def _first(ev: Evidence, *kinds: str) -> Finding | None:
+    return next((f for f in ev.findings if f.kind in kinds), None)
+
+
+def _failed_tasks(ev: Evidence) -> list[Finding]:
+    """srun's reports of tasks that exited non-zero or were killed, but for the monitor's
+    (the batch script stops it with USR2)."""
+    return [f for f in ev.findings
+            if (f.kind == "task_signal" and not (ev.monitored and f.info.get("what") ==
+                                                 MONITOR_STOP_WORDS))
+            or (f.kind == "task_exit" and f.info.get("exit_code") != "0")]
+
+
+def _first_failed_task(ev: Evidence) -> Finding | None:
+    return next(iter(_failed_tasks(ev)), None)
+
+
+def _step_signal(ev: Evidence) -> int | None:
+    """The first signal that ended one of the job's own steps (not the monitor's)."""
+    steps = ev.accounting.steps() if ev.accounting else ()
+    return next((s.signal for s in steps if s.signal and s.step != "extern"
+                 and s.name != rundir.MONITOR_STEP), None)
+
+
+def _with_task(ev: Evidence, found: Finding) -> tuple[str, ...]:
+    task = _first_failed_task(ev)
+    return (where(found),) + ((where(task),) if task is not None else ())
+
+
+def _progress(ev: Evidence) -> tuple[int, int, float] | None:
+    """(epochs done, epochs asked for, seconds per epoch) from metrics.json."""
+    m = ev.metrics or {}
+    done, total, times = m.get("epochs_completed"), m.get("max_epochs"), m.get("epoch_times_s")
+    if not isinstance(done, int) or not isinstance(total, int) or not done:
+        return None
+    # Whole epochs as metrics.json timed them (the per-epoch list; else the summary's).
+    seconds = [e.get("time_s") for e in m.get("epochs") or [] if isinstance(e, dict)]
+    if not seconds and isinstance(times, list):
+        seconds = times
+    found = [float(t) for t in seconds if isinstance(t, (int, float))]
+    return done, total, (sum(found) / len(found) if found else 0.0)
+
+
+def _time_fix(ev: Evidence, last: Row) -> str:
+    progress, limit = _progress(ev), last.time_limit_s
+    if progress is None or not limit:
+        return ("ask for more time (`--time`), or let hpctrain's trainer save and continue in "
+                "a chain (`--chain 3`) or by requeueing")
+    done, total, per = progress
+    left = max(total - done, 0) * per
+    need = math.ceil((limit + left) * 1.2 / 60) * 60
+    segments = max(2, math.ceil((done / max(ev.chain, 1) + (total - done)) / max(done, 1)) + 1)
+    return (f"`--time {format_time(need)}` (training had {done} of {total} epochs at about "
+            f"{per:.0f} s each, {format_time(int(left))} left, plus 20 %), or "
+            f"`--chain {segments}` to go on in segments of {format_time(limit)}")
+
+
+def _time_limit(ev: Evidence, last: Row) -> Diagnosis | None:
+    said = _first(ev, "time_limit")
+    if last.state is not JobState.TIMEOUT and said is None:
+        return None
+    runs = len(ev.accounting.runs) if ev.accounting else 1
+    progress = _progress(ev)
+    got = f"; training reached epoch {progress[0]} of {progress[1]}" if progress else ""
+    requeued = f" after {runs - 1} requeue(s)" if runs > 1 else ""
+    return Diagnosis(
+        "time_limit",
+        f"the job ran out of its time limit ({format_time(last.time_limit_s or 0)}){requeued}"
+        f"{got}", _time_fix(ev, last),
+        evidence=tuple(filter(None, (f"sacct: State {last.slurm_state}, Elapsed "
+                                     f"{format_time(last.elapsed_s or 0)}",
+                                     where(said) if said else None))))
+
+
+def _stopped(ev: Evidence, last: Row) -> Diagnosis | None:
+    """The packaged trainer's safe stop: saved and stopped, and no requeue or segment after."""
+    m = ev.metrics or {}
+    ends = [r.get("end") for r in m.get("restarts") or [] if isinstance(r, dict)]
+    end = ends[-1] if ends and isinstance(ends[-1], dict) else None
+    if m.get("status") != "stopped" or end is None or last.state is not JobState.COMPLETED:
+        return None
+    reason = str(end.get("reason") or "")
+    progress = _progress(ev)
+    got = f" at epoch {progress[0]} of {progress[1]}" if progress else ""
+    said = _first(ev, "warned_stop")
+    warned = said is not None or reason == "SIGUSR1"
+    return Diagnosis(
+        "time_limit" if warned else "stopped",
+        ("the trainer stopped at the time limit's warning" if warned else
+         f"the trainer was asked to stop ({reason})") + f" and saved its checkpoint{got}; no "
+        "requeue or later segment took the run up", _time_fix(ev, last) if warned else
+        "submit the next part with `--chain N`, or let it requeue (`--requeue`, the default)",
+        evidence=tuple(filter(None, (f"{rundir.METRICS}: status stopped, reason {reason}, "
+                                     f"checkpoint {end.get('checkpoint')}",
+                                     where(said) if said else None))))
+
+
+def _host_memory(ev: Evidence, last: Row) -> Diagnosis | None:
+    said = _first(ev, "host_oom")
+    if last.state is not JobState.OUT_OF_MEMORY and said is None:
+        return None
+    peak = max((r.max_rss_mb or 0 for r in (ev.accounting.steps() if ev.accounting else ())),
+               default=0) or None
+    asked = last.req_mem_mb
+    facts = f"{peak:.0f} MiB at the peak SLURM measured" if peak else "no peak measured"
+    mem = f"`--mem {math.ceil((peak or asked or 0) * 1.5 / 1024)}G`" if (peak or asked) \
+        else "more `--mem`"
+    return Diagnosis(
+        "host_memory",
+        f"the job ran out of host memory ({facts}"
+        f"{f' of {asked:.0f} MiB asked for' if asked else ''})",
+        f"{mem}, or fewer data loader workers / a smaller batch per node",
+        evidence=tuple(filter(None, (f"sacct: State {last.slurm_state}",
+                                     where(said) if said else None))))
+
+
+def _by_log(kind: str, summary: Callable[[Finding], str], fix: Callable[[Finding], str]
+            ) -> Callable[[Evidence, Row], Diagnosis | None]:
+    def rule(ev: Evidence, last: Row) -> Diagnosis | None:
+        found = _first(ev, kind)
+        if found is None:
+            return None
+        return Diagnosis(kind, summary(found), fix(found), evidence=_with_task(ev, found))
+    return rule
+
+
+def _frame_text(f: Finding) -> str:
+    frame = f.user_frame()
+    return f" in {frame.file}:{frame.line} ({frame.func})" if frame else ""
+
+
+def _env_name(ev: Evidence) -> str:
+    exe = (ev.environment or {}).get("executable")
+    return str(exe or ev.python_env or "the job's python")
+
+
+def _import_error(ev: Evidence, last: Row) -> Diagnosis | None:
+    found = _first(ev, "import_error")
+    if found is None:
+        return None
+    module = found.info.get("module", "?")
+    return Diagnosis(
+        "import_error",
+        f"Python could not import `{module}`{_frame_text(found)}; the job ran {_env_name(ev)}",
+        f"install `{module.split('.')[0]}` into that environment, or submit with "
+        "`--python-env PATH` naming the environment that has it",
+        evidence=_with_task(ev, found))
+
+
+def _missing_file(ev: Evidence, last: Row) -> Diagnosis | None:
+    found = _first(ev, "missing_file")
+    if found is None:
+        return None
+    path = found.info.get("path", "?")
+    relative = "" if path.startswith("/") else (
+        "; a relative path is read from the job's working directory, the code snapshot, "
+        "which holds only what git lists: name data with `--in-place PATH` or an absolute path")
+    return Diagnosis(
+        "missing_file", f"a file the job opened does not exist: `{path}`{_frame_text(found)}",
+        f"check the path{relative}", evidence=_with_task(ev, found))
+
+
+def _collective(ev: Evidence, last: Row) -> Diagnosis | None:
+    found = _first(ev, "collective_timeout")
+    if found is None:
+        return None
+    world, joined = found.info.get("world"), found.info.get("joined")
+    launch = (f"; only {joined} of {world} ranks joined: a launch mismatch (the world size "
+              "asked for is not the one started)") if world and joined else ""
+    task = _first_failed_task(ev)
+    who = f"; srun reports task {task.task} on {task.node} first" if task else ""
+    return Diagnosis(
+        "collective_timeout",
+        f"a collective operation timed out: a rank hung or never joined{launch}{who}",
+        "look at the first rank that stopped making progress (its log above the timeout); "
+        "set a shorter timeout while debugging (NCCL_TIMEOUT / the process group's "
+        "`timeout`), and check that every node reaches MASTER_ADDR:MASTER_PORT",
+        evidence=_with_task(ev, found))
+
+
+def _cuda_oom(f: Finding) -> str:
+    return f"the GPU ran out of memory (it tried to allocate {f.info.get('size', '?')})"
+
+
+def _exception(ev: Evidence, last: Row) -> Diagnosis | None:
+    found = _first(ev, "exception")
+    if found is None:
+        return None
+    frame = found.user_frame()
+    whose = ("hpctrain's" if frame and "/hpctrain/" in frame.file else "the job's")
+    return Diagnosis(
+        "exception",
+        f"{whose} code raised {found.info.get('type')}: {found.info.get('message')}"
+        f"{_frame_text(found)}",
+        "fix the error at that line; `hpctrain logs JOB` shows the whole traceback"
+        if frame else "the traceback has no frame outside the libraries; read it whole with "
+        "`hpctrain logs JOB`", evidence=_with_task(ev, found))
+
+
+def _signal(ev: Evidence, last: Row) -> Diagnosis | None:
+    task = next((f for f in _failed_tasks(ev) if f.kind == "task_signal"), None)
+    sig = last.signal or _step_signal(ev)
+    if task is None and not sig:
+        return None
+    if sig:
+        name = SIGNALS.get(sig, f"signal {sig}")
+    else:
+        name = task.info["what"] if task is not None else "a signal"
+    return Diagnosis(
+        "signal", f"a process of the job was ended by {name}",
+        "a segmentation fault or abort points at a native library (a CUDA/NCCL or a "
+        "compiled extension's version mismatch): run one rank alone to reproduce it",
+        evidence=tuple(filter(None, (f"sacct: ExitCode {last.exit_code}:{last.signal}"
+                                     + (f", a step ended by signal {sig}" if sig else ""),
+                                     where(task) if task else None))))
+
+
+def _cancelled(ev: Evidence, last: Row) -> Diagnosis | None:
+    if last.state is not JobState.CANCELLED:
+        return None
+    uid = last.cancelled_by_uid
+    who = ev.user_names.get(uid, f"user id {uid}") if uid is not None else "someone"
+    return Diagnosis(
+        "cancelled", f"the job was cancelled by {who} at {last.end or '?'}",
+        "submit it again if that was not meant; `hpctrain rerun JOB` runs the same code",
+        evidence=(f"sacct: State {last.slurm_state}, End {last.end}",))
+
+
+def _node_fail(ev: Evidence, last: Row) -> Diagnosis | None:
+    said = _first(ev, "node_fail")
+    if last.state is not JobState.NODE_FAIL and said is None:
+        return None
+    return Diagnosis(
+        "node_failure", f"a node of the job failed ({last.node_list or '?'}): not the job's "
+        "fault", "submit again (hpctrain's requeue takes it up from the last checkpoint when "
+        "SLURM requeues it); report the node if it happens again",
+        evidence=tuple(filter(None, (f"sacct: State {last.slurm_state}, NodeList "
+                                     f"{last.node_list}", where(said) if said else None))))
+
+
+def _preempted(ev: Evidence, last: Row) -> Diagnosis | None:
+    said = _first(ev, "preempted")
+    if last.state is not JobState.PREEMPTED and said is None:
+        return None
+    return Diagnosis(
+        "preempted", "a job of higher priority took the nodes (preemption)",
+        "keep `--requeue` on (the default) so that it continues from its checkpoint, or use "
+        "a partition or QOS that is not preempted",
+        evidence=tuple(filter(None, (f"sacct: State {last.slurm_state}",
+                                     where(said) if said else None))))
+
+
+def _nonzero(ev: Evidence, last: Row) -> Diagnosis | None:
+    if last.state is not JobState.FAILED:
+        return None
+    task = _first_failed_task(ev)
+    code = last.exit_code
+    return Diagnosis(
+        "exit_code", f"the job's command exited with code {code} and printed no error "
+        "hpctrain recognises", "read the end of its output (`hpctrain logs JOB`); an exit code "
+        "is the program's own", certain=False,
+        evidence=tuple(filter(None, (f"sacct: State {last.slurm_state}, ExitCode "
+                                     f"{last.exit_code}:{last.signal}",
+                                     where(task) if task else None))))
+
+
+def _completed(ev: Evidence, last: Row) -> Diagnosis | None:
+    if last.state is not JobState.COMPLETED:
+        return None
+    return Diagnosis("completed", "the job completed; nothing went wrong",
+                     "see below what to ask for next time",
+                     evidence=(f"sacct: State {last.slurm_state}, ExitCode 0",))
+
+
+# Most specific first: what the logs name beats what the state says.
+RULES: tuple[Callable[[Evidence, Row], Diagnosis | None], ...] = (
+    _node_fail, _preempted, _time_limit, _cancelled, _stopped, _completed, _host_memory,
+    _by_log("cuda_oom", _cuda_oom, lambda f: "a smaller batch per GPU (`trainer.batch_size`, "
+            "with `trainer.global_batch` to keep the global batch), or more GPUs"),
+    _import_error, _missing_file, _collective, _exception, _signal, _nonzero,
+)
+
+
+def diagnose(ev: Evidence) -> Diagnosis:
+    """The job's diagnosis; see RULES for the order."""
+    last = ev.accounting.last if ev.accounting else None
+    if ev.pending_reason is not None or (last and last.state is JobState.PENDING):
+        return pending_diagnosis(ev.pending_reason or (last.reason if last else None),
+                                 ev.start_estimate)
+    if last is None:
+        return Diagnosis("unknown", f"SLURM's accounting has no record of job {ev.job_id}",
+                         "check the job id; `hpctrain status` shows what hpctrain knows",
+                         certain=False)
+    if last.state in (JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED):
+        return Diagnosis("running", f"the job is {last.state.value.lower()} "
+                         f"({format_time(last.elapsed_s or 0)} of "
+                         f"{format_time(last.time_limit_s or 0)})",
+                         "ask again once it has ended", evidence=(f"sacct: State "
+                                                                  f"{last.slurm_state}",))
+    for rule in RULES:
+        found = rule(ev, last)
+        if found is not None:
+            return found
+    return Diagnosis("unknown", f"the job ended {last.slurm_state}; nothing in its accounting "
+                     "or logs says why", "read its output: `hpctrain logs JOB`", certain=False,
+                     evidence=(f"sacct: State {last.slurm_state}",))

@@ -1,0 +1,162 @@
+"""What a job's logs say about how it ended: each telling line as a Finding, with where it is.
+
+Pure: text in, findings out. The patterns are the words the programs print (Python, srun and
+slurmstepd, PyTorch, NCCL, gloo, the kernel, hpctrain's batch script); docs/why.md lists them
+and tests/diagnosis/recorded holds real examples, each with where it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# slurmstepd: "*** JOB 12 ON node1 CANCELLED AT 2026-11-24T10:00:00 DUE TO TIME LIMIT ***"
+_STEPD = re.compile(r"\*\*\* (?:JOB|STEP) (?P<id>[\d.]+\w*) ON (?P<node>\S+) CANCELLED AT "
+                    r"(?P<at>\S+)(?: DUE TO (?P<why>[A-Z ]+?))?(?: \*\*\*|$)")
+# srun: "srun: error: node2: task 1: Exited with exit code 3" / ": Segmentation fault"
+_SRUN_TASK = re.compile(r"srun: error: (?P<node>[^:\s]+): tasks? (?P<task>[\d,\-]+): "
+                        r"(?P<what>.+)$")
+_EXIT = re.compile(r"Exited with exit code (\d+)")
+_OOM_KILL = re.compile(r"oom[-_]kill|Out of memory: Killed process|OOM Killed",
+                       re.IGNORECASE)
+_CUDA_OOM = re.compile(r"CUDA out of memory\. Tried to allocate (?P<size>[\d.]+ [KMGT]?i?B)")
+_COLLECTIVE = re.compile(
+    r"Watchdog caught collective operation timeout|"
+    r"Timed out waiting \d+ ?ms for (?:recv|send) operation|"
+    r"ProcessGroupGloo.*[Tt]imed out|Connection closed by peer|"
+    r"timed out .*(?:store_based_barrier|initializing process group)|"
+    r"Timed out initializing process group")
+_JOINED = re.compile(r"world_size=(?P<world>\d+), num_workers_joined=(?P<joined>\d+)|"
+                     r"(?P<joined2>\d+)/(?P<world2>\d+) clients joined")
+_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)|"
+                  r"[A-Za-z_][\w.]*\.[A-Z]\w*):? ?(?P<msg>.*)$")
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
+_NO_MODULE = re.compile(r"No module named '(?P<name>[^']+)'")
+_NO_FILE = re.compile(r"\[Errno 2\] No such file or directory: '(?P<path>[^']*)'")
+_REQUEUE = re.compile(r"^hpctrain: checkpoint saved before the time limit; requeueing")
+_WARNED_STOP = re.compile(r"^hpctrain: the time limit's warning came: checkpoint saved")
+_LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "<string>")
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    func: str
+
+    @property
+    def is_library(self) -> bool:
+        return any(part in self.file for part in _LIBRARY)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One telling line (or block) of a log: what it is, where, and what it says."""
+
+    kind: str
+    source: str
+    line_no: int
+    text: str
+    node: str | None = None
+    task: str | None = None
+    info: dict[str, str] = field(default_factory=dict)
+    frames: tuple[Frame, ...] = ()
+
+    def user_frame(self) -> Frame | None:
+        """The innermost frame of the user's (or hpctrain's) code, not a library's."""
+        return next((f for f in reversed(self.frames) if not f.is_library), None)
+
+
+def _stepd(m: re.Match[str], source: str, n: int, line: str) -> Finding:
+    why = (m.group("why") or "").strip()
+    kind = {"TIME LIMIT": "time_limit", "PREEMPTION": "preempted",
+            "NODE FAILURE": "node_fail"}.get(why, "cancelled")
+    return Finding(kind, source, n, line.strip(), node=m.group("node"),
+                   info={"at": m.group("at"), "why": why, "id": m.group("id")})
+
+
+def _srun(m: re.Match[str], source: str, n: int, line: str) -> Finding:
+    what = m.group("what").strip()
+    code = _EXIT.search(what)
+    info = {"what": what} | ({"exit_code": code.group(1)} if code else {})
+    return Finding("task_exit" if code else "task_signal", source, n, line.strip(),
+                   node=m.group("node"), task=m.group("task"), info=info)
+
+
+def _line_finding(line: str, source: str, n: int) -> Finding | None:
+    """A finding from one line, or None."""
+    if m := _STEPD.search(line):
+        return _stepd(m, source, n, line)
+    if m := _SRUN_TASK.search(line):
+        return _srun(m, source, n, line)
+    if m := _CUDA_OOM.search(line):
+        return Finding("cuda_oom", source, n, line.strip(), info={"size": m.group("size")})
+    if _OOM_KILL.search(line):
+        return Finding("host_oom", source, n, line.strip())
+    if _COLLECTIVE.search(line):
+        j = _JOINED.search(line)
+        info = {}
+        if j:
+            info = {"world": j.group("world") or j.group("world2"),
+                    "joined": j.group("joined") or j.group("joined2")}
+        return Finding("collective_timeout", source, n, line.strip(), info=info)
+    if _REQUEUE.search(line):
+        return Finding("requeued", source, n, line.strip())
+    if _WARNED_STOP.search(line):
+        return Finding("warned_stop", source, n, line.strip())
+    return None
+
+
+def _traceback(lines: list[str], start: int, source: str, first: int
+               ) -> tuple[Finding | None, int]:
+    """The traceback starting at lines[start]: its frames and exception line; the next index."""
+    frames: list[Frame] = []
+    i = start + 1
+    while i < len(lines):
+        line = lines[i]
+        if m := _FRAME.match(line):
+            frames.append(Frame(m.group("file"), int(m.group("line")), m.group("func").strip()))
+        elif not line.startswith((" ", "\t")) and line.strip():
+            m = _EXC.match(line.strip())
+            if m is None:
+                return None, i
+            return _exception(m, frames, source, first + i, line), i + 1
+        i += 1
+    return None, i
+
+
+def _exception(m: re.Match[str], frames: list[Frame], source: str, n: int, line: str
+               ) -> Finding:
+    kind, msg = m.group("type"), m.group("msg").strip()
+    info = {"type": kind, "message": msg}
+    found = "exception"
+    if (mod := _NO_MODULE.search(msg)) and kind.endswith(("ModuleNotFoundError",
+                                                          "ImportError")):
+        found, info["module"] = "import_error", mod.group("name")
+    elif (path := _NO_FILE.search(msg)) and kind.endswith("FileNotFoundError"):
+        found, info["path"] = "missing_file", path.group("path")
+    elif cuda := _CUDA_OOM.search(msg):
+        found, info["size"] = "cuda_oom", cuda.group("size")
+    elif _COLLECTIVE.search(msg):
+        found = "collective_timeout"
+    return Finding(found, source, n, line.strip(), info=info, frames=tuple(frames))
+
+
+def scan(text: str, source: str, first_line: int = 1) -> list[Finding]:
+    """Every finding in `text` (a log, or its tail starting at line `first_line`), in the
+    order the lines came."""
+    lines = text.splitlines()
+    found: list[Finding] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("Traceback (most recent call last)"):
+            tb, i = _traceback(lines, i, source, first_line)
+            if tb is not None:
+                found.append(tb)
+            continue
+        hit = _line_finding(line, source, first_line + i)
+        if hit is not None:
+            found.append(hit)
+        i += 1
+    return found

@@ -1,0 +1,56 @@
+"""The values of a diagnosis: what is known of a job (Evidence), and what it says (Diagnosis)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hpctrain import rundir
+from hpctrain.diagnosis.logscan import Finding
+from hpctrain.slurm.accounting import Accounting
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What is known of a job: its accounting, its logs' findings, its run directory."""
+
+    job_id: str
+    accounting: Accounting | None
+    findings: tuple[Finding, ...] = ()
+    # When it waits: SLURM's reason and its start estimate (None: none given).
+    pending_reason: str | None = None
+    start_estimate: str | None = None
+    metrics: Mapping[str, Any] | None = None
+    monitor: Mapping[str, Any] | None = None
+    environment: Mapping[str, Any] | None = None
+    # The job as hpctrain planned it: chain length, requeue, the Python environment.
+    chain: int = 1
+    requeue: bool = False
+    python_env: str | None = None
+    user_names: Mapping[int, str] = field(default_factory=dict)
+
+    @property
+    def monitored(self) -> bool:
+        """The job ran hpctrain's monitor (a step of its own, stopped with USR2 at the end)."""
+        steps = self.accounting.steps() if self.accounting else ()
+        return any(s.name == rundir.MONITOR_STEP for s in steps)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    cause: str
+    summary: str
+    fix: str
+    evidence: tuple[str, ...] = ()
+    certain: bool = True
+
+    def as_dict(self) -> dict[str, object]:
+        return {"cause": self.cause, "summary": self.summary, "fix": self.fix,
+                "evidence": list(self.evidence), "certain": self.certain}
+
+
+def where(f: Finding) -> str:
+    """`hpctrain-12.err:45 (node2, task 1): <the line>`."""
+    at = ", ".join(x for x in (f.node, f"task {f.task}" if f.task else None) if x)
+    return f"{f.source}:{f.line_no}{f' ({at})' if at else ''}: {f.text}"

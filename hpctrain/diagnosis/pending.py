@@ -1,0 +1,74 @@
+"""Why a job waits: SLURM's reason code in plain words, and what would start it sooner.
+
+The codes are squeue's "JOB REASON CODES" (man squeue); a code not listed here is shown as
+SLURM wrote it, marked as not known to hpctrain.
+"""
+
+from __future__ import annotations
+
+from hpctrain.diagnosis.model import Diagnosis
+
+_SHORTER = ("a shorter `--time` lets the scheduler fit it into gaps (backfill); fewer nodes or "
+            "`--first-of 2x4,1x4` starts on whichever shape is free first")
+
+# code -> (what it means, what would start it sooner)
+REASONS: dict[str, tuple[str, str]] = {
+    "Priority": ("jobs of higher priority are ahead of it in the queue", _SHORTER),
+    "Resources": ("it is next, waiting for enough nodes to become free", _SHORTER),
+    "Dependency": ("it waits for the job(s) it depends on to end",
+                   "nothing: it starts when they end as asked"),
+    "DependencyNeverSatisfied": (
+        "a job it depends on ended in a way the dependency does not accept (with "
+        "`--after`: it failed or was cancelled), so it can never start",
+        "cancel it (`hpctrain cancel JOB`) and submit again once the earlier job has worked"),
+    "BeginTime": ("its start time has not come yet (a requeued job waits out the site's "
+                  "requeue delay, 120 s by default)", "nothing: it becomes eligible then"),
+    "JobHeldUser": ("it is held (by you or a `--hold`)", "`scontrol release JOB`"),
+    "JobHeldAdmin": ("an administrator holds it", "ask the cluster's support"),
+    "ReqNodeNotAvail": ("nodes it needs are down, drained or reserved (often before a "
+                        "maintenance)", "a shorter `--time` that ends before the "
+                        "reservation, or another partition"),
+    "NodeDown": ("a node it needs is down", "wait, or submit to another partition"),
+    "PartitionTimeLimit": ("its time limit is longer than the partition allows",
+                           "a `--time` within the partition's limit (`hpctrain profiles "
+                           "show` lists it), or `--chain N` to go on in segments"),
+    "PartitionNodeLimit": ("it asks for more nodes than the partition allows per job",
+                           "fewer `--nodes`, or a partition that allows more"),
+    "PartitionDown": ("the partition is down", "another partition, or wait"),
+    "PartitionInactive": ("the partition is inactive", "another partition, or wait"),
+    "BadConstraints": ("no node has the features asked for (a node type that does not exist "
+                       "there)", "check `--constraint` / the node type against `hpctrain "
+                       "profiles check`; cancel and submit again"),
+    "InvalidQOS": ("the QOS is not one you may use", "another `--qos` (`hpctrain profiles "
+                   "check` lists yours)"),
+    "InvalidAccount": ("the account is not one you may use", "another `--account`"),
+    "Reservation": ("it waits for its reservation to start", "nothing: it starts then"),
+    "Licenses": ("it waits for licenses", "nothing, or fewer licenses"),
+}
+
+
+def plain_reason(code: str | None) -> tuple[str, str, bool]:
+    """(what it means, what would start it sooner, whether hpctrain knows the code)."""
+    if not code:
+        return "SLURM gives no reason", "ask again in a minute", False
+    if code in REASONS:
+        return (*REASONS[code], True)
+    if code.startswith(("QOS", "Assoc")):
+        limit = code.removeprefix("QOS").removeprefix("Assoc")
+        return (f"a limit of your {'QOS' if code.startswith('QOS') else 'account'} is reached "
+                f"({limit}): jobs already running use what it allows",
+                "wait for your other jobs to end, ask for less (GPUs, CPUs, nodes, time), or "
+                "use another QOS or account", True)
+    return f"SLURM's reason is {code}", "see `man squeue`, JOB REASON CODES", False
+
+
+def pending_diagnosis(code: str | None, start: str | None) -> Diagnosis:
+    meaning, sooner, known = plain_reason(code)
+    when = f"; SLURM expects it to start at {start}" if start else \
+        "; SLURM gives no start estimate yet"
+    never = code == "DependencyNeverSatisfied"
+    return Diagnosis(
+        "dependency_never_met" if never else "pending",
+        f"the job waits: {meaning}{'' if never else when}", sooner,
+        evidence=(f"squeue: Reason {code or 'None'}"
+                  + (f", StartTime {start}" if start else ""),), certain=known)
