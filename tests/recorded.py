@@ -28,7 +28,7 @@ MANIFEST = "MANIFEST.json"
 TESTS = Path(__file__).resolve().parent
 # Every folder of recorded output; each file under one is listed in a manifest beneath it.
 RECORDED_DIRS = tuple(TESTS / d / "recorded" for d in ("jobs", "alternatives", "profiles",
-                                                       "monitor"))
+                                                       "monitor", "diagnosis"))
 # The SLURM the checked-in sets come from: Debian bookworm's slurm-wlm 22.05.8.
 SLURM = "slurm-22.05"
 REQUIRED = ("command", "program", "machine", "date")

@@ -189,6 +189,27 @@ def _missing_file(ev: Evidence, last: Row) -> Diagnosis | None:
         f"check the path{relative}", evidence=_with_task(ev, found))
 
 
+def _world(ev: Evidence) -> int | None:
+    """The tasks of the job's own main step (not the batch script's, not the monitor's)."""
+    steps = ev.accounting.steps() if ev.accounting else ()
+    return max((s.tasks or 0 for s in steps if s.step not in ("batch", "extern")
+                and s.name != rundir.MONITOR_STEP), default=0) or None
+
+
+def _silent_ranks(ev: Evidence) -> str:
+    """Which ranks never reached the collective: those that did not time out waiting."""
+    waited = {int(f.rank) for f in ev.findings if f.kind == "collective_timeout" and f.rank}
+    world = _world(ev)
+    if not waited or not world:
+        return ""
+    silent = sorted(set(range(world)) - waited)
+    if not silent:
+        return "; every rank timed out waiting: the collective itself stalled (the network)"
+    ranks = ", ".join(map(str, silent))
+    return (f"; rank {ranks} never reached it (ranks {', '.join(map(str, sorted(waited)))} of "
+            f"{world} timed out waiting)")
+
+
 def _collective(ev: Evidence, last: Row) -> Diagnosis | None:
     found = _first(ev, "collective_timeout")
     if found is None:
@@ -196,14 +217,13 @@ def _collective(ev: Evidence, last: Row) -> Diagnosis | None:
     world, joined = found.info.get("world"), found.info.get("joined")
     launch = (f"; only {joined} of {world} ranks joined: a launch mismatch (the world size "
               "asked for is not the one started)") if world and joined else ""
-    task = _first_failed_task(ev)
-    who = f"; srun reports task {task.task} on {task.node} first" if task else ""
     return Diagnosis(
         "collective_timeout",
-        f"a collective operation timed out: a rank hung or never joined{launch}{who}",
-        "look at the first rank that stopped making progress (its log above the timeout); "
-        "set a shorter timeout while debugging (NCCL_TIMEOUT / the process group's "
-        "`timeout`), and check that every node reaches MASTER_ADDR:MASTER_PORT",
+        f"a collective operation timed out: a rank hung or never joined{launch}"
+        f"{_silent_ranks(ev)}",
+        "look at what the silent rank was doing (its last lines; py-spy dump on its node); "
+        "set a shorter timeout while debugging (the process group's `timeout`), and check "
+        "that every node reaches MASTER_ADDR:MASTER_PORT",
         evidence=_with_task(ev, found))
 
 

@@ -7,6 +7,7 @@ and tests/diagnosis/recorded holds real examples, each with where it came from.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -35,6 +36,8 @@ _NO_MODULE = re.compile(r"No module named '(?P<name>[^']+)'")
 _NO_FILE = re.compile(r"\[Errno 2\] No such file or directory: '(?P<path>[^']*)'")
 _REQUEUE = re.compile(r"^hpctrain: checkpoint saved before the time limit; requeueing")
 _WARNED_STOP = re.compile(r"^hpctrain: the time limit's warning came: checkpoint saved")
+# PyTorch's distributed runs prefix each rank's error output: "[rank3]: Traceback ...".
+_RANK = re.compile(r"^\[rank(\d+)\]:\s?")
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "<string>")
 
 
@@ -60,6 +63,7 @@ class Finding:
     node: str | None = None
     task: str | None = None
     info: dict[str, str] = field(default_factory=dict)
+    rank: str | None = None
     frames: tuple[Frame, ...] = ()
 
     def user_frame(self) -> Frame | None:
@@ -79,8 +83,9 @@ def _srun(m: re.Match[str], source: str, n: int, line: str) -> Finding:
     what = m.group("what").strip()
     code = _EXIT.search(what)
     info = {"what": what} | ({"exit_code": code.group(1)} if code else {})
-    return Finding("task_exit" if code else "task_signal", source, n, line.strip(),
-                   node=m.group("node"), task=m.group("task"), info=info)
+    kind = "task_exit" if code else "host_oom" if what == "Out Of Memory" else "task_signal"
+    return Finding(kind, source, n, line.strip(), node=m.group("node"), task=m.group("task"),
+                   info=info)
 
 
 def _line_finding(line: str, source: str, n: int) -> Finding | None:
@@ -107,20 +112,20 @@ def _line_finding(line: str, source: str, n: int) -> Finding | None:
     return None
 
 
-def _traceback(lines: list[str], start: int, source: str, first: int
+def _traceback(lines: list[tuple[int, str]], start: int, source: str
                ) -> tuple[Finding | None, int]:
     """The traceback starting at lines[start]: its frames and exception line; the next index."""
     frames: list[Frame] = []
     i = start + 1
     while i < len(lines):
-        line = lines[i]
+        n, line = lines[i]
         if m := _FRAME.match(line):
             frames.append(Frame(m.group("file"), int(m.group("line")), m.group("func").strip()))
         elif not line.startswith((" ", "\t")) and line.strip():
             m = _EXC.match(line.strip())
             if m is None:
                 return None, i
-            return _exception(m, frames, source, first + i, line), i + 1
+            return _exception(m, frames, source, n, line), i + 1
         i += 1
     return None, i
 
@@ -142,21 +147,29 @@ def _exception(m: re.Match[str], frames: list[Frame], source: str, n: int, line:
     return Finding(found, source, n, line.strip(), info=info, frames=tuple(frames))
 
 
-def scan(text: str, source: str, first_line: int = 1) -> list[Finding]:
-    """Every finding in `text` (a log, or its tail starting at line `first_line`), in the
-    order the lines came."""
-    lines = text.splitlines()
+def _scan_stream(lines: list[tuple[int, str]], source: str, rank: str | None
+                 ) -> list[Finding]:
     found: list[Finding] = []
     i = 0
     while i < len(lines):
-        line = lines[i]
+        n, line = lines[i]
         if line.startswith("Traceback (most recent call last)"):
-            tb, i = _traceback(lines, i, source, first_line)
-            if tb is not None:
-                found.append(tb)
-            continue
-        hit = _line_finding(line, source, first_line + i)
+            hit, i = _traceback(lines, i, source)
+        else:
+            hit, i = _line_finding(line, source, n), i + 1
         if hit is not None:
-            found.append(hit)
-        i += 1
+            found.append(dataclasses.replace(hit, rank=rank) if rank is not None else hit)
     return found
+
+
+def scan(text: str, source: str, first_line: int = 1) -> list[Finding]:
+    """Every finding in `text` (a log, or its tail starting at line `first_line`), in the
+    order the lines came. Lines a rank prefixed are read as that rank's own stream, so that
+    the tracebacks of several ranks, interleaved, each stay whole."""
+    streams: dict[str | None, list[tuple[int, str]]] = {}
+    for i, raw in enumerate(text.splitlines()):
+        m = _RANK.match(raw)
+        rank, line = (m.group(1), raw[m.end():]) if m else (None, raw)
+        streams.setdefault(rank, []).append((first_line + i, line))
+    found = [f for rank, lines in streams.items() for f in _scan_stream(lines, source, rank)]
+    return sorted(found, key=lambda f: f.line_no)

@@ -52,5 +52,6 @@ class Diagnosis:
 
 def where(f: Finding) -> str:
     """`hpctrain-12.err:45 (node2, task 1): <the line>`."""
-    at = ", ".join(x for x in (f.node, f"task {f.task}" if f.task else None) if x)
+    at = ", ".join(x for x in (f"rank {f.rank}" if f.rank else None, f.node,
+                                f"task {f.task}" if f.task else None) if x)
     return f"{f.source}:{f.line_no}{f' ({at})' if at else ''}: {f.text}"

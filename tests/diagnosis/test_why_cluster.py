@@ -12,34 +12,16 @@ from typing import Any
 import pytest
 
 from tests.conftest import DevClusterHandle
+from tests.diagnosis.programs import write_project
 from tests.jobs.test_jobs_cluster import Cli
 from tests.waits import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-# Programs that fail in the ways researchers' programs fail, in a project of their own.
-PROGRAMS = {
-    "imp.py": "import numpy\nimport nosuchmodule_for_why\n",
-    "exc.py": "def ratio(x):\n    return 1 / x\n\n\nratio(0)\n",
-    "miss.py": "with open('data/train.csv') as f:\n    f.read()\n",
-    # Rank 1 never reaches the all-reduce; rank 0 waits for it under a 10 s timeout.
-    "hang.py": (
-        "import datetime, os, time\n"
-        "import torch, torch.distributed as dist\n"
-        "dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=10))\n"
-        "if dist.get_rank() == 1:\n"
-        "    time.sleep(120)\n"
-        "dist.all_reduce(torch.ones(1))\n"),
-}
-
-
 @pytest.fixture
 def cli(devcluster: DevClusterHandle, tmp_path: Path) -> Cli:
     cli = Cli(devcluster, tmp_path)
-    (cli.cwd / "pkg").mkdir()
-    (cli.cwd / "pkg" / "__init__.py").write_text("")
-    for name, text in PROGRAMS.items():
-        (cli.cwd / "pkg" / name).write_text(text)
+    write_project(cli.cwd)
     return cli
 
 

@@ -1,0 +1,124 @@
+"""`hpctrain why`'s parsers and rules on recorded output: jobs provoked on the dev cluster
+(recorded/slurm-*/, by recorded/record.py) and published error output of what a CPU cluster
+cannot produce (recorded/published/, each with its address)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hpctrain.diagnosis.advice import advise
+from hpctrain.diagnosis.causes import diagnose
+from hpctrain.diagnosis.logscan import scan
+from hpctrain.diagnosis.model import Evidence
+from hpctrain.slurm import accounting
+from hpctrain.slurm.client import Result
+from tests.recorded import check_replay
+
+RECORDED = Path(__file__).resolve().parent / "recorded"
+SETS = sorted(p for p in RECORDED.glob("slurm-*") if p.is_dir())
+
+# case -> (cause, words the summary must hold, certain)
+EXPECTED = {
+    "exception": ("exception", ("ZeroDivisionError: division by zero",
+                                "/code/pkg/exc.py:2 (ratio)"), True),
+    "import_error": ("import_error", ("`nosuchmodule_for_why`", "/code/pkg/imp.py:2"), True),
+    "missing_file": ("missing_file", ("`data/train.csv`", "/code/pkg/miss.py:1"), True),
+    "signal": ("signal", ("SIGSEGV (segmentation fault)",), True),
+    "exit_code": ("exit_code", ("exited with code 3",), False),
+    "collective_timeout": ("collective_timeout", ("rank 1 never reached it",), True),
+    "time_limit": ("time_limit", ("time limit (00:01:00)",), True),
+    "warned_stop": ("time_limit", ("stopped at the time limit's warning", " of 300"), True),
+    "cancelled": ("cancelled", ("cancelled by root (uid 0)",), True),
+    "completed": ("completed", ("completed",), True),
+}
+
+
+def _sacct(case: Path) -> accounting.Accounting:
+    data = json.loads((case / "sacct.json").read_text())
+    recorded = Result(tuple(data["argv"]), data["returncode"], data["stdout"], data["stderr"])
+    # The recording answers the very command the client asks (job ids aside).
+    check_replay(accounting.argv("1"), recorded)
+    return accounting.parse_accounting(data["stdout"])
+
+
+def _evidence(case: Path) -> Evidence:
+    findings = [f for name in ("stdout.log", "stderr.log") if (case / name).is_file()
+                for f in scan((case / name).read_text(), name)]
+    metrics = (json.loads((case / "metrics.json").read_text())
+               if (case / "metrics.json").is_file() else None)
+    return Evidence(job_id="1", accounting=_sacct(case), findings=tuple(findings),
+                    metrics=metrics, user_names={0: "root (uid 0)"})
+
+
+@pytest.mark.parametrize("slurm", SETS, ids=lambda p: p.name)
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_each_recorded_job_gets_its_diagnosis(slurm: Path, case: str) -> None:
+    cause, words, certain = EXPECTED[case]
+    got = diagnose(_evidence(slurm / case))
+    assert got.cause == cause, got
+    for w in words:
+        assert w in got.summary, got.summary
+    assert got.certain == certain and got.fix and got.evidence
+
+
+@pytest.mark.parametrize("slurm", SETS, ids=lambda p: p.name)
+def test_every_case_of_the_set_is_expected(slurm: Path) -> None:
+    assert sorted(p.name for p in slurm.iterdir() if p.is_dir()) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("slurm", SETS, ids=lambda p: p.name)
+def test_accounting_keeps_runs_steps_and_measures(slurm: Path) -> None:
+    acct = _sacct(slurm / "time_limit")
+    assert [r.state.value for r in acct.runs] == ["TIMEOUT"] and acct.last is not None
+    assert acct.last.time_limit_s == 60 and acct.last.elapsed_s and acct.last.elapsed_s >= 60
+    names = {s.name for s in acct.steps()}
+    assert {"batch", "hpctrain-monitor"} <= names
+    assert any(s.max_rss_mb for s in acct.steps())  # "22360K" and the like, in MiB
+    cancelled = _sacct(slurm / "cancelled").last
+    assert cancelled is not None and cancelled.cancelled_by_uid == 0
+
+
+def test_sizes_and_cpu_times_as_sacct_writes_them() -> None:
+    assert accounting.size_mb("22360K") == pytest.approx(21.84, abs=0.01)
+    assert accounting.size_mb("2000M") == 2000 and accounting.size_mb("1.5G") == 1536
+    assert accounting.size_mb("") is None and accounting.size_mb("junk") is None
+    assert accounting.cpu_seconds("00:00.551") == pytest.approx(0.551)
+    assert accounting.cpu_seconds("1-02:03:04") == 93784
+    assert accounting.cpu_seconds("01:02:03") == 3723
+
+
+@pytest.mark.parametrize("slurm", SETS, ids=lambda p: p.name)
+def test_a_finished_run_is_told_its_time_was_too_long(slurm: Path) -> None:
+    ev = _evidence(slurm / "completed")
+    notes = {a.what: a for a in advise(ev.accounting, None)}
+    assert notes["time"].suggestion is not None and "`--time 00:05:00`" in notes["time"].suggestion
+
+
+# Published output of what a CPU cluster cannot produce, diagnosed on a real failed job's
+# accounting (the recorded exception case: FAILED, exit 1).
+@pytest.mark.parametrize(("name", "cause", "words"), [
+    ("cuda-oom-torch-2.log", "cuda_oom", "tried to allocate 22.00 MiB"),
+    ("cuda-oom-torch-1.log", "cuda_oom", "tried to allocate 2.87 GiB"),
+    ("nccl-watchdog.log", "collective_timeout", "a collective operation timed out"),
+    ("slurm-oom-kill.log", "host_memory", "ran out of host memory"),
+])
+def test_published_output_of_gpu_and_memory_failures(name: str, cause: str, words: str) -> None:
+    if not SETS:
+        pytest.fail("no recorded SLURM set: run tests/diagnosis/recorded/record.py")
+    findings = tuple(scan((RECORDED / "published" / name).read_text(), name))
+    got = diagnose(Evidence(job_id="1", accounting=_sacct(SETS[0] / "exit_code"),
+                            findings=findings))
+    assert got.cause == cause and words in got.summary, got
+    assert any(name in e for e in got.evidence)
+
+
+def test_ranks_and_nodes_are_named_in_the_evidence() -> None:
+    text = (RECORDED / "published" / "nccl-watchdog.log").read_text()
+    ranks = [f.rank for f in scan(text, "x.log")]
+    assert ranks == ["1", "0"]
+    oom = scan((RECORDED / "published" / "slurm-oom-kill.log").read_text(), "y.log")
+    killed = [f for f in oom if f.task]
+    assert [(f.kind, f.node, f.task) for f in killed] == [("host_oom", "nid001277", "1-3")]
