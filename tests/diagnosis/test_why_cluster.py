@@ -36,6 +36,17 @@ def _why(cli: Cli, job_id: object) -> dict[str, Any]:
     return found
 
 
+def _slurm_calls(cli: Cli, job_id: object) -> list[str]:
+    """The SLURM commands `hpctrain why` runs, as --debug shows each one."""
+    err = cli.ok("--debug", "why", str(job_id), "--json").stderr
+    return [line.split(": ", 2)[2].split()[0] for line in err.splitlines()
+            if line.startswith("debug: hpctrain.slurm: ")
+            and line.split(": ", 2)[2].split()[0] in SLURM_PROGRAMS]
+
+
+SLURM_PROGRAMS = {"sacct", "squeue", "scontrol", "sinfo", "sbatch", "scancel", "sacctmgr"}
+
+
 def test_an_exception_names_its_type_message_and_the_users_frame(cli: Cli) -> None:
     job = _ended(cli, "--nodes", "2", "--", "python", "-m", "pkg.exc")
     got = _why(cli, job["job_id"])
@@ -46,6 +57,7 @@ def test_an_exception_names_its_type_message_and_the_users_frame(cli: Cli) -> No
     assert any("srun: error: node" in e for e in got["evidence"])
     text = cli.ok("why", str(job["job_id"])).stdout
     assert text.startswith(f"Job {job['job_id']} (FAILED)") and "fix:" in text
+    assert _slurm_calls(cli, job["job_id"]) == ["sacct"]  # an ended job: one call
 
 
 def test_an_import_error_names_the_module_and_the_jobs_python(cli: Cli) -> None:
@@ -115,6 +127,7 @@ def test_a_job_waiting_for_nodes_says_so_with_its_start_estimate(
         assert ("waiting for enough nodes" in got["summary"]
                 or "higher priority" in got["summary"]), got
         assert "--time" in got["fix"]
+        assert _slurm_calls(cli, second["job_id"]) == ["sacct", "squeue"]  # at most two
     finally:
         devcluster.client().scancel([str(first["job_id"]), str(second["job_id"])])
 
