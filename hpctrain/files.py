@@ -1,4 +1,5 @@
-"""Writing a file so that a failure leaves what was there before, whole."""
+"""Files: writing one so that a failure leaves what was there before, whole; reading a
+large one's end without reading it all."""
 
 from __future__ import annotations
 
@@ -27,3 +28,28 @@ def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
         if not replaced:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+_CHUNK = 1 << 16
+
+
+def tail_bytes(path: Path, lines: int) -> tuple[bytes, int]:
+    """The last `lines` lines of a file and the file's size (where following starts); reads
+    backwards in blocks, so a 100 MB log costs what its end costs."""
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if lines <= 0:
+            return b"", size
+        pos, blocks, newlines = size, [], 0
+        # One newline more than asked: the last may end the file.
+        while pos > 0 and newlines <= lines:
+            step = min(_CHUNK, pos)
+            pos -= step
+            fh.seek(pos)
+            block = fh.read(step)
+            blocks.append(block)
+            newlines += block.count(b"\n")
+        data = b"".join(reversed(blocks))
+        kept = data.splitlines(keepends=True)[-lines:]
+        return b"".join(kept), size

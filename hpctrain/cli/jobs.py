@@ -113,7 +113,7 @@ def _note(text: str) -> None:
 
 def _print_start(record: JobRecord, path: Path, tail: int | None, follow: bool) -> int:
     """Print the file (or its last `tail` lines) as it is now; return where following starts."""
-    from hpctrain.jobs import logs as lg
+    from hpctrain.files import tail_bytes
 
     out = sys.stdout.buffer
     if not path.is_file():
@@ -125,7 +125,7 @@ def _print_start(record: JobRecord, path: Path, tail: int | None, follow: bool) 
             )
         return 0
     if tail is not None:
-        data, offset = lg.tail_bytes(path, tail)
+        data, offset = tail_bytes(path, tail)
         _write(out, data)
         return offset
     if not follow:

@@ -36,6 +36,10 @@ _NO_MODULE = re.compile(r"No module named '(?P<name>[^']+)'")
 _NO_FILE = re.compile(r"\[Errno 2\] No such file or directory: '(?P<path>[^']*)'")
 _REQUEUE = re.compile(r"^hpctrain: checkpoint saved before the time limit; requeueing")
 _WARNED_STOP = re.compile(r"^hpctrain: the time limit's warning came: checkpoint saved")
+# A word each line pattern needs (found in the whole text at C speed, so that the patterns
+# run on a few lines, not on a chatty run's 20,000 lines of progress).
+_WORDS = ("***", "srun: error", "out of memory", "Out Of Memory", "oom", "OOM", "Watchdog",
+          "imed out", "Connection closed", "hpctrain: ")
 # PyTorch's distributed runs prefix each rank's error output: "[rank3]: Traceback ...".
 _RANK = re.compile(r"^\[rank(\d+)\]:\s?")
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "<string>")
@@ -147,8 +151,27 @@ def _exception(m: re.Match[str], frames: list[Frame], source: str, n: int, line:
     return Finding(found, source, n, line.strip(), info=info, frames=tuple(frames))
 
 
-def _scan_stream(lines: list[tuple[int, str]], source: str, rank: str | None
-                 ) -> list[Finding]:
+def _candidate_lines(text: str) -> set[int]:
+    """The indexes of the lines that hold one of _WORDS."""
+    hits = sorted(pos for word in _WORDS for pos in _positions(text, word))
+    found, line, last = set(), 0, 0
+    for pos in hits:
+        line += text.count("\n", last, pos)
+        last = pos
+        found.add(line)
+    return found
+
+
+def _positions(text: str, word: str) -> list[int]:
+    out, pos = [], text.find(word)
+    while pos != -1:
+        out.append(pos)
+        pos = text.find(word, pos + 1)
+    return out
+
+
+def _scan_stream(lines: list[tuple[int, str]], source: str, rank: str | None,
+                 candidates: set[int], first_line: int) -> list[Finding]:
     found: list[Finding] = []
     i = 0
     while i < len(lines):
@@ -156,7 +179,8 @@ def _scan_stream(lines: list[tuple[int, str]], source: str, rank: str | None
         if line.startswith("Traceback (most recent call last)"):
             hit, i = _traceback(lines, i, source)
         else:
-            hit, i = _line_finding(line, source, n), i + 1
+            hit = _line_finding(line, source, n) if n - first_line in candidates else None
+            i += 1
         if hit is not None:
             found.append(dataclasses.replace(hit, rank=rank) if rank is not None else hit)
     return found
@@ -167,9 +191,12 @@ def scan(text: str, source: str, first_line: int = 1) -> list[Finding]:
     order the lines came. Lines a rank prefixed are read as that rank's own stream, so that
     the tracebacks of several ranks, interleaved, each stay whole."""
     streams: dict[str | None, list[tuple[int, str]]] = {}
-    for i, raw in enumerate(text.splitlines()):
+    # Split on "\n" only, as _candidate_lines counts (splitlines also splits on \r, \f, ...).
+    for i, raw in enumerate(text.split("\n")):
         m = _RANK.match(raw)
         rank, line = (m.group(1), raw[m.end():]) if m else (None, raw)
         streams.setdefault(rank, []).append((first_line + i, line))
-    found = [f for rank, lines in streams.items() for f in _scan_stream(lines, source, rank)]
+    candidates = _candidate_lines(text)
+    found = [f for rank, lines in streams.items()
+             for f in _scan_stream(lines, source, rank, candidates, first_line)]
     return sorted(found, key=lambda f: f.line_no)

@@ -18,7 +18,6 @@ FILE_POLL_S = 0.25
 # After the job ends the node may still be flushing the file (NFS attribute caches on real
 # clusters): read on for this long once nothing new arrives.
 DRAIN_GRACE_S = 1.0
-_CHUNK = 1 << 16
 
 
 def log_path(record: JobRecord, err: bool = False) -> Path:
@@ -30,24 +29,6 @@ def log_path(record: JobRecord, err: bool = False) -> Path:
             "it was recorded without one; look in its run directory " + (record.run_dir or ""),
         )
     return Path(path)
-
-
-def tail_bytes(path: Path, lines: int) -> tuple[bytes, int]:
-    """The last `lines` lines of a file and the file's size (where following starts)."""
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        if lines <= 0:
-            return b"", size
-        pos, data = size, b""
-        # Read backwards in blocks until enough newlines (one more: the last may end the file).
-        while pos > 0 and data.count(b"\n") <= lines:
-            step = min(_CHUNK, pos)
-            pos -= step
-            fh.seek(pos)
-            data = fh.read(step) + data
-        kept = data.splitlines(keepends=True)[-lines:]
-        return b"".join(kept), size
 
 
 class Follower(Protocol):

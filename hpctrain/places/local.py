@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpctrain.errors import HpctrainError
-from hpctrain.files import write_atomic
+from hpctrain.files import tail_bytes, write_atomic
 from hpctrain.places.base import GitState, git_diff, git_state
 from hpctrain.slurm.client import SlurmClient
 
@@ -114,13 +114,12 @@ class LocalPlace:
 
     def read_file(self, path: Path, tail: int | None) -> tuple[bytes, int] | None:
         try:
+            if tail is not None:
+                return tail_bytes(path, tail)
             data = path.read_bytes()
         except (FileNotFoundError, IsADirectoryError):
             return None
-        if tail is None:
-            return data, len(data)
-        lines = data.splitlines(keepends=True)
-        return b"".join(lines[max(len(lines) - tail, 0):]), len(data)
+        return data, len(data)
 
     def git(self) -> GitState | None:
         return git_state(self.workdir)

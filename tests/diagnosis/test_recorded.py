@@ -122,3 +122,15 @@ def test_ranks_and_nodes_are_named_in_the_evidence() -> None:
     oom = scan((RECORDED / "published" / "slurm-oom-kill.log").read_text(), "y.log")
     killed = [f for f in oom if f.task]
     assert [(f.kind, f.node, f.task) for f in killed] == [("host_oom", "nid001277", "1-3")]
+
+
+def test_line_numbers_hold_with_progress_bars_and_other_line_breaks() -> None:
+    text = ("Epoch 1:  10%|#   \r Epoch 1: 100%|##########\x0c\n"
+            "Traceback (most recent call last):\n"
+            '  File "/home/me/proj/train.py", line 7, in <module>\n'
+            "ValueError: bad shape\n"
+            "srun: error: node1: task 0: Exited with exit code 1\n")
+    found = scan(text, "log", first_line=101)
+    assert [(f.kind, f.line_no) for f in found] == [("exception", 104), ("task_exit", 105)]
+    frame = found[0].user_frame()
+    assert frame is not None and (frame.file, frame.line) == ("/home/me/proj/train.py", 7)

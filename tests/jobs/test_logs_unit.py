@@ -10,6 +10,7 @@ import pytest
 
 from hpctrain.cli.jobview import final_line
 from hpctrain.errors import HpctrainError
+from hpctrain.files import tail_bytes
 from hpctrain.history import History
 from hpctrain.jobs import logs, tracking
 from hpctrain.jobs.watcher import POLL_INTERVAL_S, JobWatcher
@@ -24,12 +25,12 @@ CLUSTER = "hpctrain-dev"
 def test_tail_bytes(tmp_path: Path) -> None:
     f = tmp_path / "log"
     f.write_bytes(b"".join(b"line %d\n" % i for i in range(1, 10001)))
-    data, size = logs.tail_bytes(f, 3)
+    data, size = tail_bytes(f, 3)
     assert data == b"line 9998\nline 9999\nline 10000\n" and size == f.stat().st_size
     f.write_bytes(b"a\nb\nno newline at end")
-    assert logs.tail_bytes(f, 2)[0] == b"b\nno newline at end"
-    assert logs.tail_bytes(f, 0)[0] == b""
-    assert logs.tail_bytes(f, 50)[0] == b"a\nb\nno newline at end"
+    assert tail_bytes(f, 2)[0] == b"b\nno newline at end"
+    assert tail_bytes(f, 0)[0] == b""
+    assert tail_bytes(f, 50)[0] == b"a\nb\nno newline at end"
 
 
 def test_file_follower_reads_only_new_bytes(tmp_path: Path) -> None:
