@@ -115,6 +115,12 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "0006_snapshots",
         ("ALTER TABLE jobs ADD COLUMN snapshot TEXT",),
     ),
+    (
+        # `hpctrain why`'s one-line verdict of an ended job, made once when status first sees
+        # it ended ('' when nothing went wrong; NULL: not made yet).
+        "0007_verdicts",
+        ("ALTER TABLE jobs ADD COLUMN verdict TEXT",),
+    ),
 )
 
 _SCHEMA_MIGRATIONS = """
@@ -189,6 +195,7 @@ class JobRecord(JobFacts):
     updated_at: str | None
     terminal: bool
     stale: bool
+    verdict: str | None = None
 
 
 @dataclass(frozen=True)
@@ -372,6 +379,19 @@ class History:
         except sqlite3.Error as e:
             raise self._error("write", e) from None
         return _record(row)
+
+    def set_verdicts(self, verdicts: Iterable[tuple[int, str]]) -> None:
+        """Store (row id, verdict) pairs of ended jobs; a verdict once made is kept."""
+        rows = [(text, row_id) for row_id, text in verdicts]
+        if not rows:
+            return
+        conn = self._connect()
+        try:
+            with self._transaction(conn):
+                conn.executemany("UPDATE jobs SET verdict = ? WHERE id = ? AND terminal = 1 "
+                                 "AND verdict IS NULL", rows)
+        except sqlite3.Error as e:
+            raise self._error("write", e) from None
 
     def update(self, updates: Iterable[StateUpdate]) -> int:
         """Store what a refresh learned, in one transaction; return the rows changed."""

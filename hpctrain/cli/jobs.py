@@ -81,9 +81,12 @@ def status(
     starts: dict[str, str | None] = {}
 
     def load() -> tuple[list[JobRecord], RefreshReport]:
-        records, report, clusters[0] = watchers.refresh(
-            history, backends.local_place(), select(), login, starts)
-        return records, report
+        from hpctrain.jobs.why import verdicts
+
+        local = backends.local_place()
+        records, report, clusters[0] = watchers.refresh(history, local, select(), login,
+                                                        starts)
+        return verdicts(history, records, local), report
 
     if watch:
         jobview.watch(load, interval)

@@ -77,6 +77,7 @@ def job_dict(record: JobRecord) -> dict[str, object]:
         "stderr": record.stderr_path, "workdir": record.workdir, "command": record.command,
         "git_commit": record.git_commit, "git_dirty": record.git_dirty,
         "snapshot": record.snapshot, "login": record.login, "restarts": restarts(record),
+        "verdict": record.verdict,
         "chain": None if record.chain_head is None else {
             "head": record.chain_head, "segment": record.segment, "segments": record.segments},
         "race": _race_dict(record),
@@ -148,12 +149,20 @@ def _expected(r: JobRecord, starts: Mapping[str, str | None] | None) -> str:
 
 
 def _why(r: JobRecord) -> str:
-    # The exit code shows as soon as SLURM says the job ended, before it is cached.
+    # The exit code shows as soon as SLURM says the job ended, before it is cached; then
+    # `hpctrain why`'s verdict in a few words, where something went wrong.
     if r.terminal or parse_state(r.state) in ENDED:
-        if r.exit_code is None:
+        if r.verdict:
+            return r.verdict
+        if r.exit_code is None or (r.verdict == "" and not r.exit_code):
             return ""
         return f"exit {r.exit_code}" + (f" (signal {r.signal})" if r.signal else "")
-    return r.reason or ""
+    if not r.reason:
+        return ""
+    from hpctrain.diagnosis.pending import short_reason
+
+    words = short_reason(r.reason)
+    return f"{r.reason}: {words}" if words else r.reason
 
 
 def _name(r: JobRecord) -> str:

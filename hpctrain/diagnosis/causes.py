@@ -7,6 +7,7 @@ so (`certain` False) and shows what was found: never a guess stated as a fact.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -330,6 +331,37 @@ RULES: tuple[Callable[[Evidence, Row], Diagnosis | None], ...] = (
 )
 
 
+_HEADLINES = {"cuda_oom": "GPU out of memory", "host_memory": "out of host memory",
+              "collective_timeout": "a collective timed out", "node_failure": "node failure",
+              "preempted": "preempted", "stopped": "stopped, not taken up"}
+
+
+def headline(d: Diagnosis, ev: Evidence, last: Row) -> str:
+    """A few words of `d` for a table column."""
+    found = _first(ev, d.cause)
+    info = found.info if found else {}
+    if d.cause == "exception":
+        return f"{info.get('type')}: {info.get('message')}"[:80]
+    if d.cause == "import_error":
+        return f"no module {info.get('module')}"
+    if d.cause == "missing_file":
+        return f"no file {info.get('path')}"
+    if d.cause == "time_limit":
+        progress = _progress(ev)
+        return "time limit" + (f" at epoch {progress[0]}/{progress[1]}" if progress else "")
+    if d.cause == "signal":
+        sig = last.signal or _step_signal(ev)
+        if sig:
+            return SIGNALS.get(sig, f"signal {sig}").split(" ")[0]
+        task = next((f for f in _failed_tasks(ev) if f.kind == "task_signal"), None)
+        return task.info["what"] if task else "killed by a signal"
+    if d.cause == "exit_code":
+        return f"exit {last.exit_code}"
+    if d.cause == "cancelled":
+        return d.summary.removeprefix("the job was ").partition(" at ")[0]
+    return _HEADLINES.get(d.cause, "")
+
+
 def diagnose(ev: Evidence) -> Diagnosis:
     """The job's diagnosis; see RULES for the order."""
     last = ev.accounting.last if ev.accounting else None
@@ -349,7 +381,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
     for rule in RULES:
         found = rule(ev, last)
         if found is not None:
-            return found
+            return dataclasses.replace(found, headline=headline(found, ev, last))
     return Diagnosis("unknown", f"the job ended {last.slurm_state}; nothing in its accounting "
                      "or logs says why", "read its output: `hpctrain logs JOB`", certain=False,
                      evidence=(f"sacct: State {last.slurm_state}",))

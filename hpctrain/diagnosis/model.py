@@ -44,10 +44,13 @@ class Diagnosis:
     fix: str
     evidence: tuple[str, ...] = ()
     certain: bool = True
+    # A few words for `status`'s INFO column ('' when nothing went wrong).
+    headline: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return {"cause": self.cause, "summary": self.summary, "fix": self.fix,
-                "evidence": list(self.evidence), "certain": self.certain}
+                "evidence": list(self.evidence), "certain": self.certain,
+                "headline": self.headline}
 
 
 def where(f: Finding) -> str:

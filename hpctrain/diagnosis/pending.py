@@ -47,6 +47,28 @@ REASONS: dict[str, tuple[str, str]] = {
 }
 
 
+# code -> a few words for `status`'s INFO column.
+SHORT = {
+    "Priority": "behind jobs of higher priority", "Resources": "next, waiting for nodes",
+    "Dependency": "waits for its dependency", "DependencyNeverSatisfied": "can never start",
+    "BeginTime": "its start time has not come", "JobHeldUser": "held",
+    "JobHeldAdmin": "held by an admin", "ReqNodeNotAvail": "nodes down or reserved",
+    "NodeDown": "a node is down", "PartitionTimeLimit": "--time over the partition's limit",
+    "PartitionNodeLimit": "more nodes than the partition allows",
+    "PartitionDown": "the partition is down", "PartitionInactive": "the partition is inactive",
+    "BadConstraints": "no node has those features", "InvalidQOS": "QOS not allowed",
+    "InvalidAccount": "account not allowed", "Reservation": "waits for its reservation",
+    "Licenses": "waits for licenses",
+}
+
+
+def short_reason(code: str) -> str:
+    """A few words of a reason code ('' for a code hpctrain does not know)."""
+    if code.startswith(("QOS", "Assoc")) and code not in SHORT:
+        return "a QOS limit reached" if code.startswith("QOS") else "an account limit reached"
+    return SHORT.get(code, "")
+
+
 def plain_reason(code: str | None) -> tuple[str, str, bool]:
     """(what it means, what would start it sooner, whether hpctrain knows the code)."""
     if not code:

@@ -8,7 +8,9 @@ environment.json and the monitor's summary.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,12 +20,12 @@ from hpctrain.diagnosis.advice import Advice, advise
 from hpctrain.diagnosis.causes import diagnose
 from hpctrain.diagnosis.logscan import Finding, scan
 from hpctrain.diagnosis.model import Diagnosis, Evidence
-from hpctrain.slurm.states import JobState
+from hpctrain.slurm.accounting import Accounting, summary_row
+from hpctrain.slurm.states import JobState, parse_state
 
 if TYPE_CHECKING:
-    from hpctrain.history import JobRecord
+    from hpctrain.history import History, JobRecord
     from hpctrain.places import Place
-    from hpctrain.slurm.accounting import Accounting
 
 # A failure's lines are at a log's end; 20,000 lines is hours of a chatty run's output.
 LOG_TAIL_LINES = 20_000
@@ -42,17 +44,18 @@ class Why:
                 "next_time": [a.as_dict() for a in self.advice], "logs_read": list(self.logs)}
 
 
-def _logs(record: JobRecord, place: Place) -> tuple[list[Finding], list[str]]:
+def _logs(record: JobRecord, place: Place, lines: int = LOG_TAIL_LINES
+          ) -> tuple[list[Finding], list[str]]:
     found: list[Finding] = []
     read: list[str] = []
     for path in dict.fromkeys(p for p in (record.stdout_path, record.stderr_path) if p):
-        got = place.read_file(Path(path), LOG_TAIL_LINES)
+        got = place.read_file(Path(path), lines)
         if got is None:
             continue
         data, size = got
         whole = len(data) == size
-        name = Path(path).name + ("" if whole else f" (its last {LOG_TAIL_LINES} lines)")
-        read.append(path + ("" if whole else f" (last {LOG_TAIL_LINES} lines)"))
+        name = Path(path).name + ("" if whole else f" (its last {lines} lines)")
+        read.append(path + ("" if whole else f" (last {lines} lines)"))
         found += scan(data.decode("utf-8", "replace"), name)
     return found, read
 
@@ -104,3 +107,34 @@ def why(record: JobRecord, place: Place) -> Why:
         chain=record.segments or 1, user_names=_user_names(acct, place))
     return Why(record.job_id, last.slurm_state if last else None, diagnose(evidence),
                tuple(advise(acct, files[rundir.MONITOR_SUMMARY])), tuple(logs))
+
+
+# `status` reads less: a verdict of a few words for each newly ended job.
+VERDICT_TAIL_LINES = 2_000
+
+
+def verdicts(history: History, records: Sequence[JobRecord], local: Place) -> list[JobRecord]:
+    """`records`, each ended job with its verdict, made now where missing and stored. A job
+    submitted here is judged on its logs too; a login's from its state (`why` reads there)."""
+    made: dict[int, str] = {}
+    for r in records:
+        if r.terminal and r.verdict is None:
+            made[r.id] = _verdict(r, local)
+    history.set_verdicts(made.items())
+    return [dataclasses.replace(r, verdict=made[r.id]) if r.id in made else r for r in records]
+
+
+def _verdict(record: JobRecord, local: Place) -> str:
+    row = summary_row(record.job_id, parse_state(record.state),
+                      record.slurm_state or record.state, exit_code=record.exit_code,
+                      signal=record.signal, elapsed_s=record.elapsed_s,
+                      time_limit_s=record.time_limit_s, node_list=record.node_list)
+    findings: list[Finding] = []
+    metrics = None
+    if record.login is None:
+        findings = _logs(record, local, VERDICT_TAIL_LINES)[0]
+        if record.run_dir:
+            metrics = _json(local, Path(record.run_dir) / rundir.METRICS)
+    evidence = Evidence(job_id=record.job_id, accounting=Accounting((row,)),
+                        findings=tuple(findings), metrics=metrics)
+    return diagnose(evidence).headline

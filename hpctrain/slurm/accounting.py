@@ -60,6 +60,18 @@ class Row:
     reason: str | None
 
 
+def summary_row(job_id: str, state: JobState, slurm_state: str, *, exit_code: int | None,
+                signal: int | None, elapsed_s: int | None, time_limit_s: int | None,
+                node_list: str | None) -> Row:
+    """A job's run as `status` knows it (its allocation's line; no steps, no measures)."""
+    return Row(job_id=job_id, step=None, name="", state=state, slurm_state=slurm_state,
+               cancelled_by_uid=None, exit_code=exit_code, signal=signal,
+               derived_exit_code=None, derived_signal=None, elapsed_s=elapsed_s,
+               time_limit_s=time_limit_s, node_list=node_list, nodes=None, tasks=None,
+               cpus=None, req_mem_mb=None, max_rss_mb=None, max_rss_node=None,
+               total_cpu_s=None, start=None, end=None, submit=None, reason=None)
+
+
 @dataclass(frozen=True)
 class Accounting:
     """Every row sacct has for the job: its runs (a requeued job has several) and steps."""

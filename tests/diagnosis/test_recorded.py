@@ -134,3 +134,25 @@ def test_line_numbers_hold_with_progress_bars_and_other_line_breaks() -> None:
     assert [(f.kind, f.line_no) for f in found] == [("exception", 104), ("task_exit", 105)]
     frame = found[0].user_frame()
     assert frame is not None and (frame.file, frame.line) == ("/home/me/proj/train.py", 7)
+
+
+def test_every_reason_has_its_few_words_and_its_plain_meaning() -> None:
+    from hpctrain.diagnosis.pending import REASONS, SHORT, short_reason
+
+    assert set(SHORT) == set(REASONS)
+    assert short_reason("QOSMaxGRESPerUser") == "a QOS limit reached"
+    assert short_reason("AssocGrpGRES") == "an account limit reached"
+    assert short_reason("SomethingNew") == ""
+
+
+@pytest.mark.parametrize("slurm", SETS, ids=lambda p: p.name)
+@pytest.mark.parametrize(("case", "words"), [
+    ("exception", "ZeroDivisionError: division by zero"), ("import_error",
+    "no module nosuchmodule_for_why"), ("missing_file", "no file data/train.csv"),
+    ("signal", "SIGSEGV"), ("exit_code", "exit 3"), ("time_limit", "time limit"),
+    ("warned_stop", "time limit at epoch "), ("cancelled", "cancelled by root (uid 0)"),
+    ("completed", ""), ("collective_timeout", "a collective timed out"),
+])
+def test_each_verdict_has_its_headline(slurm: Path, case: str, words: str) -> None:
+    got = diagnose(_evidence(slurm / case)).headline
+    assert got.startswith(words) if words else got == ""

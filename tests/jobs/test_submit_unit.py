@@ -157,9 +157,13 @@ def test_prepare_is_a_value_that_touches_nothing(tmp_path: Path, profile: str) -
     # Every shipped profile writes under ./hpctrain-runs; NOW is 2026-01-02 03:04:05 UTC.
     assert prep.run_dir == workdir / "hpctrain-runs" / "unit-20260102T030405Z-t0"
     assert prep.sbatch_argv == ("sbatch", "--parsable", str(prep.run_dir / "job.sbatch"))
-    script, profile_yaml, snapshot = prep.files
+    script, profile_yaml, request, snapshot = prep.files
     assert (script.path, script.text, script.mode) == (prep.script_path, prep.script, 0o755)
     assert yaml.safe_load(profile_yaml.text or "")["name"] == profile
+    # The request as asked (a rerun plans it again): the account, the config's name.
+    asked = json.loads(request.text or "")["request"]
+    assert request.path == prep.run_dir / "request.json"
+    assert (asked["account"], asked["config"], asked["job_name"]) == ("acc", "cfg.yaml", "unit")
     assert snapshot.copy_of == config and snapshot.path == prep.run_dir / "config-snapshot.yaml"
     # The log patterns come from the plan; the script must ask sbatch for the same ones.
     assert script_log_patterns(prep.script) == (prep.logs.stdout, prep.logs.stderr)
