@@ -64,7 +64,8 @@ def test_prepare_race_shares_one_run_dir_with_a_script_each(tmp_path: Path) -> N
         assert 'mkdir "$hpctrain_claim"' in prep.script
         subprocess.run(["bash", "-n"], input=prep.script, text=True, check=True)
     names = sorted(f.path.name for f in race.files())
-    assert names == ["job-1x2.sbatch", "job-2x1.sbatch", "profile.yaml"]
+    # One request for the run (the first alternative's; a rerun gives it its own topology).
+    assert names == ["job-1x2.sbatch", "job-2x1.sbatch", "profile.yaml", "request.json"]
     assert not race.run_dir.exists()
 
 
