@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hpctrain.devcluster.nodes import READY_STATES
 from tests.conftest import DevClusterHandle
 from tests.diagnosis.programs import write_project
 from tests.jobs.test_jobs_cluster import Cli
@@ -58,6 +60,10 @@ def test_an_exception_names_its_type_message_and_the_users_frame(cli: Cli) -> No
     text = cli.ok("why", str(job["job_id"])).stdout
     assert text.startswith(f"Job {job['job_id']} (FAILED)") and "fix:" in text
     assert _slurm_calls(cli, job["job_id"]) == ["sacct"]  # an ended job: one call
+    # status says it in a few words, made once and kept.
+    row = json.loads(cli.ok("status", "--json", str(job["job_id"])).stdout)["jobs"][0]
+    assert row["verdict"] == "ZeroDivisionError: division by zero"
+    assert "ZeroDivisionError: division by zero" in cli.ok("status", str(job["job_id"])).stdout
 
 
 def test_an_import_error_names_the_module_and_the_jobs_python(cli: Cli) -> None:
@@ -165,3 +171,24 @@ def test_a_safe_stop_without_requeue_says_how_far_training_got(
     assert got["cause"] == "time_limit", got
     assert "stopped at the time limit's warning" in got["summary"]
     assert " of 300" in got["summary"] and "--chain" in got["fix"]
+
+
+def test_a_node_whose_slurmd_dies_is_a_node_failure(
+        cli: Cli, devcluster: DevClusterHandle) -> None:
+    job = cli.submit("--nodes", "2", "--no-requeue", "--time", "5", "--", "sleep", "300")
+    job_id = str(job["job_id"])
+    cli.wait(job_id, lambda j: j["state"] == "RUNNING", 120)
+    daemons = json.loads(devcluster.cli("devcluster", "status", "--json").stdout)["daemons"]
+    pid = next(d["pid"] for d in daemons if d["name"] == "slurmd:node2")
+    try:
+        os.kill(pid, signal.SIGKILL)
+        # slurmctld gives up on the node after SlurmdTimeout (30 s on the dev cluster).
+        cli.wait(job_id, lambda j: j["terminal"], 240)
+        got = _why(cli, job_id)
+        assert got["cause"] == "node_failure", got
+        assert "not the job's fault" in got["summary"] and got["headline"] == "node failure"
+    finally:
+        devcluster.cli("devcluster", "up", timeout_s=120)
+        wait_for(lambda: devcluster.client().node_states(), 120, "both nodes back",
+                 until=lambda states: all(s in READY_STATES for s in states.values()),
+                 poll_s=2)
