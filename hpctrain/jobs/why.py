@@ -20,12 +20,15 @@ from hpctrain.diagnosis.advice import Advice, advise
 from hpctrain.diagnosis.causes import diagnose
 from hpctrain.diagnosis.logscan import Finding, scan
 from hpctrain.diagnosis.model import Diagnosis, Evidence
+from hpctrain.slurm import accounting
 from hpctrain.slurm.accounting import Accounting, summary_row
+from hpctrain.slurm.client import AccountingUnavailableError, parse_pending, pending_argv
 from hpctrain.slurm.states import JobState, parse_state
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
     from hpctrain.places import Place
+    from hpctrain.slurm.client import SlurmClient
 
 # A failure's lines are at a log's end; 20,000 lines is hours of a chatty run's output.
 LOG_TAIL_LINES = 20_000
@@ -48,7 +51,7 @@ def _logs(record: JobRecord, place: Place, lines: int = LOG_TAIL_LINES
           ) -> tuple[list[Finding], list[str]]:
     found: list[Finding] = []
     read: list[str] = []
-    for path in dict.fromkeys(p for p in (record.stdout_path, record.stderr_path) if p):
+    for path in _log_paths(record):
         got = place.read_file(Path(path), lines)
         if got is None:
             continue
@@ -62,13 +65,7 @@ def _logs(record: JobRecord, place: Place, lines: int = LOG_TAIL_LINES
 
 def _json(place: Place, path: Path) -> dict[str, Any] | None:
     got = place.read_file(path, None)
-    if got is None:
-        return None
-    try:
-        value = json.loads(got[0])
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    return None if got is None else _json_text(got[0].decode("utf-8", "replace"))
 
 
 def _user_names(acct: Accounting | None, place: Place) -> dict[int, str]:
@@ -86,27 +83,92 @@ def _user_names(acct: Accounting | None, place: Place) -> dict[int, str]:
     return names
 
 
-def why(record: JobRecord, place: Place) -> Why:
-    """The diagnosis of `record`'s job and what to ask for next time."""
-    client = place.slurm_client()
+@dataclass(frozen=True)
+class _Gathered:
+    """What `why` read: the accounting, a waiting job's reason and start, the logs' findings
+    and the run directory's JSON files by name."""
+
+    acct: Accounting
+    reason: str | None
+    start: str | None
+    findings: list[Finding]
+    logs: list[str]
+    files: dict[str, dict[str, Any] | None]
+
+
+_RUN_FILES = (rundir.METRICS, rundir.MONITOR_SUMMARY, rundir.ENVIRONMENT)
+
+
+def _log_paths(record: JobRecord) -> list[str]:
+    return list(dict.fromkeys(p for p in (record.stdout_path, record.stderr_path) if p))
+
+
+def _gather_here(record: JobRecord, place: Place, client: SlurmClient) -> _Gathered:
+    """This machine: one sacct, one squeue for a waiting job, the files read directly."""
     acct = client.accounting(record.job_id)
     last = acct.last
     reason = start = None
     if last is None or last.state is JobState.PENDING:
         reason, start = client.pending_start(record.job_id)
-        reason = reason or (last.reason if last else None)
     findings, logs = _logs(record, place)
     run_dir = Path(record.run_dir) if record.run_dir else None
-    files = {name: _json(place, run_dir / name) if run_dir else None
-             for name in (rundir.METRICS, rundir.MONITOR_SUMMARY, rundir.ENVIRONMENT)}
+    files = {name: _json(place, run_dir / name) if run_dir else None for name in _RUN_FILES}
+    return _Gathered(acct, reason, start, findings, logs, files)
+
+
+def _gather_batched(record: JobRecord, client: SlurmClient) -> _Gathered:
+    """A login: everything in one round trip (sacct, squeue, the logs' ends, the files)."""
+    logs = _log_paths(record)
+    files_at = [Path(record.run_dir) / n for n in _RUN_FILES] if record.run_dir else []
+    argvs = [accounting.argv(record.job_id), pending_argv(record.job_id),
+             *(("tail", "-n", str(LOG_TAIL_LINES), p) for p in logs),
+             *(("wc", "-c", p) for p in logs),
+             *(("cat", str(f)) for f in files_at)]
+    answers = client.transport.execute_many(argvs, client.timeout_s)
+    out, err, code = answers[0]
+    if code != 0:
+        raise AccountingUnavailableError(f"sacct failed on the login: {(err or out).strip()}",
+                                         "job accounting (slurmdbd) is off or down there")
+    reason, start = parse_pending(answers[1][0])
+    tails, sizes = answers[2:2 + len(logs)], answers[2 + len(logs):2 + 2 * len(logs)]
+    findings: list[Finding] = []
+    read: list[str] = []
+    for path, (text, _e, rc), (size, _e2, _rc2) in zip(logs, tails, sizes, strict=True):
+        if rc != 0:
+            continue
+        whole = size.split()[:1] == [str(len(text.encode()))]
+        read.append(path + ("" if whole else f" (last {LOG_TAIL_LINES} lines)"))
+        findings += scan(text, Path(path).name + ("" if whole else
+                                                  f" (its last {LOG_TAIL_LINES} lines)"))
+    files = {f.name: _json_text(a[0]) if a[2] == 0 else None
+             for f, a in zip(files_at, answers[2 + 2 * len(logs):], strict=True)}
+    return _Gathered(accounting.parse_accounting(out), reason, start, findings, read,
+                     {n: files.get(n) for n in _RUN_FILES})
+
+
+def _json_text(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def why(record: JobRecord, place: Place) -> Why:
+    """The diagnosis of `record`'s job and what to ask for next time."""
+    client = place.slurm_client()
+    got = (_gather_batched(record, client) if client.transport.batches
+           else _gather_here(record, place, client))
+    last = got.acct.last
+    waiting = last is None or last.state is JobState.PENDING
     evidence = Evidence(
-        job_id=record.job_id, accounting=acct, findings=tuple(findings),
-        pending_reason=reason if (last is None or last.state is JobState.PENDING) else None,
-        start_estimate=start, metrics=files[rundir.METRICS],
-        monitor=files[rundir.MONITOR_SUMMARY], environment=files[rundir.ENVIRONMENT],
-        chain=record.segments or 1, user_names=_user_names(acct, place))
+        job_id=record.job_id, accounting=got.acct, findings=tuple(got.findings),
+        pending_reason=(got.reason or (last.reason if last else None)) if waiting else None,
+        start_estimate=got.start, metrics=got.files[rundir.METRICS],
+        monitor=got.files[rundir.MONITOR_SUMMARY], environment=got.files[rundir.ENVIRONMENT],
+        chain=record.segments or 1, user_names=_user_names(got.acct, place))
     return Why(record.job_id, last.slurm_state if last else None, diagnose(evidence),
-               tuple(advise(acct, files[rundir.MONITOR_SUMMARY])), tuple(logs))
+               tuple(advise(got.acct, got.files[rundir.MONITOR_SUMMARY])), tuple(got.logs))
 
 
 # `status` reads less: a verdict of a few words for each newly ended job.

@@ -245,11 +245,7 @@ class SlurmClient:
     def pending_start(self, job_id: str) -> tuple[str | None, str | None]:
         """A waiting job's reason and SLURM's start estimate, from one text `squeue` (the same
         on every version); (None, None) once squeue no longer knows the job."""
-        result = self.run(["squeue", "--noheader", "--jobs", parsers.job_id_list([job_id]),
-                           "--format", "%r|%S"], check=False)
-        line = next((ln for ln in result.stdout.splitlines() if "|" in ln), "")
-        reason, _, start = line.partition("|")
-        return parsers.empty_value(reason), starts.start_or_none(start)
+        return parse_pending(self.run(pending_argv(job_id), check=False).stdout)
 
     def prefetch(self, job_ids: Sequence[str]) -> None:
         """Where a command costs a round trip: squeue and sacct for all ids in one, kept for
@@ -406,6 +402,17 @@ def _sacct_argv(job_ids: Sequence[str], json_out: bool) -> tuple[str, ...]:
         return ("sacct", "--json", "--allocations", "--jobs", ids)
     return ("sacct", "--allocations", "--parsable2", "--noheader",
             "--jobs", ids, "--format", parsers.SACCT_FORMAT)
+
+
+def pending_argv(job_id: str) -> tuple[str, ...]:
+    return ("squeue", "--noheader", "--jobs", parsers.job_id_list([job_id]), "--format",
+            "%r|%S")
+
+
+def parse_pending(stdout: str) -> tuple[str | None, str | None]:
+    line = next((ln for ln in stdout.splitlines() if "|" in ln), "")
+    reason, _, start = line.partition("|")
+    return parsers.empty_value(reason), starts.start_or_none(start)
 
 
 def _env_timeout() -> float:

@@ -175,7 +175,11 @@ def test_a_safe_stop_without_requeue_says_how_far_training_got(
 
 def test_a_node_whose_slurmd_dies_is_a_node_failure(
         cli: Cli, devcluster: DevClusterHandle) -> None:
-    job = cli.submit("--nodes", "2", "--no-requeue", "--time", "5", "--", "sleep", "300")
+    # The packaged trainer: --no-requeue reaches its script (SLURM would requeue a job whose
+    # node failed otherwise, and the job would wait again instead of ending NODE_FAIL).
+    (cli.cwd / "long.yaml").write_text(
+        "task: spiral\ntrainer: {max_epochs: 3000, batch_size: 256}\ndata: {samples: 16384}\n")
+    job = cli.submit("--nodes", "2", "--no-requeue", "--time", "5", "--config", "long.yaml")
     job_id = str(job["job_id"])
     cli.wait(job_id, lambda j: j["state"] == "RUNNING", 120)
     daemons = json.loads(devcluster.cli("devcluster", "status", "--json").stdout)["daemons"]
