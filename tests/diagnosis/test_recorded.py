@@ -156,3 +156,29 @@ def test_every_reason_has_its_few_words_and_its_plain_meaning() -> None:
 def test_each_verdict_has_its_headline(slurm: Path, case: str, words: str) -> None:
     got = diagnose(_evidence(slurm / case)).headline
     assert got.startswith(words) if words else got == ""
+
+
+@pytest.mark.parametrize("slurm", SETS, ids=lambda p: p.name)
+def test_cpu_and_gpu_advice_on_recorded_measures(slurm: Path, tmp_path: Path) -> None:
+    from hpctrain.diagnosis.advice import CPU_EFFICIENCY_LOW, GPU_UTIL_LOW_PCT
+    from hpctrain.monitor.stats import job_summary
+
+    # A real H100 node's monitor rows (tests/monitor/recorded), summarized as a job's are.
+    (tmp_path / "monitor").mkdir()
+    h100 = Path(__file__).resolve().parents[1] / "monitor" / "recorded" / "h100-node.jsonl"
+    (tmp_path / "monitor" / "gpu-node.jsonl").write_text(h100.read_text())
+    monitor = job_summary(tmp_path)
+    assert monitor is not None and monitor["gpu_util_mean_pct"] is not None
+    # The time-limit job: 74 s on 2 CPUs that slept.
+    acct = _sacct(slurm / "time_limit")
+    notes = {a.what: a for a in advise(acct, monitor)}
+    last = acct.last
+    assert last is not None and last.total_cpu_s is not None and last.elapsed_s and last.cpus
+    busy = last.total_cpu_s / (last.elapsed_s * last.cpus)
+    assert (notes["CPU efficiency"].suggestion is not None) == (busy < CPU_EFFICIENCY_LOW)
+    assert busy < CPU_EFFICIENCY_LOW and "fewer CPUs" in str(notes["CPU efficiency"].suggestion)
+    gpu_mean = monitor["gpu_util_mean_pct"]
+    assert (notes["GPU utilisation"].suggestion is not None) == (gpu_mean < GPU_UTIL_LOW_PCT)
+    assert notes["GPU utilisation"].used == f"{gpu_mean:.0f} % on average"
+    # Too short a run is not judged: the exception case ran a second or two.
+    assert "CPU efficiency" not in {a.what for a in advise(_sacct(slurm / "exception"), None)}
