@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hpctrain.monitor.stats import MEM_LOW_SHARE
 from hpctrain.slurm.accounting import Accounting, Row
 from hpctrain.slurm.states import JobState
 from hpctrain.units import format_time
@@ -88,10 +89,27 @@ def _gpu(monitor: Mapping[str, Any] | None) -> Advice | None:
                   "loading, small batches)" if mean < GPU_UTIL_LOW_PCT else None)
 
 
+def _gpu_memory(monitor: Mapping[str, Any] | None) -> Advice | None:
+    """The fullest GPU's memory peak against its size (the monitor's readings)."""
+    gpus = [g for n in (monitor or {}).get("nodes") or [] for g in n.get("gpus") or []
+            if g.get("mem_peak_mib") is not None and g.get("mem_total_mib")]
+    if not gpus:
+        return None
+    top = max(gpus, key=lambda g: g["mem_peak_mib"] / g["mem_total_mib"])
+    share = top["mem_peak_mib"] / top["mem_total_mib"]
+    return Advice("GPU memory", f"at most {top['mem_peak_mib']:.0f} MiB ({share:.0%})",
+                  f"{top['mem_total_mib']:.0f} MiB per GPU",
+                  f"at most {MEM_LOW_SHARE:.0%} of a GPU's memory (the monitor's rule)",
+                  "a larger batch per GPU fits (`trainer.batch_size`; with "
+                  "`trainer.global_batch`, fewer GPUs for the same batch)"
+                  if share <= MEM_LOW_SHARE else None)
+
+
 def advise(acct: Accounting | None, monitor: Mapping[str, Any] | None) -> list[Advice]:
     """Each measure there is data for, with its suggestion (None where it was right)."""
     last = acct.last if acct else None
     if acct is None or last is None or not last.state.is_terminal:
         return []
-    found = [_time(last), _memory(acct, last), _cpu(last), _gpu(monitor)]
+    found = [_time(last), _memory(acct, last), _cpu(last), _gpu(monitor),
+             _gpu_memory(monitor)]
     return [a for a in found if a is not None]

@@ -125,6 +125,18 @@ def _stopped(ev: Evidence, last: Row) -> Diagnosis | None:
                                      where(said) if said else None))))
 
 
+def _node_peak(ev: Evidence) -> str:
+    """The monitor's fullest node: its memory peak against its size (all of the node's
+    processes, the job's among them), or that none was measured."""
+    nodes = [n for n in (ev.monitor or {}).get("nodes") or []
+             if n.get("mem_peak_mib") and n.get("mem_total_mib")]
+    if not nodes:
+        return "no peak measured"
+    top = max(nodes, key=lambda n: n["mem_peak_mib"] / n["mem_total_mib"])
+    return (f"{top['node']}'s memory peaked at {top['mem_peak_mib']:.0f} of "
+            f"{top['mem_total_mib']:.0f} MiB in the monitor's samples")
+
+
 def _host_memory(ev: Evidence, last: Row) -> Diagnosis | None:
     said = _first(ev, "host_oom")
     if last.state is not JobState.OUT_OF_MEMORY and said is None:
@@ -132,7 +144,7 @@ def _host_memory(ev: Evidence, last: Row) -> Diagnosis | None:
     peak = max((r.max_rss_mb or 0 for r in (ev.accounting.steps() if ev.accounting else ())),
                default=0) or None
     asked = last.req_mem_mb
-    facts = f"{peak:.0f} MiB at the peak SLURM measured" if peak else "no peak measured"
+    facts = f"{peak:.0f} MiB at the peak SLURM measured" if peak else _node_peak(ev)
     mem = f"`--mem {math.ceil((peak or asked or 0) * 1.5 / 1024)}G`" if (peak or asked) \
         else "more `--mem`"
     return Diagnosis(

@@ -180,5 +180,14 @@ def test_cpu_and_gpu_advice_on_recorded_measures(slurm: Path, tmp_path: Path) ->
     gpu_mean = monitor["gpu_util_mean_pct"]
     assert (notes["GPU utilisation"].suggestion is not None) == (gpu_mean < GPU_UTIL_LOW_PCT)
     assert notes["GPU utilisation"].used == f"{gpu_mean:.0f} % on average"
+    # The H100 node's rows peak at 1319 of 81559 MiB: a larger batch fits.
+    assert notes["GPU memory"].used == "at most 1319 MiB (2%)"
+    assert "larger batch per GPU" in str(notes["GPU memory"].suggestion)
+    # Host memory exhausted, where SLURM measured no peak: the monitor's node peak is named.
+    oom = tuple(scan((RECORDED / "published" / "slurm-oom-kill.log").read_text(), "oom.log"))
+    got = diagnose(Evidence(job_id="1", accounting=_sacct(slurm / "exit_code"), findings=oom,
+                            monitor=monitor))
+    assert got.cause == "host_memory" and "memory peaked at" in got.summary, got.summary
+    assert "in the monitor's samples" in got.summary
     # Too short a run is not judged: the exception case ran a second or two.
     assert "CPU efficiency" not in {a.what for a in advise(_sacct(slurm / "exception"), None)}
