@@ -40,6 +40,9 @@ _WARNED_STOP = re.compile(r"^hpctrain: the time limit's warning came: checkpoint
 # run on a few lines, not on a chatty run's 20,000 lines of progress).
 _WORDS = ("***", "srun: error", "out of memory", "Out Of Memory", "oom", "OOM", "Watchdog",
           "imed out", "Connection closed", "hpctrain: ")
+# Lines other programs write into the same file while a traceback is being printed (stderr is
+# shared; srun reports the task's exit before Python has flushed its last lines).
+_INTERJECTION = re.compile(r"^(?:srun|slurmstepd|hpctrain[\w ]*): ")
 # PyTorch's distributed runs prefix each rank's error output: "[rank3]: Traceback ...".
 _RANK = re.compile(r"^\[rank(\d+)\]:\s?")
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "<string>")
@@ -125,6 +128,8 @@ def _traceback(lines: list[tuple[int, str]], start: int, source: str
         n, line = lines[i]
         if m := _FRAME.match(line):
             frames.append(Frame(m.group("file"), int(m.group("line")), m.group("func").strip()))
+        elif _INTERJECTION.match(line):
+            pass
         elif not line.startswith((" ", "\t")) and line.strip():
             m = _EXC.match(line.strip())
             if m is None:
@@ -177,7 +182,11 @@ def _scan_stream(lines: list[tuple[int, str]], source: str, rank: str | None,
     while i < len(lines):
         n, line = lines[i]
         if line.startswith("Traceback (most recent call last)"):
+            start = i
             hit, i = _traceback(lines, i, source)
+            # What srun and others wrote in between is read too.
+            found += [f for n2, l2 in lines[start + 1:i] if _INTERJECTION.match(l2)
+                      and (f := _line_finding(l2, source, n2)) is not None]
         else:
             hit = _line_finding(line, source, n) if n - first_line in candidates else None
             i += 1

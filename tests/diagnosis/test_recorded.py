@@ -191,3 +191,17 @@ def test_cpu_and_gpu_advice_on_recorded_measures(slurm: Path, tmp_path: Path) ->
     assert "in the monitor's samples" in got.summary
     # Too short a run is not judged: the exception case ran a second or two.
     assert "CPU efficiency" not in {a.what for a in advise(_sacct(slurm / "exception"), None)}
+
+
+@pytest.mark.parametrize(("name", "kinds", "file", "line"), [
+    # srun reported the task's exit between a frame and its source line ...
+    ("import_error.err", ["task_exit", "import_error"], "/code/pkg/imp.py", 2),
+    # ... and right after "Traceback (most recent call last):".
+    ("missing_file.err", ["task_exit", "missing_file", "task_signal"], "/code/pkg/miss.py", 1),
+])
+def test_a_traceback_with_sruns_lines_written_into_it_stays_whole(
+        name: str, kinds: list[str], file: str, line: int) -> None:
+    found = scan((RECORDED / "interleaved" / name).read_text(), "job.err")
+    assert [f.kind for f in found] == kinds
+    frame = found[1].user_frame()
+    assert frame is not None and frame.file.endswith(file) and frame.line == line
