@@ -39,7 +39,9 @@ _WARNED_STOP = re.compile(r"^hpctrain: the time limit's warning came: checkpoint
 # A word each line pattern needs (found in the whole text at C speed, so that the patterns
 # run on a few lines, not on a chatty run's 20,000 lines of progress).
 _WORDS = ("***", "srun: error", "out of memory", "Out Of Memory", "oom", "OOM", "Watchdog",
-          "imed out", "Connection closed", "hpctrain: ")
+          "imed out", "Connection closed", "hpctrain: ", "hpctrain monitor: ")
+# The batch script's monitor step says so as it ends: its USR2 is then hpctrain's own.
+_MONITOR = re.compile(r"^hpctrain monitor: ")
 # Lines other programs write into the same file while a traceback is being printed (stderr is
 # shared; srun reports the task's exit before Python has flushed its last lines).
 _INTERJECTION = re.compile(r"^(?:srun|slurmstepd|hpctrain[\w ]*): ")
@@ -116,6 +118,8 @@ def _line_finding(line: str, source: str, n: int) -> Finding | None:
         return Finding("requeued", source, n, line.strip())
     if _WARNED_STOP.search(line):
         return Finding("warned_stop", source, n, line.strip())
+    if _MONITOR.search(line):
+        return Finding("monitor", source, n, line.strip())
     return None
 
 

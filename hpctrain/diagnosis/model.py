@@ -32,9 +32,11 @@ class Evidence:
 
     @property
     def monitored(self) -> bool:
-        """The job ran hpctrain's monitor (a step of its own, stopped with USR2 at the end)."""
+        """The job ran hpctrain's monitor (a step of its own, stopped with USR2 at the end):
+        sacct lists its step, or (status knows no steps) its last line is in the log."""
         steps = self.accounting.steps() if self.accounting else ()
-        return any(s.name == rundir.MONITOR_STEP for s in steps)
+        return (any(s.name == rundir.MONITOR_STEP for s in steps)
+                or any(f.kind == "monitor" for f in self.findings))
 
 
 @dataclass(frozen=True)

@@ -195,9 +195,10 @@ def test_cpu_and_gpu_advice_on_recorded_measures(slurm: Path, tmp_path: Path) ->
 
 @pytest.mark.parametrize(("name", "kinds", "file", "line"), [
     # srun reported the task's exit between a frame and its source line ...
-    ("import_error.err", ["task_exit", "import_error"], "/code/pkg/imp.py", 2),
+    ("import_error.err", ["task_exit", "import_error", "monitor"], "/code/pkg/imp.py", 2),
     # ... and right after "Traceback (most recent call last):".
-    ("missing_file.err", ["task_exit", "missing_file", "task_signal"], "/code/pkg/miss.py", 1),
+    ("missing_file.err", ["task_exit", "missing_file", "task_signal", "monitor"],
+     "/code/pkg/miss.py", 1),
 ])
 def test_a_traceback_with_sruns_lines_written_into_it_stays_whole(
         name: str, kinds: list[str], file: str, line: int) -> None:

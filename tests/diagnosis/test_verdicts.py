@@ -51,3 +51,17 @@ def test_unfinished_jobs_get_no_verdict(tmp_path: Path) -> None:
     history = History(tmp_path / "h.sqlite3")
     track(history, "21")
     assert verdicts(history, history.all(), _place(tmp_path))[0].verdict is None
+
+
+def test_the_monitors_own_stop_is_no_cause_without_sacct_steps(tmp_path: Path) -> None:
+    # status knows no steps: the monitor's USR2 ("User defined signal 2" from srun) must be
+    # told from the job's own by the monitor's last line in the log, as `why` does by its step.
+    case = SETS[0] / "exit_code"
+    err = tmp_path / "job.err"
+    shutil.copyfile(case / "stderr.log", err)
+    assert "User defined signal 2" in err.read_text()
+    history = History(tmp_path / "h.sqlite3")
+    (row,) = track(history, "31", stderr_path=str(err))
+    history.update([StateUpdate(id=row.id, state="FAILED", terminal=True, stale=False,
+                                slurm_state="FAILED", exit_code=3, signal=0)])
+    assert verdicts(history, history.all(), _place(tmp_path))[0].verdict == "exit 3"
