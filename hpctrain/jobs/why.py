@@ -47,6 +47,13 @@ class Why:
                 "next_time": [a.as_dict() for a in self.advice], "logs_read": list(self.logs)}
 
 
+def _scan_log(path: str, text: str, whole: bool, lines: int, found: list[Finding],
+              read: list[str]) -> None:
+    """One log's findings, and the log as `logs_read` names it (its end only, if so)."""
+    read.append(path + ("" if whole else f" (last {lines} lines)"))
+    found += scan(text, Path(path).name + ("" if whole else f" (its last {lines} lines)"))
+
+
 def _logs(record: JobRecord, place: Place, lines: int = LOG_TAIL_LINES
           ) -> tuple[list[Finding], list[str]]:
     found: list[Finding] = []
@@ -56,10 +63,7 @@ def _logs(record: JobRecord, place: Place, lines: int = LOG_TAIL_LINES
         if got is None:
             continue
         data, size = got
-        whole = len(data) == size
-        name = Path(path).name + ("" if whole else f" (its last {lines} lines)")
-        read.append(path + ("" if whole else f" (last {lines} lines)"))
-        found += scan(data.decode("utf-8", "replace"), name)
+        _scan_log(path, data.decode("utf-8", "replace"), len(data) == size, lines, found, read)
     return found, read
 
 
@@ -137,9 +141,7 @@ def _gather_batched(record: JobRecord, client: SlurmClient) -> _Gathered:
         if rc != 0:
             continue
         whole = size.split()[:1] == [str(len(text.encode()))]
-        read.append(path + ("" if whole else f" (last {LOG_TAIL_LINES} lines)"))
-        findings += scan(text, Path(path).name + ("" if whole else
-                                                  f" (its last {LOG_TAIL_LINES} lines)"))
+        _scan_log(path, text, whole, LOG_TAIL_LINES, findings, read)
     files = {f.name: _json_text(a[0]) if a[2] == 0 else None
              for f, a in zip(files_at, answers[2 + 2 * len(logs):], strict=True)}
     return _Gathered(accounting.parse_accounting(out), reason, start, findings, read,
