@@ -6,6 +6,7 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from hpctrain.cli import backends
 from hpctrain.cli.options import LoginOpt
@@ -17,8 +18,8 @@ if TYPE_CHECKING:
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="The table as JSON (one object per "
                                        "topology, and the plot's path).")]
-_COLUMNS = ("TOPOLOGY", "GPUS", "TIME", "SAMPLES/S", "PER GPU", "SPEEDUP", "EFFICIENCY",
-            "GPU UTIL", "STATE")
+_COLUMNS = ("TOPOLOGY", "GPUS", "TIME", "SAMPLES/S", "MIN..MAX", "PER GPU", "SPEEDUP",
+            "EFFICIENCY", "GPU UTIL", "STATE")
 PLOT_HINT = "no plot: matplotlib is not installed; pip install 'hpctrain[plot]' for one"
 
 
@@ -26,16 +27,53 @@ def _cell(value: Any, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _table_rows(rows: list[dict[str, Any]]) -> list[tuple[str, ...]]:
-    return [
-        (r["topology"], str(r["gpus"]), _cell(r["time_s"], ".1f") + (" s" if r["time_s"] else ""),
-         _cell(r["samples_per_s"], ",.0f"), _cell(r["samples_per_s_per_gpu"], ",.0f"),
-         _cell(r["speedup"], ".2f"),
-         "-" if r["efficiency"] is None else f"{100 * r['efficiency']:.0f} %",
-         "-" if r["gpu_util_mean_pct"] is None else f"{r['gpu_util_mean_pct']:.0f} %",
-         r["state"] + (f" ({r['error']})" if r["error"] else ""))
-        for r in rows
-    ]
+def _columns(target: str | None) -> tuple[str, ...]:
+    return _COLUMNS if not target else (*_COLUMNS[:-2], f"TO {target}", *_COLUMNS[-2:])
+
+
+def _spread(r: dict[str, Any]) -> str:
+    if r["samples_per_s_range"] is None:
+        return "-"
+    low, high = r["samples_per_s_range"]
+    return f"{low:,.0f}..{high:,.0f}" + (f" NOISY x{r['rate_ratio']:.1f}" if r["noisy"] else "")
+
+
+def _efficiency(r: dict[str, Any]) -> str:
+    if r["efficiency"] is None:
+        return "-"
+    return f"{100 * r['efficiency']:.0f} %" + (" IMPLAUSIBLE" if r["implausible"] else "")
+
+
+def _to_target(r: dict[str, Any]) -> str:
+    repeats = len(r["repeats"])
+    if not r["target_reached"]:
+        return "not reached"
+    return f"{r['time_to_target_s']:.1f} s" + (
+        f" ({r['target_reached']}/{repeats})" if r["target_reached"] < repeats else "")
+
+
+def _table_row(r: dict[str, Any], target: str | None) -> tuple[str, ...]:
+    cells = (r["topology"], str(r["gpus"]),
+             _cell(r["time_s"], ".1f") + (" s" if r["time_s"] else ""),
+             _cell(r["samples_per_s"], ",.0f"), _spread(r), _cell(r["samples_per_s_per_gpu"],
+                                                                   ",.0f"),
+             _cell(r["speedup"], ".2f"), _efficiency(r))
+    tail = ("-" if r["gpu_util_mean_pct"] is None else f"{r['gpu_util_mean_pct']:.0f} %",
+            r["state"] + (f" ({r['error']})" if r["error"] else ""))
+    return (*cells, _to_target(r), *tail) if target else (*cells, *tail)
+
+
+def _notes(rows: list[dict[str, Any]]) -> list[str]:
+    """What makes a row's numbers not a plain result, and why."""
+    from hpctrain.jobs.scale import NOISY_RATIO
+
+    noisy = [f"{r['topology']} is noisy: its epochs' samples/s differ by x{r['rate_ratio']:.1f} "
+             f"(more than x{NOISY_RATIO:g}): other work shared the node"
+             for r in rows if r["noisy"]]
+    odd = [f"{r['topology']}: an efficiency of {100 * r['efficiency']:.0f} % is implausible, "
+           f"not a result (left out of the plot's line); likely cause: {r['implausible']}"
+           for r in rows if r["implausible"]]
+    return noisy + odd
 
 
 def _show(data: dict[str, Any], json_out: bool, pending: list[str]) -> None:
@@ -44,7 +82,11 @@ def _show(data: dict[str, Any], json_out: bool, pending: list[str]) -> None:
     if json_out:
         print_json({**data, "pending": pending})
         return
-    _print_table(f"study {data['study']} ({data['mode']} scaling)", _table_rows(data["runs"]))
+    target = data.get("target")
+    _print_table(f"study {data['study']} ({data['mode']} scaling)", _columns(target),
+                 [_table_row(r, target) for r in data["runs"]])
+    for note in _notes(data["runs"]):
+        console.print(f"[bold yellow]![/] {escape(note)}", highlight=False, soft_wrap=True)
     if pending:
         err_console.print(f"still running: {', '.join(pending)}; run `hpctrain scale-report "
                           f"{data['study']}` again when they have ended", highlight=False)
@@ -53,27 +95,27 @@ def _show(data: dict[str, Any], json_out: bool, pending: list[str]) -> None:
     else:
         err_console.print(PLOT_HINT if not can_plot() else
                           "no plot: no run has a measured throughput", highlight=False)
-    console.print("speedup and efficiency: samples/s (first epoch left out as warm-up) "
-                  "against the run with the fewest GPUs", style="dim", highlight=False)
+    console.print("samples/s: the median over every repeat's epochs after its first (the "
+                  "warm-up), MIN..MAX their range; speedup and efficiency: medians against "
+                  "the topology with the fewest GPUs", style="dim", highlight=False)
 
 
-def _print_table(title: str, rows: list[tuple[str, ...]]) -> None:
+def _print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     """Rich for a terminal; aligned plain text for a pipe or a log, never folded."""
     from hpctrain.cli.output import is_tty
 
     if not is_tty():
-        lines = [_COLUMNS, *rows]
-        widths = [max(len(line[i]) for line in lines) for i in range(len(_COLUMNS))]
+        lines = [columns, *rows]
+        widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
         sys.stdout.write(title + "\n" + "\n".join(
             "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
             for line in lines) + "\n")
         return
-    from rich.markup import escape
     from rich.table import Table
 
     t = Table(title=escape(title), title_justify="left", box=None, pad_edge=False,
               header_style="bold")
-    for col in _COLUMNS:
+    for col in columns:
         t.add_column(col, no_wrap=col != "STATE")
     for row in rows:
         t.add_row(*(escape(c) for c in row))
@@ -81,16 +123,19 @@ def _print_table(title: str, rows: list[tuple[str, ...]]) -> None:
 
 
 def _report(studies: Studies, study: StudyRecord, records: dict[str, JobRecord],
-            json_out: bool) -> None:
-    data, pending = studies.report(study, records)
+            json_out: bool, target: str | None = None) -> None:
+    from hpctrain.jobs.scale import parse_target
+
+    data, pending = studies.report(study, records, parse_target(target) if target else None)
     _show(data, json_out, pending)
 
 
 def _submitted(run: dict[str, Any]) -> None:
+    which = f"{run['topology']} #{run['repeat']}"
     if run["job_id"]:
-        err_console.print(f"{run['topology']}: job {run['job_id']}", highlight=False)
+        err_console.print(f"{which}: job {run['job_id']}", highlight=False)
     else:
-        err_console.print(f"[red]{run['topology']}: not submitted:[/] {run['error']}",
+        err_console.print(f"[red]{escape(which)}: not submitted:[/] {escape(run['error'])}",
                           highlight=False)
 
 
@@ -112,6 +157,12 @@ WaitOpt = Annotated[bool, typer.Option(
 ParallelOpt = Annotated[bool, typer.Option(
     "--parallel", help="With --wait: submit every run at once (default: one at a time, so "
     "runs never share a node).")]
+RepeatsOpt = Annotated[int, typer.Option(
+    min=1, help="Runs per topology; its samples/s is the median over all their epochs after "
+    "the first, with the range.")]
+TargetOpt = Annotated[str | None, typer.Option(
+    help="Time to a metric: METRIC>=VALUE or METRIC<=VALUE (METRIC=VALUE: <= for a loss or "
+    "error, else >=), e.g. val_acc=0.9; the table shows when each topology first reached it.")]
 WaitTimeoutOpt = Annotated[float | None, typer.Option(
     min=1, help="Give up waiting after this many seconds.")]
 
@@ -129,6 +180,8 @@ def scale(
     partition: Annotated[str | None, typer.Option(help="Partition.")] = None,
     account: Annotated[str | None, typer.Option("--account", "-A", help="Account.")] = None,
     name: NameOpt = None,
+    repeats: RepeatsOpt = 3,
+    target: TargetOpt = None,
     wait: WaitOpt = False,
     parallel: ParallelOpt = False,
     wait_timeout: WaitTimeoutOpt = None,
@@ -141,17 +194,21 @@ def scale(
     from hpctrain import places
     from hpctrain.cli.options import JobOptions, build_request
     from hpctrain.jobs.pipeline import run
+    from hpctrain.jobs.scale import parse_target
     from hpctrain.jobs.study import Studies, StudyKind, StudyPlan, plan_runs, study_settings
 
     extra = list(sets or [])
+    goal = parse_target(target) if target else None
     runs = plan_runs(topologies, strong=strong, batch_size=batch_size, task=task, config=config,
                      sets=extra)
     base = build_request(JobOptions(
         profile=profile, partition=partition, time=time_limit, account=account,
         monitor_interval=monitor_interval, job_name="scale"))
-    plan = StudyPlan(base, runs, strong, study_settings(task, config, max_epochs, extra))
+    plan = StudyPlan(base, runs, strong, study_settings(task, config, max_epochs, extra),
+                     repeats, goal)
+
     def started(study: StudyRecord) -> None:
-        err_console.print(f"study {study.name}: {len(runs)} run(s), "
+        err_console.print(f"study {study.name}: {len(runs)} topolog(ies) x {repeats} run(s), "
                           f"{'one at a time' if wait and not parallel else 'all at once'}; "
                           f"table: hpctrain scale-report {study.name}", highlight=False)
 
@@ -169,6 +226,8 @@ def scale(
 def scale_report(
     study: Annotated[str | None, typer.Argument(help="Study name or id (default: the last).")
                      ] = None,
+    target: Annotated[str | None, typer.Option(
+        help="Time to this metric instead of the study's --target (same syntax).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The table and plot of a scaling study (runs still going are shown as they are)."""
@@ -179,7 +238,7 @@ def scale_report(
     found = Studies(history, backends.local_place()).find(study)
     # Where its runs went: this machine, or the login they were submitted through.
     studies = Studies(history, places.for_study(found, history, backends.local_place()))
-    _report(studies, found, studies.refresh(found), json_out)
+    _report(studies, found, studies.refresh(found), json_out, target)
 
 
 def register(app: typer.Typer) -> None:

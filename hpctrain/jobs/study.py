@@ -65,15 +65,24 @@ class StudyPlan:
     runs: tuple[tuple[Topology, int], ...]
     strong: bool
     trainer: TrainConfig
+    repeats: int = 1
+    target: scale.Target | None = None
 
     @property
     def mode(self) -> str:
         return "strong" if self.strong else "weak"
 
+    def jobs(self) -> list[tuple[int, Topology, int]]:
+        """(repeat from 1, topology, per-device batch) in the order they are submitted: round
+        by round, so that a burst of load on the node hits one repeat of several topologies,
+        not every repeat of one."""
+        return [(k, t, b) for k in range(1, self.repeats + 1) for t, b in self.runs]
+
     def as_dict(self) -> dict[str, Any]:
         from hpctrain.trainconfig.options import config_args
 
-        return {"profile": self.base.profile.name, "mode": self.mode,
+        return {"profile": self.base.profile.name, "mode": self.mode, "repeats": self.repeats,
+                "target": self.target.label if self.target else None,
                 "runs": [{"topology": t.label, "batch_per_device": b} for t, b in self.runs],
                 "trainer_args": list(config_args(self.trainer))}
 
@@ -135,11 +144,13 @@ class Studies:
         return self.history.add_study(StudyRecord(
             name=name or directory.name, profile=plan.base.profile.name, mode=plan.mode,
             directory=str(directory),
-            runs=[scale.run_record(t, b, None, cluster, None, "not submitted yet")
-                  for t, b in plan.runs]))
+            runs=[scale.run_record(t, b, None, cluster, None, "not submitted yet", repeat=k,
+                                   target=plan.target)
+                  for k, t, b in plan.jobs()]))
 
-    def submit_run(self, plan: StudyPlan, topo: Topology, batch: int) -> dict[str, Any]:
-        """Submit one topology's run; a refused one is recorded with its error, not hidden."""
+    def submit_run(self, plan: StudyPlan, repeat: int, topo: Topology, batch: int
+                   ) -> dict[str, Any]:
+        """Submit one run of a topology; a refused one is recorded with its error, not hidden."""
         from hpctrain.jobs.kinds import JobKind
 
         _client, cluster = self.slurm()
@@ -147,8 +158,10 @@ class Studies:
         try:
             done = kind.execute(kind.prepare(self.place), self.place, self.history)
         except HpctrainError as e:
-            return scale.run_record(topo, batch, None, cluster, None, str(e))
-        return scale.run_record(topo, batch, done.job_id, done.cluster, str(done.run_dir))
+            return scale.run_record(topo, batch, None, cluster, None, str(e), repeat=repeat,
+                                    target=plan.target)
+        return scale.run_record(topo, batch, done.job_id, done.cluster, str(done.run_dir),
+                                repeat=repeat, target=plan.target)
 
     def submit(self, study: StudyRecord, plan: StudyPlan, *, one_at_a_time: bool,
                timeout_s: float | None,
@@ -157,11 +170,12 @@ class Studies:
         the one before has ended."""
         started = time.monotonic()
         runs = list(study.runs)
-        for i, (topo, batch) in enumerate(plan.runs):
-            runs[i] = self.submit_run(plan, topo, batch)
+        jobs = plan.jobs()
+        for i, (repeat, topo, batch) in enumerate(jobs):
+            runs[i] = self.submit_run(plan, repeat, topo, batch)
             on_run(runs[i])
             self.history.update_study_runs(study.id or 0, runs)
-            if one_at_a_time and runs[i]["job_id"] and i + 1 < len(plan.runs):
+            if one_at_a_time and runs[i]["job_id"] and i + 1 < len(jobs):
                 left = None if timeout_s is None else timeout_s - (time.monotonic() - started)
                 self.wait(replace(study, runs=[runs[i]]), left)
         study.runs[:] = runs
@@ -195,15 +209,19 @@ class Studies:
                 f"`hpctrain scale-report {study.name}` once they end")
         return {r.job_id: r for r in fresh}
 
-    def report(self, study: StudyRecord, records: dict[str, JobRecord]
-               ) -> tuple[dict[str, Any], list[str]]:
-        """The table (written with its plot once every run has ended) and the runs pending."""
-        rows = scale.table(results(study, records, self._read))
+    def report(self, study: StudyRecord, records: dict[str, JobRecord],
+               target: scale.Target | None = None) -> tuple[dict[str, Any], list[str]]:
+        """The table (written with its plot once every run has ended) and the runs pending;
+        time to `target`, else to the study's own --target."""
+        target = target or scale.recorded_target(study.runs)
+        rows = scale.table(results(study, records, self._read), target)
         pending = [r.job_id for r in records.values() if not r.terminal]
         if pending:
             return {"study": study.name, "mode": study.mode, "directory": study.directory,
-                    "plot": None, "runs": rows}, pending
-        return scale.report(study.name, study.mode, rows, Path(study.directory)), pending
+                    "plot": None, "target": target.label if target else None,
+                    "runs": rows}, pending
+        return scale.report(study.name, study.mode, rows, Path(study.directory),
+                            target), pending
 
     def _read(self, path: Path) -> bytes | None:
         """A run's file where the run is: on this machine, or at the login, over its master."""
@@ -235,7 +253,8 @@ def can_plot() -> bool:
 
 @dataclass(frozen=True)
 class StudyKind:
-    """`scale`: one job per topology, recorded as a study; waiting and reporting are Studies'."""
+    """`scale`: `repeats` jobs per topology, recorded as a study; waiting and reporting are
+    Studies'."""
 
     plan: StudyPlan
     name: str | None
