@@ -242,7 +242,7 @@ def _row(group: Sequence[RunResult], target: Target | None) -> dict[str, Any]:
         "rate_ratio": round(s.ratio, 2) if s else None,
         "speedup": None, "speedup_range": None, "efficiency": None, "implausible": None,
         "target": target.label if target else None,
-        "time_to_target_s": _median(reached),
+        "time_to_target_s": _round(_median(reached), 2),
         "target_reached": len(reached) if target else None,
         "gpu_util_mean_pct": sum(utils) / len(utils) if utils else None,
         "run_dir": run.get("run_dir"),
