@@ -1,7 +1,8 @@
 """`hpctrain scale` options on the dev cluster (two partitions): without --wait it submits every
 run and returns, and scale-report completes the table; --strong splits --batch-size; --config,
 --task, --max-epochs, --set reach the trainer; --partition, -A, -t, --monitor-interval reach the
-job; --parallel with --wait submits the next run before the first has ended."""
+job; --parallel with --wait submits the next run before the first has ended; --repeats runs each
+topology that many times; --target (scale's, or scale-report's instead) gives the time to it."""
 
 from __future__ import annotations
 
@@ -49,13 +50,15 @@ def test_without_wait_submits_all_and_report_completes(two_partitions: DevCluste
                    "--batch-size", "64", "--config", str(config), "--task", "spiral",
                    "--max-epochs", "2", "--set", "data.samples=2000", "--partition", "batch",
                    "-A", "hpctrain-test", "-t", "5", "--monitor-interval", "2",
-                   "--name", "no wait", "--json")
+                   "--name", "no wait", "--repeats", "1", "--target", "val_acc=0.01", "--json")
     assert res.returncode == 0, res.stderr
     first = json.loads(res.stdout)
     ids = [str(r["job_id"]) for r in first["runs"]]
     # Returned once both were submitted, neither ended: both pending, no plot yet.
     assert all(i != "None" for i in ids) and sorted(map(str, first["pending"])) == sorted(ids)
-    assert first["plot"] is None
+    assert first["plot"] is None and first["target"] == "val_acc>=0.01"
+    # --repeats 1: one job per topology.
+    assert [r["job_ids"] for r in first["runs"]] == [[i] for i in ids]
     for job_id in ids:
         assert dc.wait_job(job_id, timeout_s=400)["State"] == "COMPLETED"
         assert sacct(dc, job_id, "Partition,Account,Timelimit") == {
@@ -72,6 +75,19 @@ def test_without_wait_submits_all_and_report_completes(two_partitions: DevCluste
     trained = [metrics(r) for r in runs]
     assert [(m["world_size"], m["batch_size_per_device"], m["effective_batch_size"])
             for m in trained] == [(1, 64, 64), (2, 32, 64)]
+    # The study's --target: an accuracy any epoch has, reached at the end of the first epoch.
+    assert data["target"] == "val_acc>=0.01"
+    for run, m in zip(runs, trained, strict=True):
+        first_epoch = (m["startup_s"] or 0) + m["epochs"][0]["time_s"]
+        assert run["target_reached"] == 1
+        assert run["time_to_target_s"] == pytest.approx(first_epoch, abs=0.01)
+    # scale-report --target instead of the study's: a loss no epoch gets to.
+    other = hpctrain(dc, tmp_path, "scale-report", "no wait", "--target", "val_loss<=0.0001",
+                     "--json")
+    assert other.returncode == 0, other.stderr
+    again = json.loads(other.stdout)
+    assert again["target"] == "val_loss<=0.0001"
+    assert [(r["target_reached"], r["time_to_target_s"]) for r in again["runs"]] == [(0, None)] * 2
     for run, m in zip(runs, trained, strict=True):
         assert (m["task"], m["epochs_completed"], m["learning_rate"]) == ("spiral", 2, 0.0123)
         # spiral is also the trainer's default task: --task shows in the command SLURM ran.
@@ -90,11 +106,18 @@ def test_parallel_submits_before_the_first_run_ends(two_partitions: DevClusterHa
     res = hpctrain(dc, tmp_path, "scale", "--profile", str(TWO_PARTITIONS), "--topologies",
                    "1x1,1x2", "--task", "spiral", "--max-epochs", "1", "--set",
                    "data.samples=2000", "--time", "5", "--name", "parallel", "--wait",
-                   "--parallel", "--wait-timeout", "500", "--json", timeout_s=600)
+                   "--parallel", "--wait-timeout", "500", "--repeats", "2", "--json",
+                   timeout_s=600)
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["pending"] == [] and data["mode"] == "weak"
     assert [r["state"] for r in data["runs"]] == ["COMPLETED", "COMPLETED"], res.stderr
+    # --repeats 2: two jobs per topology, each measured.
+    for row in data["runs"]:
+        assert [p["repeat"] for p in row["repeats"]] == [1, 2]
+        assert len(set(row["job_ids"])) == 2 and row["job_ids"][0] == row["job_id"]
+        assert all(p["state"] == "COMPLETED" and p["epoch_samples_per_s"]
+                   for p in row["repeats"])
     first, second = (sacct(dc, str(r["job_id"]), "Submit,End") for r in data["runs"])
     # One at a time would submit the second only after the first had ended.
     assert datetime.fromisoformat(second["Submit"]) < datetime.fromisoformat(first["End"])
