@@ -121,6 +121,16 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "0007_verdicts",
         ("ALTER TABLE jobs ADD COLUMN verdict TEXT",),
     ),
+    (
+        # `hpctrain sweep`: each point is a job (an array task, id "ARRAY_TASK") of a study;
+        # a study is a scaling study or a sweep.
+        "0008_sweeps",
+        (
+            "ALTER TABLE jobs ADD COLUMN study INTEGER",
+            "CREATE INDEX jobs_study ON jobs (study)",
+            "ALTER TABLE studies ADD COLUMN kind TEXT NOT NULL DEFAULT 'scale'",
+        ),
+    ),
 )
 
 _SCHEMA_MIGRATIONS = """
@@ -169,6 +179,8 @@ class JobFacts:
     race_of: str | None = None
     # The code snapshot the job runs (snapshots/store.py); None: it runs in `workdir`.
     snapshot: str | None = None
+    # A sweep's point: the study's id (the job is one task of the sweep's array).
+    study: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,6 +230,43 @@ class StateUpdate:
 _COLUMNS = tuple(f.name for f in fields(JobRecord))
 # Named, not `*`: later migrations may add columns in any order.
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM jobs"
+
+
+_INSERT = """
+INSERT INTO jobs (job_id, cluster, profile, job_name, partition, nodes, gpus_per_node,
+    total_gpus, command, run_dir, script_path, stdout_path, stderr_path, submitted_at, workdir,
+    git_commit, git_dirty, state, time_limit_s, updated_at, chain_head, segment, segments,
+    login, login_config, race_head, race_of, snapshot, study)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?, ?, ?,
+        ?, ?)
+ON CONFLICT (cluster, job_id) DO UPDATE SET
+    profile = excluded.profile, job_name = excluded.job_name,
+    partition = excluded.partition, nodes = excluded.nodes,
+    gpus_per_node = excluded.gpus_per_node, total_gpus = excluded.total_gpus,
+    command = excluded.command, run_dir = excluded.run_dir,
+    script_path = excluded.script_path, stdout_path = excluded.stdout_path,
+    stderr_path = excluded.stderr_path, submitted_at = excluded.submitted_at,
+    workdir = excluded.workdir, git_commit = excluded.git_commit,
+    git_dirty = excluded.git_dirty, state = 'PENDING', slurm_state = NULL, exit_code = NULL,
+    signal = NULL, reason = NULL, node_list = NULL, elapsed_s = NULL,
+    time_limit_s = excluded.time_limit_s, updated_at = excluded.updated_at, terminal = 0,
+    stale = 0, chain_head = excluded.chain_head, segment = excluded.segment,
+    segments = excluded.segments, login = excluded.login,
+    login_config = excluded.login_config, race_head = excluded.race_head,
+    race_of = excluded.race_of, snapshot = excluded.snapshot, verdict = NULL,
+    study = excluded.study
+"""
+
+
+def _insert_values(job: NewJob) -> tuple[object, ...]:
+    return (
+        job.job_id, job.cluster, job.profile, job.job_name, job.partition, job.nodes,
+        job.gpus_per_node, job.total_gpus, json.dumps(list(job.command)), job.run_dir,
+        job.script_path, job.stdout_path, job.stderr_path, job.submitted_at, job.workdir,
+        job.git_commit, None if job.git_dirty is None else int(job.git_dirty),
+        job.time_limit_s, utc_now(), job.chain_head, job.segment, job.segments, job.login,
+        job.login_config, job.race_head, job.race_of, job.snapshot, job.study,
+    )
 
 
 def _record(row: tuple[object, ...]) -> JobRecord:
@@ -330,55 +379,21 @@ class History:
 
     def add(self, job: NewJob) -> JobRecord:
         """Record a submitted job; the row starts PENDING."""
+        return self.add_all([job])[0]
+
+    def add_all(self, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        """Record submitted jobs in one transaction (a sweep's thousands of points); each row
+        starts PENDING. A dev cluster rebuilt from scratch reuses job ids: the new job
+        replaces the old."""
         conn = self._connect()
         try:
             with self._transaction(conn):
-                conn.execute(
-                    """
-                    INSERT INTO jobs (job_id, cluster, profile, job_name, partition, nodes,
-                        gpus_per_node, total_gpus, command, run_dir, script_path, stdout_path,
-                        stderr_path, submitted_at, workdir, git_commit, git_dirty, state,
-                        time_limit_s, updated_at, chain_head, segment, segments, login,
-                        login_config, race_head, race_of, snapshot)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING', ?, ?,
-                            ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (cluster, job_id) DO UPDATE SET
-                        profile = excluded.profile, job_name = excluded.job_name,
-                        partition = excluded.partition, nodes = excluded.nodes,
-                        gpus_per_node = excluded.gpus_per_node,
-                        total_gpus = excluded.total_gpus, command = excluded.command,
-                        run_dir = excluded.run_dir, script_path = excluded.script_path,
-                        stdout_path = excluded.stdout_path, stderr_path = excluded.stderr_path,
-                        submitted_at = excluded.submitted_at, workdir = excluded.workdir,
-                        git_commit = excluded.git_commit, git_dirty = excluded.git_dirty,
-                        state = 'PENDING', slurm_state = NULL, exit_code = NULL,
-                        signal = NULL, reason = NULL, node_list = NULL, elapsed_s = NULL,
-                        time_limit_s = excluded.time_limit_s,
-                        updated_at = excluded.updated_at, terminal = 0, stale = 0,
-                        chain_head = excluded.chain_head, segment = excluded.segment,
-                        segments = excluded.segments, login = excluded.login,
-                        login_config = excluded.login_config,
-                        race_head = excluded.race_head, race_of = excluded.race_of,
-                        snapshot = excluded.snapshot
-                    """,
-                    (
-                        job.job_id, job.cluster, job.profile, job.job_name, job.partition,
-                        job.nodes, job.gpus_per_node, job.total_gpus, json.dumps(list(job.command)),
-                        job.run_dir, job.script_path, job.stdout_path, job.stderr_path,
-                        job.submitted_at, job.workdir, job.git_commit,
-                        None if job.git_dirty is None else int(job.git_dirty),
-                        job.time_limit_s, utc_now(), job.chain_head, job.segment, job.segments,
-                        job.login, job.login_config, job.race_head, job.race_of,
-                        job.snapshot,
-                    ),
-                )
-                # A dev cluster rebuilt from scratch reuses job ids: the new job replaces the old.
-                row = conn.execute(
-                    f"{_SELECT} WHERE cluster = ? AND job_id = ?", (job.cluster, job.job_id)
-                ).fetchone()
+                conn.executemany(_INSERT, [_insert_values(job) for job in jobs])
+                rows = [conn.execute(f"{_SELECT} WHERE cluster = ? AND job_id = ?",
+                                     (job.cluster, job.job_id)).fetchone() for job in jobs]
         except sqlite3.Error as e:
             raise self._error("write", e) from None
-        return _record(row)
+        return [_record(row) for row in rows]
 
     def set_verdicts(self, verdicts: Iterable[tuple[int, str]]) -> None:
         """Store (row id, verdict) pairs of ended jobs; a verdict once made is kept."""
@@ -459,6 +474,10 @@ class History:
         return self._select("WHERE cluster = ? AND chain_head = ?", (cluster, head),
                             "ORDER BY segment")
 
+    def study_jobs(self, study_id: int) -> list[JobRecord]:
+        """A sweep's points, in point order (their run directories sort as the points)."""
+        return self._select("WHERE study = ?", (study_id,), "ORDER BY run_dir, id")
+
     def race(self, cluster: str, head: str) -> list[JobRecord]:
         """Every alternative of the run that `head` (its first alternative) started."""
         return self._select("WHERE cluster = ? AND race_head = ?", (cluster, head))
@@ -487,10 +506,10 @@ class History:
         try:
             with self._transaction(conn):
                 cur = conn.execute(
-                    "INSERT INTO studies (name, created_at, profile, mode, directory, runs) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO studies (name, created_at, profile, mode, directory, runs, "
+                    "kind) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (study.name, study.created_at, study.profile, study.mode, study.directory,
-                     json.dumps(study.runs)),
+                     json.dumps(study.runs), study.kind),
                 )
         except sqlite3.IntegrityError:
             raise HistoryError(f"a study named {study.name!r} exists already",
@@ -506,6 +525,15 @@ class History:
             with self._transaction(conn):
                 conn.execute("UPDATE studies SET runs = ? WHERE id = ?",
                              (json.dumps(runs), study_id))
+        except sqlite3.Error as e:
+            raise self._error("write", e) from None
+
+    def delete_study(self, study_id: int) -> None:
+        """Forget a study whose submission failed before anything was queued."""
+        conn = self._connect()
+        try:
+            with self._transaction(conn):
+                conn.execute("DELETE FROM studies WHERE id = ?", (study_id,))
         except sqlite3.Error as e:
             raise self._error("write", e) from None
 
@@ -525,17 +553,18 @@ class History:
             return []
         try:
             rows = self._connect().execute(
-                "SELECT id, name, created_at, profile, mode, directory, runs FROM studies "
+                "SELECT id, name, created_at, profile, mode, directory, runs, kind FROM studies "
                 f"{where} ORDER BY id", tuple(params)).fetchall()
         except sqlite3.Error as e:
             raise self._error("read", e) from None
         return [StudyRecord(id=r[0], name=r[1], created_at=r[2], profile=r[3], mode=r[4],
-                            directory=r[5], runs=json.loads(r[6])) for r in rows]
+                            directory=r[5], runs=json.loads(r[6]), kind=r[7]) for r in rows]
 
 
 @dataclass(frozen=True, kw_only=True)
 class StudyRecord:
-    """A scaling study: its runs are dicts (topology, nodes, gpus_per_node, job_id, ...)."""
+    """A study: `scale`'s runs are dicts (topology, nodes, gpus_per_node, job_id, ...); a
+    sweep's are its arrays (job_id, offset, size), its points are jobs with this `id`."""
 
     name: str
     profile: str
@@ -544,3 +573,5 @@ class StudyRecord:
     runs: list[dict[str, Any]]
     created_at: str = field(default_factory=utc_now)
     id: int | None = None
+    # "scale" or "sweep".
+    kind: str = "scale"

@@ -92,7 +92,11 @@ class LogPatterns:
 
 
 def log_patterns(plan: JobPlan) -> LogPatterns:
-    """Where the plan's job writes its output: `<log_dir>/<job name>-<job id>.out|.err`."""
+    """Where the plan's job writes its output: `<log_dir>/<job name>-<job id>.out|.err`; an
+    array task's as `<job name>-<array job id>_<task id>`, known at submit."""
+    if plan.array is not None:
+        return LogPatterns(stdout=f"{plan.log_dir}/%x-%A_%a.out",
+                           stderr=f"{plan.log_dir}/%x-%A_%a.err")
     return logs_in(plan.log_dir)
 
 

@@ -43,6 +43,16 @@ MONITOR_SUMMARY = "monitor-summary.json"
 # Not a file: the monitor's srun step name, by which `why` tells its steps from the job's.
 MONITOR_STEP = "hpctrain-monitor"
 
+# Written by `hpctrain sweep` into the sweep's run directory: each point's run directory is
+# POINTS/<point>/, the point's settings are its POINT_ARGS (one argument per line), SLURM's
+# output of each array task goes into SWEEP_LOGS/, the points and arrays into SWEEP_INFO.
+POINTS = "points"
+POINT_ARGS = "point.args"
+SWEEP_LOGS = "task-logs"
+SWEEP_INFO = "sweep.json"
+SWEEP_REPORT = "sweep-report.json"
+SWEEP_PLOT = "sweep.png"
+
 # Written by a scaling study into its own directory, beside its runs' directories.
 SCALING_REPORT = "scaling.json"
 SCALING_PLOT = "scaling.png"

@@ -17,13 +17,14 @@ from hpctrain.errors import HpctrainError
 # registered signature at start-up: ~20 ms for all of them); `--help` and unknown commands
 # get them all. tests/unit/test_cli.py checks that this table matches the modules.
 MODULES = ("render", "submit", "jobs", "why", "snapshots", "login", "train", "profiles",
-           "devcluster", "data", "stats", "scale")
+           "devcluster", "data", "stats", "scale", "sweep")
 MODULE_OF = {
     "render": "render", "submit": "submit", "status": "jobs", "logs": "jobs", "cancel": "jobs",
     "why": "why",
     "diff": "snapshots", "rerun": "snapshots", "gc": "snapshots", "login": "login",
     "train": "train", "profiles": "profiles", "devcluster": "devcluster", "data": "data",
     "stats": "stats", "scale": "scale", "scale-report": "scale",
+    "sweep": "sweep", "sweep-report": "sweep",
 }
 
 _state = {"debug": False}

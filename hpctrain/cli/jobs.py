@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from hpctrain.remote.connection import Connection
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/jobs.md).")]
+StudyOpt = Annotated[str | None, typer.Option(
+    "--study", metavar="NAME", help="A sweep's points (by study name or id).")]
 JobIdsArg = Annotated[
     list[str] | None, typer.Argument(help="SLURM job ids (default: see the command's help).")
 ]
@@ -57,9 +59,11 @@ def status(
     interval: Annotated[
         float, typer.Option(min=1.0, help="Seconds between refreshes with --watch.")
     ] = 5.0,
+    study: StudyOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show tracked jobs: unfinished ones and the last 20 (or the given ids, or --all)."""
+    """Show tracked jobs: unfinished ones and the last 20 (or the given ids, or --all); a
+    sweep's points as one row (--study NAME: its points)."""
     from hpctrain.cli import jobview
     from hpctrain.jobs import tracking, watchers
 
@@ -69,9 +73,12 @@ def status(
     history = backends.history()
 
     def select() -> list[JobRecord]:
-        # An alternative of a --first-of race stands for the race: its siblings come along.
-        return tracking.with_races(history, tracking.select(
-            history, job_ids or [], all_jobs=all_jobs, last=last))
+        if study is not None:
+            return tracking.study_points(history, study)
+        # An alternative of a --first-of race stands for the race: its siblings come along;
+        # a sweep's point for its sweep: all its points come along, to be counted in one row.
+        return tracking.with_studies(history, tracking.with_races(history, tracking.select(
+            history, job_ids or [], all_jobs=all_jobs, last=last)))
 
     if not watch and not (records := select()):
         # Nothing to refresh: SLURM is not asked (a login node answers `status` at once).
@@ -86,7 +93,11 @@ def status(
         local = backends.local_place()
         records, report, clusters[0] = watchers.refresh(history, local, select(), login,
                                                         starts)
-        return verdicts(history, records, local), report
+        records = verdicts(history, records, local)
+        if study is None:
+            names = {s.id: s.name for s in history.studies() if s.id is not None}
+            records = tracking.one_row_per_study(records, names)
+        return records, report
 
     if watch:
         jobview.watch(load, interval)
@@ -246,15 +257,18 @@ def cancel(
         bool, typer.Option("--yes", "-y", help="Do not ask before cancelling --all.")
     ] = False,
     login: LoginOpt = None,
+    study: StudyOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Cancel tracked jobs by id (a chain's or a race's job: all of it), or all with --all."""
+    """Cancel tracked jobs by id (a chain's or a race's job: all of it), a sweep
+    (--study NAME: all its arrays), or all with --all."""
     from hpctrain.jobs import tracking, watchers
 
-    if bool(job_ids) == all_jobs:
+    if sum((bool(job_ids), all_jobs, study is not None)) != 1:
         raise HpctrainError(
-            "name the jobs to cancel, or pass --all (not both)",
-            "e.g. `hpctrain cancel 1234` or `hpctrain cancel --all`",
+            "name the jobs to cancel, a --study, or pass --all (one of them)",
+            "e.g. `hpctrain cancel 1234`, `hpctrain cancel --study lr-bs` or "
+            "`hpctrain cancel --all`",
         )
     _check_login(login)
     history = backends.history()
@@ -266,11 +280,15 @@ def cancel(
         records = [r for r in tracking.unfinished(history, _watcher(history).cluster)
                    if not r.login]
         _confirm_all(records, yes)
+    elif study is not None:
+        records = tracking.study_points(history, study)
     else:
         # A job of a chain stands for the whole run: its pending segments go too.
         records = tracking.with_races(history, tracking.with_chains(
             history, tracking.select(history, job_ids or [])))
-    report = watchers.cancel(history, backends.local_place(), records)
+    # A whole sweep goes by its arrays' ids: one scancel however many points it has.
+    report = watchers.cancel(history, backends.local_place(), records,
+                             arrays=study is not None)
     if json_out:
         print_json(report.as_dict())
         return

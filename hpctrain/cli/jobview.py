@@ -78,6 +78,8 @@ def job_dict(record: JobRecord) -> dict[str, object]:
         "git_commit": record.git_commit, "git_dirty": record.git_dirty,
         "snapshot": record.snapshot, "login": record.login, "restarts": restarts(record),
         "verdict": record.verdict,
+        # A sweep's point, or (a row standing for a whole sweep) the sweep: its study's id.
+        "study": record.study,
         "chain": None if record.chain_head is None else {
             "head": record.chain_head, "segment": record.segment, "segments": record.segments},
         "race": _race_dict(record),

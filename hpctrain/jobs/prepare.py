@@ -112,7 +112,9 @@ def prepare(
     """Decide a submission from `workdir` without touching the filesystem or SLURM."""
     run_dir = run_dir_for(req.profile.output_dir, req.job_name, workdir, now, token)
     code = code_spec(workdir, run_dir, tuple(req.in_place)) if req.snapshot else None
-    req = dataclasses.replace(req, log_dir=str(run_dir), run_dir=str(run_dir),
+    # A sweep's array tasks log into one folder; each point's run directory is its own.
+    logs = run_dir / rundir.SWEEP_LOGS if req.array else run_dir
+    req = dataclasses.replace(req, log_dir=str(logs), run_dir=str(run_dir),
                               code_dir=str(code.code_dir) if code else None)
     plan, script = plan_script(req, environ=environ)
     return Prepared(

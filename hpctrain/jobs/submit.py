@@ -19,9 +19,12 @@ from hpctrain.slurm.client import SlurmTimeoutError
 from hpctrain.snapshots.store import Snapshot
 
 
-def expand_log_pattern(pattern: str, job_id: str, job_name: str, user: str) -> str:
-    """Expand SLURM's file-name patterns (%j %x %u %A %%) in one pass, as sbatch does."""
-    table = {"j": job_id, "A": job_id, "x": job_name, "u": user, "%": "%"}
+def expand_log_pattern(pattern: str, job_id: str, job_name: str, user: str,
+                       task: str | None = None) -> str:
+    """Expand SLURM's file-name patterns (%j %x %u %A %a %%) in one pass, as sbatch does;
+    an array task's (`task`) with `job_id` its array's id."""
+    table = {"j": job_id, "A": job_id, "x": job_name, "u": user, "%": "%",
+             **({"a": task} if task is not None else {})}
 
     def sub(m: re.Match[str]) -> str:
         return table.get(m.group(1), m.group(0))

@@ -35,6 +35,25 @@ def select(
     return history.all() if all_jobs else history.recent(last)
 
 
+def with_studies(history: History, records: Sequence[JobRecord]) -> list[JobRecord]:
+    """The records plus every other point of the sweeps they belong to (a sweep is one row
+    in a listing, counted over all of its points)."""
+    out = {r.id: r for r in records}
+    # Once per sweep: a listing may hold thousands of its points.
+    for study in dict.fromkeys(r.study for r in records if r.study is not None):
+        out.update((p.id, p) for p in history.study_jobs(study))
+    return sorted(out.values(), key=lambda r: r.id)
+
+
+def study_points(history: History, name: str) -> list[JobRecord]:
+    """A sweep's points (every segment of a chained one), by the study's name or id."""
+    study = history.study(name)
+    if study is None or study.kind != "sweep":
+        raise HpctrainError(f"no sweep {name!r} in the history ({history.path})",
+                            "`hpctrain status` lists the sweeps, one row each")
+    return history.study_jobs(study.id or 0)
+
+
 def pick(history: History, job_id: str | None) -> JobRecord:
     """The job with this id (the newest if several clusters used it), or the last submitted."""
     if job_id is None:
@@ -170,3 +189,84 @@ def monitor_summary(job: str | None, history: Callable[[], History]
             "the job has not started yet, or ran with --no-monitor; the monitor is on by default",
         )
     return {"job_id": job_id, **summary}, run_dir
+
+
+def study_counts(points: Sequence[JobRecord]) -> dict[str, int]:
+    """A sweep's points by how they stand: done, running, pending, cancelled, failed (the
+    other ends)."""
+    counts = {"done": 0, "running": 0, "pending": 0, "cancelled": 0, "failed": 0}
+    for r in latest_segments(points):
+        counts[_standing_word(r)] += 1
+    return counts
+
+
+def _standing_word(r: JobRecord) -> str:
+    from hpctrain.slurm.states import JobState, parse_state
+
+    state = parse_state(r.state)
+    if state is JobState.COMPLETED:
+        return "done"
+    if state is JobState.CANCELLED:
+        return "cancelled"
+    if r.terminal or state.is_terminal:
+        return "failed"
+    return "pending" if state is JobState.PENDING else "running"
+
+
+def latest_segments(points: Sequence[JobRecord]) -> list[JobRecord]:
+    """Each point once: a chained point by the segment that stands for it (running, else the
+    first unfinished, else the last)."""
+    by_point: dict[str, list[JobRecord]] = {}
+    for r in points:
+        by_point.setdefault(r.run_dir or r.job_id, []).append(r)
+    return [_standing(group) for group in by_point.values()]
+
+
+def _standing(group: list[JobRecord]) -> JobRecord:
+    unfinished = [r for r in group if not r.terminal]
+    return (unfinished or group[-1:])[0]
+
+
+def one_row_per_study(records: Sequence[JobRecord], names: dict[int, str]
+                      ) -> list[JobRecord]:
+    """A sweep's points as one row: `sweep NAME [37/60 done, 4 running, 1 failed]`, its job
+    ids the arrays', its state the most urgent one (running, else pending, else the end)."""
+    groups: dict[int, list[JobRecord]] = {}
+    out: list[JobRecord] = []
+    for r in records:
+        if r.study is None:
+            out.append(r)
+        elif r.study not in groups:
+            groups[r.study] = [r]
+            out.append(r)
+        else:
+            groups[r.study].append(r)
+    for study, points in groups.items():
+        out[out.index(points[0])] = study_row(points, names.get(study, str(study)))
+    return out
+
+
+def study_row(points: Sequence[JobRecord], name: str) -> JobRecord:
+    """The one row standing for a sweep's points."""
+    import dataclasses
+
+    from hpctrain.slurm.parsers import array_of
+
+    counts = study_counts(points)
+    total = sum(counts.values())
+    parts = [f"{counts['done']}/{total} done"] + [f"{v} {k}" for k, v in counts.items()
+                                                   if v and k != "done"]
+    standing = latest_segments(points)
+    state = ("RUNNING" if counts["running"] else "PENDING" if counts["pending"]
+             else "FAILED" if counts["failed"] else "CANCELLED" if counts["cancelled"]
+             else "COMPLETED")
+    arrays = ",".join(dict.fromkeys(array_of(r.job_id) for r in points if r.segment in (None, 1)))
+    sweep_dir = str(Path(points[0].run_dir).parent.parent) if points[0].run_dir else None
+    return dataclasses.replace(
+        points[0], job_id=arrays, run_dir=sweep_dir, state=state,
+        job_name=f"sweep {name} [{', '.join(parts)}]",
+        terminal=all(r.terminal for r in standing), node_list=None, reason=None,
+        elapsed_s=max((r.elapsed_s or 0 for r in standing), default=0), chain_head=None,
+        verdict=f"{counts['failed']} failed" if counts["failed"] else "",
+        exit_code=1 if counts["failed"] else 0, signal=None)
+

@@ -15,7 +15,7 @@ from enum import Enum
 from hpctrain.errors import SlurmUnavailableError
 from hpctrain.history import History, JobRecord, StateUpdate
 from hpctrain.slurm.client import AccountingUnavailableError, SlurmClient, SlurmTimeoutError
-from hpctrain.slurm.parsers import JobInfo
+from hpctrain.slurm.parsers import JobInfo, array_of
 from hpctrain.slurm.states import JobState, parse_state
 
 # Without accounting, exit codes of finished jobs come from `scontrol show job`, one call per
@@ -377,8 +377,9 @@ class JobWatcher:
 
     # --- cancel ------------------------------------------------------------------------------
 
-    def cancel(self, records: Sequence[JobRecord]) -> CancelReport:
-        """One scancel for every unfinished job of this cluster among `records`.
+    def cancel(self, records: Sequence[JobRecord], arrays: bool = False) -> CancelReport:
+        """One scancel for every unfinished job of this cluster among `records` (`arrays`:
+        the arrays of array tasks, by their ids, which takes the tasks not split yet too).
 
         Raises SlurmUnavailableError when scancel cannot reach the controller: nothing is
         skipped or recorded on a guess.
@@ -397,7 +398,8 @@ class JobWatcher:
                 targets.append(r.job_id)
         if targets:
             try:
-                self.client.scancel(targets)
+                self.client.scancel(list(dict.fromkeys(array_of(t) for t in targets))
+                                    if arrays else targets)
             except SlurmUnavailableError as e:
                 raise _not_cancelled(targets, e) from None
             report.cancelled.extend(targets)

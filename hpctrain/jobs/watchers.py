@@ -65,13 +65,15 @@ def refresh(history: History, local: Place, records: Sequence[JobRecord], login:
     return [fresh[r.id] for r in records if r.id in fresh], total, ", ".join(clusters)
 
 
-def cancel(history: History, local: Place, records: Sequence[JobRecord]) -> CancelReport:
-    """One scancel per login (here, or over its ssh master) for the records' unfinished jobs."""
+def cancel(history: History, local: Place, records: Sequence[JobRecord], arrays: bool = False
+           ) -> CancelReport:
+    """One scancel per login (here, or over its ssh master) for the records' unfinished jobs
+    (`arrays`: whole job arrays, by their ids)."""
     total = CancelReport()
     if not records:
         return watcher(history, local).cancel(records)
     for group in by_login(records, None).values():
-        report = group_watcher(history, local, group).cancel(group)
+        report = group_watcher(history, local, group).cancel(group, arrays)
         total.cancelled += report.cancelled
         total.skipped.update(report.skipped)
     return total

@@ -155,6 +155,8 @@ def _check_run_dir(run_dir: Path) -> None:
 def _write_files(run_dir: Path, files: Sequence[RunFile]) -> None:
     run_dir.mkdir(parents=True, exist_ok=False)
     for f in files:
+        # A sweep's points have their files in folders below the run directory.
+        f.path.parent.mkdir(parents=True, exist_ok=True)
         if f.copy_of is not None:
             shutil.copy2(f.copy_of, f.path)
         else:

@@ -116,7 +116,8 @@ class LoginPlace:
             for f in files:
                 data = (self.local_copy(f.copy_of).read_bytes() if f.copy_of is not None
                         else (f.text or "").encode())
-                info = tarfile.TarInfo(f.path.name)
+                # A sweep's points have their files in folders below the run directory.
+                info = tarfile.TarInfo(str(f.path.relative_to(run_dir)))
                 info.size, info.mode = len(data), f.mode or 0o644
                 tar.addfile(info, io.BytesIO(data))
         quoted = shlex.quote(str(run_dir))

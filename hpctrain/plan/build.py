@@ -102,4 +102,5 @@ def build_plan(req: JobRequest) -> JobPlan:
         notes=tuple(found.notes),
         race=req.race,
         code_dir=req.code_dir,
+        array=req.array,
     )

@@ -69,6 +69,24 @@ class JobRequest:
     snapshot: bool = True
     in_place: Sequence[str] = ()
     code_dir: str | None = None
+    # `hpctrain sweep`: the job is one array of the sweep's points (None: one job).
+    array: SweepArray | None = None
+
+
+@dataclass(frozen=True)
+class SweepArray:
+    """A sweep's SLURM job array: task T runs point `offset` + T of the sweep, in the run
+    directory's `points/<point, zero-padded to width>/`, its settings from `point.args`."""
+
+    offset: int
+    size: int
+    throttle: int | None
+    width: int
+
+    @property
+    def spec(self) -> str:
+        """sbatch's --array value (task ids start at 0: SLURM's MaxArraySize bounds them)."""
+        return f"0-{self.size - 1}" + (f"%{self.throttle}" if self.throttle else "")
 
 
 @dataclass(frozen=True)
@@ -117,6 +135,8 @@ class JobPlan:
     race: str | None = None
     # The snapshot of the project the job runs in (None: where it was submitted from).
     code_dir: str | None = None
+    # `hpctrain sweep`: the array of points this script runs (None: one job).
+    array: SweepArray | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -162,4 +182,5 @@ class JobPlan:
             "monitor_interval_s": self.monitor_interval_s,
             "notes": list(self.notes),
             "race": self.race,
+            "array": self.array.spec if self.array else None,
         }

@@ -190,7 +190,7 @@ class SlurmClient:
         """One `squeue` for all ids; jobs the controller has forgotten are simply absent."""
         if not job_ids:
             return {}
-        json_out = self.dialect().json
+        json_out = self.dialect().json and not has_tasks(job_ids)
         result = self._prefetched_result("squeue", job_ids) or self.run(
             _squeue_argv(job_ids, json_out), check=False)
         if result.returncode != 0:
@@ -211,7 +211,7 @@ class SlurmClient:
         """One `sacct` for all ids (allocations only); AccountingUnavailableError if it can't."""
         if not job_ids:
             return {}
-        json_out = self.dialect().json
+        json_out = self.dialect().json and not has_tasks(job_ids)
         try:
             result = self._prefetched_result("sacct", job_ids) or self.run(
                 _sacct_argv(job_ids, json_out), check=False)
@@ -388,20 +388,33 @@ class SlurmClient:
         return self.transport.cluster_name()
 
 
+def has_tasks(job_ids: Sequence[str]) -> bool:
+    """True when an id names a job array's task (a sweep's point: ARRAY_TASK)."""
+    return any(parsers.is_array_task(j) for j in job_ids)
+
+
+def _asked(job_ids: Sequence[str]) -> str:
+    """The ids for --jobs: an array task is asked for by its array's id, so one answer lists
+    all of a sweep's points however many they are."""
+    return parsers.job_id_list(parsers.array_of(j) for j in job_ids)
+
+
 def _squeue_argv(job_ids: Sequence[str], json_out: bool) -> tuple[str, ...]:
-    ids = parsers.job_id_list(job_ids)
-    if json_out:
-        return ("squeue", "--json", "--states=all", "--jobs", ids)
-    return ("squeue", "--noheader", "--states=all", "--jobs", ids,
+    if json_out and not has_tasks(job_ids):
+        return ("squeue", "--json", "--states=all", "--jobs", parsers.job_id_list(job_ids))
+    # Array tasks are asked in text on every version: --array lists each task as ARRAY_TASK,
+    # the id the history keeps, where JSON names only the task's own job id.
+    tasks = ("--array",) if has_tasks(job_ids) else ()
+    return ("squeue", "--noheader", "--states=all", *tasks, "--jobs", _asked(job_ids),
             "--format", parsers.SQUEUE_FORMAT + starts.START_FIELD)
 
 
 def _sacct_argv(job_ids: Sequence[str], json_out: bool) -> tuple[str, ...]:
-    ids = parsers.job_id_list(job_ids)
-    if json_out:
-        return ("sacct", "--json", "--allocations", "--jobs", ids)
-    return ("sacct", "--allocations", "--parsable2", "--noheader",
-            "--jobs", ids, "--format", parsers.SACCT_FORMAT)
+    if json_out and not has_tasks(job_ids):
+        return ("sacct", "--json", "--allocations", "--jobs", parsers.job_id_list(job_ids))
+    return ("sacct", "--allocations", "--parsable2", "--noheader", "--jobs", _asked(job_ids),
+            "--format", parsers.SACCT_TASK_FORMAT if has_tasks(job_ids)
+            else parsers.SACCT_FORMAT)
 
 
 def pending_argv(job_id: str) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hpctrain.errors import SlurmError
 from hpctrain.slurm.states import PENDING as WAITING
@@ -21,6 +21,8 @@ SQUEUE_FORMAT = "|".join(SQUEUE_FIELDS)
 SACCT_FIELDS = ("JobIDRaw", "State", "ExitCode", "Elapsed", "Timelimit", "NNodes", "NodeList",
                 "Reason")
 SACCT_FORMAT = ",".join(SACCT_FIELDS)
+# For array tasks: JobID is ARRAY_TASK (JobIDRaw would be each task's own job id).
+SACCT_TASK_FORMAT = ",".join(("JobID", *SACCT_FIELDS[1:]))
 
 # Words SLURM prints where a field has no value.
 _EMPTY = {"", "none", "(null)", "none assigned", "n/a"}
@@ -135,24 +137,49 @@ def parse_sacct(stdout: str) -> dict[str, JobInfo]:
             continue
         # Reason is last and free text: put back any '|' it contained.
         job_id, state, exit_code, elapsed, limit, nodes, node_list = parts[: n - 1]
-        reason = "|".join(parts[n - 1:])
-        st = parse_state(state)
-        code, sig = parse_exit_code(exit_code)
-        # A requeued job has one row per run; the last one is the current run.
-        out[job_id.strip()] = JobInfo(
-            job_id=job_id.strip(),
-            state=st,
-            slurm_state=state.strip(),
-            source="sacct",
-            reason=(empty_value(reason) if not st.is_terminal and st is not JobState.RUNNING
-                    else None),
-            exit_code=code if st.is_terminal else None,
-            signal=sig if st.is_terminal else None,
-            node_list=empty_value(node_list),
-            nodes=_int(nodes),
-            elapsed_s=parse_duration(elapsed),
-            time_limit_s=parse_duration(limit),
-        )
+        info = _sacct_info(job_id, state, exit_code, elapsed, limit, nodes, node_list,
+                           "|".join(parts[n - 1:]))
+        # A requeued job has one row per run; the last one is the current run. The tasks of
+        # an array that never started are one row (`123_[4-29%2]`): one entry per task here.
+        out.update((one, replace(info, job_id=one)) for one in array_task_ids(info.job_id))
+    return out
+
+
+def _sacct_info(job_id: str, state: str, exit_code: str, elapsed: str, limit: str,
+                nodes: str, node_list: str, reason: str) -> JobInfo:
+    st = parse_state(state)
+    code, sig = parse_exit_code(exit_code)
+    return JobInfo(
+        job_id=job_id.strip(),
+        state=st,
+        slurm_state=state.strip(),
+        source="sacct",
+        reason=(empty_value(reason) if not st.is_terminal and st is not JobState.RUNNING
+                else None),
+        exit_code=code if st.is_terminal else None,
+        signal=sig if st.is_terminal else None,
+        node_list=empty_value(node_list),
+        nodes=_int(nodes),
+        elapsed_s=parse_duration(elapsed),
+        time_limit_s=parse_duration(limit),
+    )
+
+
+_ARRAY_ROW = re.compile(r"(\d+)_\[([0-9,\-]+)(?:%\d+)?\]")
+
+
+def array_task_ids(job_id: str) -> list[str]:
+    """`123_[4-6,9%2]` (the tasks of an array that never started, as one row) as
+    123_4, 123_5, 123_6, 123_9; any other id as it is."""
+    m = _ARRAY_ROW.fullmatch(job_id)
+    if m is None:
+        return [job_id]
+    out: list[str] = []
+    for part in m.group(2).split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            return [job_id]
+        out.extend(f"{m.group(1)}_{t}" for t in range(int(low), int(high or low) + 1))
     return out
 
 
@@ -247,6 +274,17 @@ def parse_sinfo_node_states(stdout: str) -> dict[str, str]:
             # A node in several partitions has one line per partition, all with one state.
             states[name] = state.strip()
     return states
+
+
+def is_array_task(job_id: str) -> bool:
+    """`123_4`: task 4 of job array 123 (a sweep's point)."""
+    array, sep, task = job_id.partition("_")
+    return bool(sep) and array.isdigit() and task.isdigit()
+
+
+def array_of(job_id: str) -> str:
+    """The array's job id of a task id; any other id as it is."""
+    return job_id.partition("_")[0] if is_array_task(job_id) else job_id
 
 
 def job_id_list(ids: Iterable[str]) -> str:

@@ -1,0 +1,198 @@
+"""`hpctrain sweep` and `sweep-report`: many points of one training as SLURM job arrays."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from hpctrain.cli import backends
+from hpctrain.cli.options import JobOptions, LoginOpt, build_request, with_job_options
+from hpctrain.cli.output import console, err_console, print_json
+from hpctrain.errors import HpctrainError
+
+if TYPE_CHECKING:
+    from hpctrain.jobs.pipeline import Outcome
+    from hpctrain.jobs.sweep import PreparedSweep, SweepSubmitted
+    from hpctrain.plan.sweep import Sweep
+
+GridOpt = Annotated[list[str] | None, typer.Option(
+    "--grid", metavar="KEY=V1,V2", help="A setting and its values; every combination of the "
+    "--grid options is a point (repeatable).")]
+PointsOpt = Annotated[str | None, typer.Option(
+    "--points", metavar="FILE", help="The points from a file: CSV with a header of keys, or "
+    "YAML, a list of mappings.")]
+SampleOpt = Annotated[list[str] | None, typer.Option(
+    "--sample", metavar="KEY=DIST", help="A setting drawn at random: uniform:A,B, "
+    "loguniform:A,B, int:A,B or choice:X,Y,Z (repeatable; with --samples).")]
+SamplesOpt = Annotated[int | None, typer.Option(
+    "--samples", min=1, metavar="N", help="With --sample: the number of random points.")]
+SeedOpt = Annotated[int, typer.Option(help="With --sample: the random seed (same seed, same "
+                                      "points).")]
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", metavar="KEY=VALUE", help="Packaged trainer: a setting every point shares "
+    "(repeatable).")]
+TaskOpt = Annotated[str | None, typer.Option(help="Packaged trainer: the task, e.g. spiral.")]
+EpochsOpt = Annotated[int | None, typer.Option("--max-epochs", min=1,
+                                               help="Packaged trainer: epochs per point.")]
+ParallelOpt = Annotated[int | None, typer.Option(
+    "--max-parallel", min=1, metavar="K", help="At most K points run at once (the array's %K).")]
+ArraySizeOpt = Annotated[int | None, typer.Option(
+    "--max-array-size", min=1, metavar="N", help="Points per array (default: the cluster's "
+    "MaxArraySize, from scontrol show config).")]
+NameOpt = Annotated[str | None, typer.Option(help="The study's name (default: the run "
+                                             "directory's).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output "
+                                       "(docs/sweeps.md).")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the points, arrays and "
+                                         "script; create and submit nothing.")]
+ChainOpt = Annotated[int, typer.Option("--chain", min=1, help="Each point as N jobs, each "
+                                       "after its own forerunner (long trainings).")]
+
+
+def _points(grid: list[str], points: str | None, sample: list[str], samples: int | None,
+            seed: int, sets: list[str]) -> Sweep:
+    """The sweep from exactly one of --grid, --points, --sample."""
+    from hpctrain.plan import sweep
+
+    given = [n for n, v in (("--grid", grid), ("--points", points), ("--sample", sample)) if v]
+    if len(given) != 1:
+        raise HpctrainError(f"give one of --grid, --points, --sample (got {len(given)})",
+                            "e.g. --grid optim.lr=0.1,0.03 --grid trainer.batch_size=32,64")
+    if bool(sample) != (samples is not None):
+        raise HpctrainError("--sample and --samples go together",
+                            "e.g. --sample optim.lr=loguniform:1e-4,1e-1 --samples 20")
+    if grid:
+        made = sweep.grid(grid)
+    elif points:
+        made = sweep.from_table(_read(points), points)
+    else:
+        made = sweep.samples(sample, samples or 0, seed)
+    return sweep.with_fixed(made, sets)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise HpctrainError(f"--points {path}: {getattr(e, 'strerror', None) or e}",
+                            "give a readable CSV or YAML file") from None
+
+
+def _request(job: JobOptions, task: str | None, sets: list[str], max_epochs: int | None
+             ) -> Any:
+    """The job every point shares; the packaged trainer's --task/--set/--max-epochs folded in."""
+    from dataclasses import replace
+
+    request = build_request(job)
+    if not (task or sets or max_epochs):
+        return request
+    if request.command:
+        raise HpctrainError("--task, --set and --max-epochs are the packaged trainer's",
+                            "give your own command its settings in its own arguments")
+    from hpctrain.trainconfig.options import TrainerCall
+
+    call = TrainerCall(config=request.config, task=task, sets=tuple(sets))
+    return replace(request, trainer=call.adding([("trainer.max_epochs", max_epochs)]).load())
+
+
+@with_job_options
+def sweep(
+    job: JobOptions, grid: GridOpt = None, points: PointsOpt = None, sample: SampleOpt = None,
+    samples: SamplesOpt = None, seed: SeedOpt = 0, sets: SetOpt = None, task: TaskOpt = None,
+    max_epochs: EpochsOpt = None, max_parallel: ParallelOpt = None,
+    max_array_size: ArraySizeOpt = None, chain: ChainOpt = 1, name: NameOpt = None,
+    login: LoginOpt = None, dry_run: DryRunOpt = False, json_out: JsonOpt = False,
+) -> None:
+    """Run one training at many points (a grid, a list, random samples) as SLURM job arrays."""
+    from dataclasses import replace
+
+    from hpctrain import places
+    from hpctrain.jobs.pipeline import run
+    from hpctrain.jobs.sweep import SweepKind, SweepPlan
+
+    made = _points(grid or [], points, sample or [], samples, seed, sets or [])
+    # The default job name says what it is: the points are `sweep#0`, `sweep#1`, ...
+    named = replace(job, job_name="sweep") if job.job_name == "hpctrain" else job
+    request = replace(_request(named, task, sets or [], max_epochs), chain=chain)
+    history = backends.history()
+    if name is not None and history.study(name) is not None:
+        raise HpctrainError(f"a study named {name!r} exists already", "choose another --name")
+    place = places.for_profile(request.profile, login, job.python_env)
+    kind = SweepKind(SweepPlan(request, made, max_parallel, max_array_size, name))
+    outcome = run(kind, place, history, dry_run)
+    if outcome.result is None:
+        _show_dry_run(outcome.prepared, json_out)
+    else:
+        _show_submitted(outcome, json_out)
+
+
+def _show_dry_run(prep: PreparedSweep, json_out: bool) -> None:
+    from hpctrain.cli.render import show_script, show_summary
+
+    if json_out:
+        print_json({"dry_run": True, **prep.as_dict(), "script_text": prep.arrays[0].script})
+        return
+    show_script(prep.arrays[0].script)
+    show_summary(prep.arrays[0].plan)
+    _show_points(prep)
+    err_console.print(f"dry run: nothing created or submitted; the run directory would be "
+                      f"{prep.run_dir}", highlight=False)
+
+
+def _show_points(prep: PreparedSweep) -> None:
+    count = len(prep.sweep.points)
+    arrays = ", ".join(p.plan.array.spec for p in prep.arrays if p.plan.array)
+    err_console.print(f"sweep {prep.name}: {count} point(s) ({prep.sweep.method} over "
+                      f"{', '.join(prep.sweep.keys)}), array(s) {arrays}", highlight=False)
+    for n, args in enumerate(prep.args[:3]):
+        err_console.print(f"  point {n}: {' '.join(args)}", highlight=False)
+    if count > 3:
+        err_console.print(f"  ... {count - 3} more", highlight=False)
+    for note in prep.notes:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+
+
+def _show_submitted(outcome: Outcome[PreparedSweep, SweepSubmitted], json_out: bool) -> None:
+    done = outcome.result
+    assert done is not None
+    if json_out:
+        print_json({**done.as_dict(), **outcome.facts})
+        return
+    for note in outcome.notes:
+        err_console.print(note, highlight=False)
+    _show_points(outcome.prepared)
+    arrays = ", ".join(a[0] for a in done.arrays)
+    console.print(f"Submitted sweep [bold]{done.study.name}[/]: {done.points} point(s) as "
+                  f"job array(s) {arrays}", highlight=False)
+    console.print(f"run directory: {done.run_dir}", highlight=False, soft_wrap=True)
+    console.print(f"follow it:     hpctrain status --study {done.study.name}", highlight=False)
+    console.print(f"results:       hpctrain sweep-report {done.study.name}", highlight=False)
+
+
+def sweep_report(
+    study: Annotated[str | None, typer.Argument(help="Study name or id (default: the last "
+                                                "sweep).")] = None,
+    metric: Annotated[str | None, typer.Option(help="The metric to rank by (default: the "
+                                               "task's, e.g. val_acc).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """The table of a sweep's points (settings, final and best metric, time, state, why it
+    failed), the best point, and a plot of the metric against each swept setting."""
+    from hpctrain.cli import sweepview
+    from hpctrain.jobs.sweep_report import Sweeps
+
+    sweeps = Sweeps(backends.history(), backends.local_place())
+    found = sweeps.find(study)
+    report = sweeps.report(found, metric)
+    sweepview.show_report(report, json_out)
+
+
+def register(app: typer.Typer) -> None:
+    """Add sweep and sweep-report to the root app."""
+    app.command(
+        context_settings={"allow_interspersed_args": False},
+        epilog="Example: hpctrain sweep --profile local --task spiral --max-epochs 2 "
+        "--grid optim.lr=0.1,0.03 --grid trainer.batch_size=32,64 --max-parallel 2")(sweep)
+    app.command("sweep-report", epilog="Example: hpctrain sweep-report --json")(sweep_report)

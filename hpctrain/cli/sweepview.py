@@ -1,0 +1,74 @@
+"""How a sweep's report is shown: a table of points, the best one, the plot's path."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from hpctrain.cli.output import console, err_console, is_tty, print_json
+
+
+def _cell(value: Any, fmt: str = "") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def rows(data: dict[str, Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The header and one line per point: its settings, state, metric, time, why."""
+    keys = list(data["keys"])
+    metric = data["metric"] or "metric"
+    header = ("POINT", "JOB", *keys, "STATE", f"FINAL {metric}", "BEST", "EPOCHS", "TIME",
+              "WHY")
+    body = [(str(r["point"]), r["job_id"], *(str(r["settings"].get(k, "-")) for k in keys),
+             r["state"], _cell(r["final"], ".4g"), _cell(r["best"], ".4g"), _cell(r["epochs"]),
+             _cell(r["time_s"], ".1f"), r["why"] or "")
+            for r in data["points"]]
+    return header, body
+
+
+def plain(header: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
+    """Aligned columns that survive a pipe (never folded)."""
+    lines = [header, *body]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+                     for line in lines) + "\n"
+
+
+def show_report(data: dict[str, Any], json_out: bool) -> None:
+    if json_out:
+        print_json(data)
+        return
+    counts = data["counts"]
+    header, body = rows(data)
+    title = (f"sweep {data['study']} ({data['method']}): "
+             + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
+    if is_tty():
+        from rich.markup import escape
+        from rich.table import Table
+
+        t = Table(title=escape(title), title_justify="left", box=None, pad_edge=False,
+                  header_style="bold")
+        for col in header:
+            t.add_column(escape(col), no_wrap=col != "WHY")
+        for line in body:
+            t.add_row(*(escape(c) for c in line))
+        console.print(t)
+    else:
+        sys.stdout.write(title + "\n" + plain(header, body))
+    _show_best(data)
+
+
+def _show_best(data: dict[str, Any]) -> None:
+    top = data["best"]
+    if top is not None:
+        settings = " ".join(f"{k}={v}" for k, v in top["settings"].items())
+        console.print(f"best: point {top['point']} ({settings}): {data['metric']} "
+                      f"{top['best']:.4g} ({data['mode']})", highlight=False, soft_wrap=True)
+    elif data["metric"] is None:
+        err_console.print("no metric to rank by yet: the points have written none (give "
+                          "--metric NAME)", highlight=False)
+    if data["plot"]:
+        console.print(f"plot: {data['plot']}", highlight=False, soft_wrap=True)
+    elif data["counts"]["running"] or data["counts"]["pending"]:
+        err_console.print(f"the report and plot are written once every point has ended: "
+                          f"`hpctrain sweep-report {data['study']}` again later",
+                          highlight=False)

@@ -1,0 +1,253 @@
+"""A sweep's results: each point's settings, metric, time and end, the best point, a plot.
+
+The rows are made by pure functions from what the history and the run directories hold
+(`point_row`, `choose_metric`, `best`); `Sweeps` gathers them (refreshing the points' states
+first: the watcher's two SLURM calls however many points) and writes the report beside them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpctrain import rundir
+from hpctrain.errors import HpctrainError
+from hpctrain.jobs import scale
+
+if TYPE_CHECKING:
+    from hpctrain.history import History, JobRecord, StudyRecord
+    from hpctrain.places import Place
+
+# Metrics where more is better, by the words in their names; every other one is a loss.
+_HIGHER = ("acc", "auc", "f1", "precision", "recall", "score", "iou", "map")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    mode: str  # "max" or "min"
+
+    def better(self, a: float, b: float) -> bool:
+        return a > b if self.mode == "max" else a < b
+
+
+def choose_metric(given: str | None, files: Sequence[dict[str, Any] | None]) -> Metric | None:
+    """`--metric NAME[:max|min]`, else the metric the trainer's best.ckpt followed."""
+    if given:
+        name, _, mode = given.partition(":")
+        if mode and mode not in ("max", "min"):
+            raise HpctrainError(f"--metric {given!r}: the mode is max or min",
+                                "write e.g. --metric val_acc:max")
+        return Metric(name, mode or _mode_of(name, files))
+    for m in files:
+        if m and m.get("best_val_metric"):
+            return Metric(str(m["best_val_metric"]), str(m.get("best_val_mode") or "min"))
+    return None
+
+
+def _mode_of(name: str, files: Sequence[dict[str, Any] | None]) -> str:
+    for m in files:
+        if m and m.get("best_val_metric") == name and m.get("best_val_mode"):
+            return str(m["best_val_mode"])
+    return "max" if any(word in name.lower() for word in _HIGHER) else "min"
+
+
+def _values(metrics: dict[str, Any] | None, metric: Metric | None) -> list[float]:
+    if not metrics or metric is None:
+        return []
+    out = []
+    for epoch in metrics.get("epochs") or []:
+        value = (epoch.get("metrics") or {}).get(metric.name) if isinstance(epoch, dict) else None
+        if isinstance(value, int | float):
+            out.append(float(value))
+    return out
+
+
+def point_row(index: int, settings: dict[str, str], record: JobRecord,
+              metrics: dict[str, Any] | None, metric: Metric | None) -> dict[str, Any]:
+    """One point of the table: its settings, the metric's final and best value, its time."""
+    values = _values(metrics, metric)
+    best_value = None
+    for v in values:
+        if best_value is None or (metric is not None and metric.better(v, best_value)):
+            best_value = v
+    wall = (metrics or {}).get("wall_time_s")
+    return {
+        "point": index, "job_id": record.job_id, "settings": settings, "state": record.state,
+        "final": values[-1] if values else None, "best": best_value,
+        "epochs": (metrics or {}).get("epochs_completed"),
+        "time_s": round(float(wall), 1) if isinstance(wall, int | float) else None,
+        "why": _why(record, metrics), "run_dir": record.run_dir,
+    }
+
+
+def _why(record: JobRecord, metrics: dict[str, Any] | None) -> str | None:
+    """Why a point has no result: `hpctrain why`'s verdict, else how it ended."""
+    if record.state == "COMPLETED":
+        return None if metrics else f"no {rundir.METRICS}"
+    if not record.terminal:
+        return None
+    if record.verdict:
+        return record.verdict
+    return f"exit {record.exit_code}" if record.exit_code else record.state.lower()
+
+
+def best(rows: Sequence[dict[str, Any]], metric: Metric | None) -> dict[str, Any] | None:
+    """The completed point with the best value of the metric (the first of equals)."""
+    found = None
+    for r in rows:
+        if r["best"] is None or metric is None:
+            continue
+        if found is None or metric.better(r["best"], found["best"]):
+            found = r
+    return found
+
+
+def plot(rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: Metric, path: Path,
+         title: str) -> Path | None:
+    """The metric's best value against each swept setting, one panel per key (log scale for
+    a positive range over two decades); None without matplotlib or a measured point."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    good = [r for r in rows if r["best"] is not None]
+    if not good or not keys:
+        return None
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.8), squeeze=False)
+    for ax, key in zip(axes[0], keys, strict=True):
+        _panel(ax, good, key, metric)
+    failed = len(rows) - len(good)
+    fig.suptitle(title + (f"\n{failed} point(s) without a value" if failed else ""),
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _panel(ax: Any, rows: Sequence[dict[str, Any]], key: str, metric: Metric) -> None:
+    raw = [r["settings"].get(key) for r in rows]
+    numbers = [_number(v) for v in raw]
+    y = [r["best"] for r in rows]
+    if all(n is not None for n in numbers):
+        xs = [float(n) for n in numbers if n is not None]
+        ax.scatter(xs, y, alpha=0.8)
+        if min(xs) > 0 and max(xs) / min(xs) >= 100:
+            ax.set_xscale("log")
+    else:
+        labels = list(dict.fromkeys(str(v) for v in raw))
+        ax.scatter([labels.index(str(v)) for v in raw], y, alpha=0.8)
+        ax.set_xticks(range(len(labels)), labels, rotation=30)
+    ax.set_xlabel(key)
+    ax.set_ylabel(f"{metric.name} (best, {metric.mode})")
+    ax.grid(True, alpha=0.3)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class Sweeps:
+    """The sweeps in the history; their points are refreshed and read where they ran."""
+
+    def __init__(self, history: History, local: Place) -> None:
+        self.history = history
+        self.local = local
+
+    def find(self, name: str | None) -> StudyRecord:
+        """The sweep by name or id (None: the last one)."""
+        sweeps = [s for s in self.history.studies() if s.kind == "sweep"]
+        found = self.history.study(name) if name else (sweeps[-1] if sweeps else None)
+        if found is None or found.kind != "sweep":
+            raise HpctrainError(
+                f"no sweep {name!r} in the history" if name else "no sweep yet",
+                "start one with `hpctrain sweep --profile P --grid optim.lr=0.1,0.03`")
+        return found
+
+    def place(self, points: Sequence[JobRecord]) -> Place:
+        from hpctrain import places
+
+        return places.for_record(points[0], self.local) if points else self.local
+
+    def refresh(self, study: StudyRecord) -> tuple[list[JobRecord], Place]:
+        """The points with states fresh from SLURM (two calls at most, whatever their count)."""
+        from hpctrain.jobs import watchers
+
+        points = self.history.study_jobs(study.id or 0)
+        place = self.place(points)
+        if points and not all(r.terminal for r in points):
+            points, _report = watchers.watcher(self.history, place,
+                                               points[0].cluster).refresh(points)
+        return points, place
+
+    def report(self, study: StudyRecord, metric: str | None) -> dict[str, Any]:
+        """The table, the best point, and (every point ended) the report and plot written."""
+        from hpctrain.jobs.tracking import latest_segments
+        from hpctrain.jobs.why import verdicts
+
+        points, place = self.refresh(study)
+        points = latest_segments(verdicts(self.history, points, self.local))
+
+        def read(path: Path) -> bytes | None:
+            found = place.read_file(path, None)
+            return found[0] if found else None
+
+        info = scale.read_json(read, study.directory, rundir.SWEEP_INFO) or {}
+        data = report_data(study, points, info, read, metric)
+        # Written once every point has ended, where the sweep ran from this machine.
+        if all(r.terminal for r in points) and place.login is None:
+            data.update(write_report(data, Path(study.directory), info.get("keys") or []))
+        return data
+
+
+def report_data(study: StudyRecord, points: Sequence[JobRecord], info: dict[str, Any],
+                read: Callable[[Path], bytes | None], metric: str | None) -> dict[str, Any]:
+    """The report as a value: rows in point order, the metric, the best point, the counts."""
+    from hpctrain.jobs.tracking import study_counts
+
+    settings = info.get("points") or []
+    files = [scale.read_json(read, r.run_dir, rundir.METRICS) for r in points]
+    chosen = choose_metric(metric, files)
+    rows = []
+    for r, m in zip(points, files, strict=True):
+        index = _index(r)
+        point = settings[index] if 0 <= index < len(settings) else {}
+        rows.append(point_row(index, point, r, m, chosen))
+    rows.sort(key=lambda row: row["point"])
+    top = best(rows, chosen)
+    return {"study": study.name, "directory": study.directory, "method": study.mode,
+            "keys": info.get("keys") or [], "metric": chosen.name if chosen else None,
+            "mode": chosen.mode if chosen else None, "counts": study_counts(points),
+            "best": top, "points": rows, "plot": None, "report": None}
+
+
+def _index(record: JobRecord) -> int:
+    try:
+        return int(Path(record.run_dir or "").name)
+    except ValueError:
+        return -1
+
+
+def write_report(data: dict[str, Any], directory: Path, keys: Sequence[str]) -> dict[str, Any]:
+    """sweep-report.json and sweep.png in the sweep's run directory."""
+    from hpctrain.files import write_atomic
+
+    png = None
+    if data["metric"]:
+        png = plot(data["points"], keys, Metric(data["metric"], data["mode"]),
+                   directory / rundir.SWEEP_PLOT, f"sweep {data['study']}")
+    written = {"plot": str(png) if png else None,
+               "report": str(directory / rundir.SWEEP_REPORT)}
+    write_atomic(directory / rundir.SWEEP_REPORT, json.dumps({**data, **written}, indent=1)
+                 + "\n")
+    return written

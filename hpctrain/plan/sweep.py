@@ -1,0 +1,202 @@
+"""A sweep's points as values: a grid, a list from a file, or random samples; and its arrays.
+
+Pure rules: text in, points out. A point is an ordered tuple of (KEY, VALUE) settings, each
+VALUE as the trainer's `--set KEY=VALUE` (or a command's `KEY=VALUE` argument) reads it. How
+the points are split into SLURM job arrays (a site's MaxArraySize) is decided here too.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import math
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from hpctrain.errors import HpctrainError
+from hpctrain.plan.model import SweepArray
+
+Point = tuple[tuple[str, str], ...]
+
+# Dotted config keys as the trainer's --set takes them (optim.lr, trainer.batch_size); the
+# same rule keeps a command's KEY=VALUE argument from reading as an option or shell words.
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+# SLURM's own default; sites lower it (1001 on some) and `scontrol show config` says which.
+DEFAULT_MAX_ARRAY_SIZE = 1001
+DISTRIBUTIONS = ("uniform", "loguniform", "int", "choice")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The points, how they were made, and the keys that vary (the report's columns)."""
+
+    method: str
+    points: tuple[Point, ...]
+    keys: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"method": self.method, "keys": list(self.keys),
+                "points": [dict(p) for p in self.points]}
+
+
+def _key(key: str, where: str) -> str:
+    key = key.strip()
+    if not _KEY.fullmatch(key):
+        raise HpctrainError(f"{where}: {key!r} is not a setting's name",
+                            "write a dotted key such as optim.lr or trainer.batch_size")
+    return key
+
+
+def _value(value: str, where: str) -> str:
+    if not value.isprintable():
+        raise HpctrainError(f"{where}: the value {value!r} holds a line break or control "
+                            "character", "write each value on one line")
+    return value
+
+
+def _split(item: str, option: str) -> tuple[str, str]:
+    key, sep, values = item.partition("=")
+    if not sep or not values.strip():
+        raise HpctrainError(f"{option} {item!r}: expected KEY=VALUES",
+                            f"write e.g. {option} optim.lr=0.1,0.03")
+    return _key(key, f"{option} {item!r}"), values
+
+
+def grid(items: Sequence[str]) -> Sweep:
+    """`--grid optim.lr=0.1,0.03 --grid trainer.batch_size=32,64`: every combination, the
+    first key varying slowest (values with a comma come from a --points file instead)."""
+    axes: dict[str, list[str]] = {}
+    for item in items:
+        key, values = _split(item, "--grid")
+        if key in axes:
+            raise HpctrainError(f"--grid names {key} twice", "give each key once, all values "
+                                "comma-separated")
+        parts = [_value(v.strip(), f"--grid {item!r}") for v in values.split(",")]
+        if any(not p for p in parts) or len(set(parts)) != len(parts):
+            raise HpctrainError(f"--grid {item!r}: an empty or repeated value",
+                                "list each value once, comma-separated")
+        axes[key] = parts
+    points = tuple(tuple(zip(axes, combo, strict=True))
+                   for combo in itertools.product(*axes.values()))
+    return Sweep("grid", points, tuple(axes))
+
+
+def from_table(text: str, name: str) -> Sweep:
+    """A --points file: CSV with a header of keys (a `.csv`), else YAML, a list of mappings."""
+    if name.lower().endswith(".csv"):
+        rows = list(csv.reader(io.StringIO(text)))
+        rows = [r for r in rows if any(c.strip() for c in r)]
+        if len(rows) < 2:
+            raise HpctrainError(f"{name}: no points (a header of keys, then a row per point)",
+                                "write e.g. optim.lr,trainer.batch_size then 0.1,32")
+        keys = [_key(k, f"{name}, header") for k in rows[0]]
+        table = []
+        for n, row in enumerate(rows[1:], start=2):
+            if len(row) != len(keys):
+                raise HpctrainError(f"{name}, row {n}: {len(row)} values for {len(keys)} keys",
+                                    "give every row one value per key in the header")
+            table.append({k: v.strip() for k, v in zip(keys, row, strict=True)})
+        return _table_sweep(table, name)
+    return _table_sweep(_yaml_rows(text, name), name)
+
+
+def _yaml_rows(text: str, name: str) -> list[dict[str, str]]:
+    import yaml
+
+    from hpctrain.trainconfig.options import flow_value
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        raise HpctrainError(f"{name}{where}: not valid YAML",
+                            "write a list of mappings, e.g. - {optim.lr: 0.1}") from None
+    if not isinstance(data, list) or not data or not all(isinstance(p, dict) for p in data):
+        raise HpctrainError(f"{name}: expected a list of mappings, one per point",
+                            "write e.g. - {optim.lr: 0.1, trainer.batch_size: 32}")
+    return [{str(k): flow_value(v) for k, v in p.items()} for p in data]
+
+
+def _table_sweep(rows: list[dict[str, str]], name: str) -> Sweep:
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    points = []
+    for n, row in enumerate(rows, start=1):
+        where = f"{name}, point {n}"
+        if not row:
+            raise HpctrainError(f"{where}: no settings", "give every point at least one")
+        points.append(tuple((_key(k, where), _value(v, where)) for k, v in row.items()))
+    if len(set(points)) != len(points):
+        raise HpctrainError(f"{name}: a point is listed twice", "list each point once")
+    return Sweep("list", tuple(points), tuple(keys))
+
+
+def samples(items: Sequence[str], count: int, seed: int) -> Sweep:
+    """`--sample optim.lr=loguniform:1e-4,1e-1` x `--samples N` with `--seed S`: the same
+    seed gives the same points on every machine (Python's own generator, no numpy)."""
+    rng = random.Random(seed)
+    laws = [(_split(item, "--sample"), item) for item in items]
+    dists = [(key, _distribution(text, item)) for (key, text), item in laws]
+    if len({k for k, _ in dists}) != len(dists):
+        raise HpctrainError("--sample names a key twice", "give each key one distribution")
+    points = tuple(tuple((key, draw(rng)) for key, draw in dists) for _ in range(count))
+    return Sweep("random", points, tuple(k for k, _ in dists))
+
+
+def _distribution(text: str, item: str) -> Callable[[random.Random], str]:
+    """A draw function for `uniform:a,b`, `loguniform:a,b`, `int:a,b` or `choice:x,y,z`."""
+    law, sep, args = text.partition(":")
+    parts = [a.strip() for a in args.split(",")] if sep else []
+    fix = ("write uniform:A,B, loguniform:A,B (A > 0), int:A,B (both included) or "
+           "choice:X,Y,Z")
+    if law == "choice" and parts and all(parts):
+        return lambda rng: rng.choice(parts)
+    try:
+        low, high = (float(p) for p in parts)
+    except ValueError:
+        raise HpctrainError(f"--sample {item!r}: {text!r} is not a distribution", fix) from None
+    if law not in DISTRIBUTIONS or not low < high or (law == "loguniform" and low <= 0):
+        raise HpctrainError(f"--sample {item!r}: {text!r} is not a distribution", fix)
+    if law == "int":
+        if low != int(low) or high != int(high):
+            raise HpctrainError(f"--sample {item!r}: int takes whole bounds", fix)
+        return lambda rng: str(rng.randint(int(low), int(high)))
+    if law == "uniform":
+        return lambda rng: f"{rng.uniform(low, high):.6g}"
+    return lambda rng: f"{math.exp(rng.uniform(math.log(low), math.log(high))):.6g}"
+
+
+def with_fixed(sweep: Sweep, fixed: Sequence[str]) -> Sweep:
+    """Refuse a --set of a key the sweep varies (which one would the point run with?)."""
+    for item in fixed:
+        key = item.partition("=")[0].strip()
+        if key in sweep.keys:
+            raise HpctrainError(f"--set {item!r}: {key} is swept",
+                                f"leave --set {key} out, or sweep it alone")
+    return sweep
+
+
+def chunks(count: int, max_array_size: int, throttle: int | None) -> tuple[SweepArray, ...]:
+    """Arrays of at most `max_array_size` tasks (SLURM's limit is on the task id, which
+    starts at 0); each later array waits for the one before, so `throttle` holds overall."""
+    if count < 1:
+        raise HpctrainError("the sweep has no points", "give --grid, --points or --sample")
+    if max_array_size < 1:
+        raise HpctrainError(f"MaxArraySize {max_array_size}: job arrays are off on this "
+                            "cluster", "ask the admins, or submit the points one by one")
+    width = point_width(count)
+    return tuple(SweepArray(start, min(max_array_size, count - start), throttle, width)
+                 for start in range(0, count, max_array_size))
+
+
+def point_width(count: int) -> int:
+    """Digits of a point's directory name, so that a listing sorts as the points do."""
+    return max(3, len(str(count - 1)))
+
+
+def point_dir_name(index: int, count: int) -> str:
+    """The name of point `index`'s run directory (the script's printf makes the same)."""
+    return f"{index:0{point_width(count)}d}"
