@@ -11,6 +11,8 @@ line the client builds; each goes to `slurm-<version>/<name>.json` (argv, return
 stderr) with its entry in that folder's MANIFEST.json. Takes about 2 minutes (one job runs into
 its 1-minute time limit). Job ids differ from run to run; the tests read them from `jobs.json`.
 `--slurm-bin` records the SLURM commands of another installation (another version's folder).
+`record.py arrays` records squeue and sacct asked about a job array's tasks (a sweep's points),
+running, ended and cancelled (about 1 minute).
 
 `record.py controller-down` records squeue, scontrol and scancel against a slurmctld stopped
 (SIGSTOP: it takes connections but does not answer) and killed (SIGKILL: it refuses them), and
@@ -60,7 +62,7 @@ HERE = Path(__file__).resolve().parent
 
 
 # What each scenario records: the job commands, or their answers while slurmctld is not there.
-SCENARIOS = ("jobs", "controller-down")
+SCENARIOS = ("jobs", "controller-down", "arrays")
 
 
 def main() -> int:
@@ -78,6 +80,12 @@ def main() -> int:
         return 0
     c = RecordingClient(rec, slurm_conf=conf)
     work = Path(tempfile.mkdtemp(prefix="hpctrain-record-"))
+    if args.scenario == "arrays":
+        try:
+            _record_arrays(c, rec, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
     try:
         jobs = _record(c, rec, work, conf)
     finally:
@@ -149,6 +157,37 @@ def _record(c: RecordingClient, rec: Recorder, work: Path, conf: str) -> dict[st
     with c.saving("scontrol_failed_or_gone", how):
         c.scontrol_job(jobs["failed"])
     return jobs
+
+
+def _record_arrays(c: RecordingClient, rec: Recorder, work: Path) -> None:
+    """A sweep's array as the client asks about its tasks (ARRAY_TASK ids): tasks done, one
+    failed (exit 3), two running, the rest pending behind the %2 throttle; then cancelled,
+    where the tasks that never started are one row of sacct (`ARRAY_[4-7%2]`)."""
+    script = work / "array.sh"
+    script.write_text('#!/bin/bash\nsrun hostname\n'
+                      'if [ "$SLURM_ARRAY_TASK_ID" = 1 ]; then exit 3; fi\n'
+                      'if [ "$SLURM_ARRAY_TASK_ID" -ge 2 ]; then sleep 120; fi\n')
+    array = c.submit(script, cwd=work, options=[
+        "--time=3", "--array=0-7%2", "--job-name=sweep", f"--output={work}/%x-%A_%a.out"])
+    tasks = [f"{array}_{t}" for t in range(8)]
+    _wait(c, {tasks[0]: "COMPLETED", tasks[1]: "FAILED", tasks[2]: "RUNNING",
+              tasks[3]: "RUNNING"}, 120, accounting=True)
+    how = (f"array {array} (--array=0-7%2): task 0 completed, 1 failed (exit 3), 2 and 3 "
+           "running, 4-7 pending (JobArrayTaskLimit)")
+    with c.saving("squeue_array_tasks", how):
+        c.squeue(tasks)
+    with c.saving("sacct_array_tasks", how + "; moments later"):
+        c.sacct(tasks)
+    c.scancel([array])
+    _wait_ended(c, tasks[2:4], 60)
+    with c.saving("sacct_array_cancelled", f"array {array} cancelled whole (scancel {array}) "
+                                           "with tasks 2-3 running and 4-7 never started"):
+        c.sacct(tasks)
+    (rec.folder / "arrays.json").write_text(json.dumps({"array": array}, indent=2) + "\n")
+    rec.note("arrays.json", {
+        "command": "tests/jobs/recorded/record.py arrays (the id sbatch --parsable answered)",
+        "program": f"record.py with sbatch (slurm {rec.slurm_version})",
+        "machine": rec.machine, "date": rec.date, "how": "the array's job id"})
 
 
 def _both_forms(c: RecordingClient, name: str, how: str,
