@@ -179,7 +179,7 @@ class JobFacts:
     race_of: str | None = None
     # The code snapshot the job runs (snapshots/store.py); None: it runs in `workdir`.
     snapshot: str | None = None
-    # A sweep's point: the study's id (the job is one task of the sweep's array).
+    # A study's job: a sweep's point (one task of its array) or a scaling study's run.
     study: int | None = None
 
 
@@ -525,6 +525,16 @@ class History:
             with self._transaction(conn):
                 conn.execute("UPDATE studies SET runs = ? WHERE id = ?",
                              (json.dumps(runs), study_id))
+        except sqlite3.Error as e:
+            raise self._error("write", e) from None
+
+    def set_study(self, row_ids: Sequence[int], study_id: int) -> None:
+        """Make jobs (a scaling study's runs, submitted one by one) members of a study."""
+        conn = self._connect()
+        try:
+            with self._transaction(conn):
+                conn.executemany("UPDATE jobs SET study = ? WHERE id = ?",
+                                 [(study_id, i) for i in row_ids])
         except sqlite3.Error as e:
             raise self._error("write", e) from None
 

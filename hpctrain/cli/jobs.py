@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/jobs.md).")]
 StudyOpt = Annotated[str | None, typer.Option(
-    "--study", metavar="NAME", help="A sweep's points (by study name or id).")]
+    "--study", metavar="NAME", help="A study's jobs: a sweep's points, a scaling study's runs "
+    "(by name or id).")]
 JobIdsArg = Annotated[
     list[str] | None, typer.Argument(help="SLURM job ids (default: see the command's help).")
 ]
@@ -95,8 +96,7 @@ def status(
                                                         starts)
         records = verdicts(history, records, local)
         if study is None:
-            names = {s.id: s.name for s in history.studies() if s.id is not None}
-            records = tracking.one_row_per_study(records, names)
+            records = tracking.one_row_per_study(records, tracking.study_labels(history))
         return records, report
 
     if watch:

@@ -356,7 +356,7 @@ def plot_notes(rows: Sequence[dict[str, Any]]) -> str:
     odd = [f"{r['topology']} ({100 * r['efficiency']:.0f} %)" for r in rows if r["implausible"]]
     return ((f"\nnot measured: {', '.join(failed)}" if failed else "")
             + (f"\nhollow: efficiency above {100 * IMPLAUSIBLE_EFFICIENCY:.0f} %, not a result "
-               f"(see scaling.json): {', '.join(odd)}" if odd else ""))
+               f"(see {rundir.SCALING_REPORT}): {', '.join(odd)}" if odd else ""))
 
 
 def report(name: str, mode: str, rows: list[dict[str, Any]], directory: Path,

@@ -148,8 +148,8 @@ class Studies:
                                    target=plan.target)
                   for k, t, b in plan.jobs()]))
 
-    def submit_run(self, plan: StudyPlan, repeat: int, topo: Topology, batch: int
-                   ) -> dict[str, Any]:
+    def submit_run(self, plan: StudyPlan, repeat: int, topo: Topology, batch: int,
+                   study_id: int | None = None) -> dict[str, Any]:
         """Submit one run of a topology; a refused one is recorded with its error, not hidden."""
         from hpctrain.jobs.kinds import JobKind
 
@@ -160,6 +160,9 @@ class Studies:
         except HpctrainError as e:
             return scale.run_record(topo, batch, None, cluster, None, str(e), repeat=repeat,
                                     target=plan.target)
+        if study_id is not None:
+            # The run's job belongs to the study: `status` counts it in the study's one row.
+            self.history.set_study([done.record.id], study_id)
         return scale.run_record(topo, batch, done.job_id, done.cluster, str(done.run_dir),
                                 repeat=repeat, target=plan.target)
 
@@ -172,7 +175,7 @@ class Studies:
         runs = list(study.runs)
         jobs = plan.jobs()
         for i, (repeat, topo, batch) in enumerate(jobs):
-            runs[i] = self.submit_run(plan, repeat, topo, batch)
+            runs[i] = self.submit_run(plan, repeat, topo, batch, study.id)
             on_run(runs[i])
             self.history.update_study_runs(study.id or 0, runs)
             if one_at_a_time and runs[i]["job_id"] and i + 1 < len(jobs):

@@ -132,7 +132,7 @@ def _plan_point(req: JobRequest, n: int, point: Point) -> None:
     try:
         build_plan(req)
     except HpctrainError as e:
-        raise type(e)(f"point {n} ({_describe(point)}): {e.what}", e.fix) from None
+        raise HpctrainError(f"point {n} ({_describe(point)}): {e.what}", e.fix) from None
 
 
 def _describe(point: Point) -> str:

@@ -85,10 +85,10 @@ def point_row(index: int, settings: dict[str, str], record: JobRecord,
 
 
 def _why(record: JobRecord, metrics: dict[str, Any] | None) -> str | None:
-    """Why a point has no result: `hpctrain why`'s verdict, else how it ended."""
-    if record.state == "COMPLETED":
-        return None if metrics else f"no {rundir.METRICS}"
-    if not record.terminal:
+    """Why a point has no result: `hpctrain why`'s verdict, else how it ended (nothing for a
+    point that completed: a command of the user's own writes no metrics.json)."""
+    del metrics
+    if record.state == "COMPLETED" or not record.terminal:
         return None
     if record.verdict:
         return record.verdict

@@ -46,12 +46,19 @@ def with_studies(history: History, records: Sequence[JobRecord]) -> list[JobReco
 
 
 def study_points(history: History, name: str) -> list[JobRecord]:
-    """A sweep's points (every segment of a chained one), by the study's name or id."""
+    """A study's jobs (a sweep's points, every segment of a chained one; a scaling study's
+    runs), by the study's name or id."""
     study = history.study(name)
-    if study is None or study.kind != "sweep":
-        raise HpctrainError(f"no sweep {name!r} in the history ({history.path})",
-                            "`hpctrain status` lists the sweeps, one row each")
+    if study is None:
+        raise HpctrainError(f"no study {name!r} in the history ({history.path})",
+                            "`hpctrain status` lists the studies, one row each")
     return history.study_jobs(study.id or 0)
+
+
+def study_labels(history: History) -> dict[int, tuple[str, str]]:
+    """Each study's id -> how its row is named (`sweep lr-bs`, `scale s1`) and its directory."""
+    return {s.id: (f"{s.kind} {s.name}", s.directory) for s in history.studies()
+            if s.id is not None}
 
 
 def pick(history: History, job_id: str | None) -> JobRecord:
@@ -227,10 +234,11 @@ def _standing(group: list[JobRecord]) -> JobRecord:
     return (unfinished or group[-1:])[0]
 
 
-def one_row_per_study(records: Sequence[JobRecord], names: dict[int, str]
+def one_row_per_study(records: Sequence[JobRecord], labels: dict[int, tuple[str, str]]
                       ) -> list[JobRecord]:
-    """A sweep's points as one row: `sweep NAME [37/60 done, 4 running, 1 failed]`, its job
-    ids the arrays', its state the most urgent one (running, else pending, else the end)."""
+    """A study's jobs as one row: `sweep NAME [37/60 done, 4 running, 1 failed]`, its job ids
+    the arrays' (a scaling study's: its runs'), its state the most urgent one (running, else
+    pending, else the end), its run directory the study's."""
     groups: dict[int, list[JobRecord]] = {}
     out: list[JobRecord] = []
     for r in records:
@@ -242,12 +250,13 @@ def one_row_per_study(records: Sequence[JobRecord], names: dict[int, str]
         else:
             groups[r.study].append(r)
     for study, points in groups.items():
-        out[out.index(points[0])] = study_row(points, names.get(study, str(study)))
+        label, directory = labels.get(study, (f"study {study}", ""))
+        out[out.index(points[0])] = study_row(points, label, directory or None)
     return out
 
 
-def study_row(points: Sequence[JobRecord], name: str) -> JobRecord:
-    """The one row standing for a sweep's points."""
+def study_row(points: Sequence[JobRecord], label: str, directory: str | None) -> JobRecord:
+    """The one row standing for a study's jobs."""
     import dataclasses
 
     from hpctrain.slurm.parsers import array_of
@@ -261,10 +270,9 @@ def study_row(points: Sequence[JobRecord], name: str) -> JobRecord:
              else "FAILED" if counts["failed"] else "CANCELLED" if counts["cancelled"]
              else "COMPLETED")
     arrays = ",".join(dict.fromkeys(array_of(r.job_id) for r in points if r.segment in (None, 1)))
-    sweep_dir = str(Path(points[0].run_dir).parent.parent) if points[0].run_dir else None
     return dataclasses.replace(
-        points[0], job_id=arrays, run_dir=sweep_dir, state=state,
-        job_name=f"sweep {name} [{', '.join(parts)}]",
+        points[0], job_id=arrays, run_dir=directory, state=state,
+        job_name=f"{label} [{', '.join(parts)}]",
         terminal=all(r.terminal for r in standing), node_list=None, reason=None,
         elapsed_s=max((r.elapsed_s or 0 for r in standing), default=0), chain_head=None,
         verdict=f"{counts['failed']} failed" if counts["failed"] else "",

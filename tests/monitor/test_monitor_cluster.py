@@ -92,8 +92,8 @@ def _second_epoch_rate(run_dir: str) -> float:
 def test_scaling_study_on_the_dev_cluster(devcluster: DevClusterHandle, tmp_path: Path) -> None:
     # The dev cluster's history outlives test runs: a study's name must be new each time.
     name = f"dev study {os.urandom(3).hex()}"
-    res = hpctrain(devcluster, tmp_path, "scale", "--profile", "local", "--topologies",
-                   "1x1,1x2,2x2", *TINY, "--time", "5", "--name", name, "--wait",
+    res = hpctrain(devcluster, tmp_path, "scale", "--profile", "local", "--repeats", "1",
+                   "--topologies", "1x1,1x2,2x2", *TINY, "--time", "5", "--name", name, "--wait",
                    "--wait-timeout", "500", "--json", timeout_s=600)
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)

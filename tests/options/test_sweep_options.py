@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.conftest import DevClusterHandle
+from tests.conftest import REPO, DevClusterHandle
 from tests.options.helpers import User
 from tests.waits import wait_for
 
@@ -57,6 +58,15 @@ def test_job_options_reach_every_array_script(user: User, tmp_path: Path) -> Non
     assert dry["points"] == 3 and dry["max_array_size"] == 2
 
 
+def test_constraint_reaches_the_script(user: User) -> None:
+    profile = yaml.safe_load((REPO / "cluster_profiles" / "local.yaml").read_text())
+    profile["partitions"][0]["constraints"] = [{"name": "fast", "description": "none has it"}]
+    (user.cwd / "my.yaml").write_text(yaml.safe_dump({**profile, "name": "withfeature"}))
+    dry = user.json("sweep", "--profile", str(user.cwd / "my.yaml"), "--constraint", "fast",
+                    "--grid", "k=1,2", "--dry-run", "--json", "--", "true")
+    assert "#SBATCH --constraint=fast" in _script_lines(dry)
+
+
 def test_trainer_options_and_monitor(user: User) -> None:
     (user.cwd / "base.yaml").write_text("task: spiral\ntrainer:\n  max_epochs: 3\n")
     dry = user.json("sweep", "--profile", "local", "--config", "base.yaml",
@@ -82,7 +92,7 @@ def test_points_file_chain_and_metric_in_real_points(user: User) -> None:
     (user.cwd / "points.csv").write_text("optim.lr,trainer.batch_size\n0.05,32\n0.01,64\n")
     done = user.json("sweep", "--profile", "local", "--task", "spiral", "--max-epochs", "1",
                      "--set", "data.samples=1000", "--points", "points.csv", "--chain", "2",
-                     "--time", "3", "--no-monitor", "--name", "chained", "--json")
+                     "--time", "5", "--no-monitor", "--name", "chained", "--json")
     assert len(done["arrays"][0]) == 2  # the array and its second segment (aftercorr)
     row = wait_for(lambda: [j for j in user.jobs() if "chained" in j["name"]][0], 600,
                    "both points' chains to end", until=lambda r: r["terminal"])

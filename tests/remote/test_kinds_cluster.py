@@ -87,8 +87,8 @@ def test_probe_here_and_through_a_login(
     assert logins[str(sent["job_id"])] == "otherlogin"
 
 
-STUDY = ("--topologies", "1x1", "--max-epochs", "2", "--set", "data.samples=2000", "--time", "5",
-         "--wait", "--json")
+STUDY = ("--topologies", "1x1", "--repeats", "1", "--max-epochs", "2", "--set",
+         "data.samples=2000", "--time", "5", "--wait", "--json")
 
 
 def test_study_here_and_through_a_login(

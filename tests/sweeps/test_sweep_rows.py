@@ -40,7 +40,7 @@ def test_a_sweep_is_one_row_counted_over_all_its_points(history: History) -> Non
                                 "CANCELLED"])
     alone = history.add(new_job("900"))
     records = tracking.with_studies(history, [alone, history.study_jobs(study.id)[2]])
-    rows = tracking.one_row_per_study(records, {study.id: "lr"})
+    rows = tracking.one_row_per_study(records, tracking.study_labels(history))
     assert [r.job_id for r in rows] == ["500", "900"] or [r.job_id for r in rows] == ["900",
                                                                                       "500"]
     (row,) = [r for r in rows if r.job_id == "500"]
@@ -49,7 +49,7 @@ def test_a_sweep_is_one_row_counted_over_all_its_points(history: History) -> Non
     assert row.state == "RUNNING" and not row.terminal
     assert row.run_dir == "/runs/sw"
     assert tracking.study_points(history, "lr") == history.study_jobs(study.id)
-    with pytest.raises(HpctrainError, match="no sweep"):
+    with pytest.raises(HpctrainError, match="no study"):
         tracking.study_points(history, "nope")
 
 
