@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import typer
 
 from hpctrain import __version__
-from hpctrain.cli.output import err_console
+from hpctrain.cli.output import err_console, print_json
 from hpctrain.errors import HpctrainError
 
 # The command modules in help order, and which module holds each command. Only the module
@@ -100,6 +100,9 @@ def main() -> None:
         if _state["debug"]:
             raise
         _print_error(e.what, e.fix)
+        if _json_asked(sys.argv[1:]):
+            # A script reads stdout: the failure as JSON too, in one shape for every command.
+            print_json({"error": {"what": e.what, "fix": e.fix}})
         # A safe stop of `hpctrain train` ends 75 (EX_TEMPFAIL), as the trainer does in a job.
         sys.exit(getattr(e, "exit_code", 1))
     except typer.Exit as e:
@@ -114,6 +117,11 @@ def main() -> None:
         sys.exit(1)
     except Exception as e:  # click usage errors and the like
         _other_error(e)
+
+
+def _json_asked(args: Sequence[str]) -> bool:
+    # After `--` the words are the job's command, whose own --json is not ours.
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
 
 
 def _print_error(what: str, fix: str | None) -> None:
