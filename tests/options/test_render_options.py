@@ -1,4 +1,4 @@
-"""Each option of `hpctrain render` changes the script the way README's table says.
+"""Each option of `hpctrain render` changes the script the way docs/commands.md's table says.
 
 The script is render's product, so its lines are the effect; tests/options/test_submit_options.py
 checks what the same options do in a real job.
