@@ -105,6 +105,27 @@ def load(text: str) -> Any:
         raise YamlInputError(f"holds a value that cannot be read ({why})", "fix it") from None
 
 
+def compose(text: str) -> Any:
+    """The YAML node tree of `text`, with each node's line and column (for error locations)."""
+    check_expansion(text)
+    return yaml.compose(text, Loader=_Loader)
+
+
+def syntax_error(e: yaml.YAMLError) -> YamlInputError:
+    """PyYAML's syntax error as where (line, column) and what, and a fix that names both."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    context = getattr(e, "context", None)
+    what = f"{problem} ({context})" if context else problem
+    if mark is None:
+        return YamlInputError(f"is not valid YAML: {what}", "fix the YAML")
+    where = f"line {mark.line + 1}, column {mark.column + 1}"
+    return YamlInputError(
+        f"{where}: not valid YAML: {what}",
+        f"fix the YAML at {where} ({problem}); quote values that hold ': ', '#', '[' or '{{'",
+    )
+
+
 def check_expansion(text: str) -> None:
     """Refuse YAML whose values, with every alias expanded, exceed MAX_VALUES or MAX_DEPTH."""
     counter = _Expansion()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,10 +61,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except yamlfile.YamlInputError as e:
         raise ProfileError(f"{path}: {e.what}", e.fix) from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise ProfileError(f"{path}:{where}: not valid YAML ({problem})", "fix the syntax") from e
+        bad = yamlfile.syntax_error(e)
+        raise ProfileError(f"{path}: {bad.what}", bad.fix) from None
     if not isinstance(data, dict):
         raise ProfileError(
             f"{path}: a profile must be a YAML mapping", "see `hpctrain profiles show raven`"
@@ -153,29 +152,46 @@ def _parent(path: Path, parent: str) -> ProfileInfo:
     return info
 
 
-def format_validation_error(path: Path, err: ValidationError) -> str:
-    """One line per bad field, each naming the file."""
+def format_validation_error(
+    path: Path, err: ValidationError, data: Any = None, files: Sequence[Path] = ()
+) -> str:
+    """One line per bad field, each naming the file (and line, given the files it came from)."""
+    from hpctrain.profiles.where import key_text, user_steps
+
     lines = []
     for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             msg = "unknown field (typo?)"
         elif e["type"] == "missing_argument":
             msg = "required field missing"
-        lines.append(f"{path}: {loc}: {msg}")
+        steps = user_steps(data, e["loc"])
+        lines.append(f"{_place(files, steps) if files else path}: {key_text(steps)}: {msg}")
     return "\n".join(lines)
 
 
-def _validate(path: Path, data: dict[str, Any]) -> Profile:
+def _place(files: Sequence[Path], steps: list[Any]) -> str:
+    from hpctrain.profiles.where import locate
+
+    place = locate(files, steps)
+    return f"{place.path}:{place.line}" if place.line is not None else str(place.path)
+
+
+def _fix_example(files: Sequence[Path]) -> str:
+    # The profile this one extends shows the fields its entries need; raven when none.
+    base = files[1].stem if len(files) > 1 else "raven"
+    return f"`hpctrain profiles show {base}` shows a valid profile"
+
+
+def _validate(path: Path, data: dict[str, Any], files: Sequence[Path] = ()) -> Profile:
     from pydantic import TypeAdapter, ValidationError
 
     try:
         return TypeAdapter(Profile).validate_python(data)
     except ValidationError as e:
         raise ProfileError(
-            format_validation_error(path, e),
-            "fix the fields above (`hpctrain profiles show raven` shows a valid profile)",
+            format_validation_error(path, e, data, files),
+            f"fix the fields above ({_fix_example(files)})",
         ) from None
 
 
@@ -190,7 +206,7 @@ def load_profile_file(path: Path) -> Profile:
         key = cache_key(data)
         profile = read_cached(key)
         if profile is None:
-            profile = _validate(path, data)
+            profile = _validate(path, data, read)
             write_cached(key, profile)
         write_sources(sources, read, key)
     _check_node_bounds(path, profile)
@@ -213,17 +229,24 @@ def profile_from_text(text: str, where: str) -> Profile:
 def _check_node_bounds(path: Path, profile: Profile) -> None:
     # Without a bound any --nodes passes the plan, 10**20 included; the model leaves it
     # optional only for profiles built in code (the dev cluster's tests).
-    lines = [
-        f"{path}: partitions.{i}.max_nodes: required field missing (partition {p.name})"
-        for i, p in enumerate(profile.partitions)
-        if p.max_nodes is None
-    ]
-    if lines:
-        raise ProfileError(
-            "\n".join(lines),
-            "give every partition the most nodes one job may use, e.g. `max_nodes: 4` "
-            "(the partition's node count when the site publishes no limit)",
-        )
+    unbounded = [(i, p.name) for i, p in enumerate(profile.partitions) if p.max_nodes is None]
+    if not unbounded:
+        return
+    from hpctrain.profiles.where import key_text, user_steps
+
+    # The error path only: merged again for the files and names the cache skipped.
+    read: list[Path] = []
+    data = _resolve(path, (path.resolve(),), read)
+    lines = []
+    for i, name in unbounded:
+        steps = user_steps(data, ("partitions", i, "max_nodes"))
+        lines.append(f"{_place(read, steps)}: {key_text(steps)}: required field missing "
+                     f"(partition {name})")
+    raise ProfileError(
+        "\n".join(lines),
+        "give every partition the most nodes one job may use, e.g. `max_nodes: 4` "
+        "(the partition's node count when the site publishes no limit)",
+    )
 
 
 def load_profile(name_or_path: str) -> Profile:

@@ -115,7 +115,8 @@ def _user_data(path: Path, name: str, shipped: bool) -> dict[str, Any]:
     except yamlfile.YamlInputError as e:
         raise ProfileError(f"{path}: {e.what}", e.fix) from None
     except yaml.YAMLError as e:
-        raise ProfileError(f"{path}: not valid YAML ({e})", "fix the syntax") from None
+        bad = yamlfile.syntax_error(e)
+        raise ProfileError(f"{path}: {bad.what}", bad.fix) from None
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: a profile must be a YAML mapping", "fix the file")
     return data

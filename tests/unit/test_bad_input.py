@@ -272,7 +272,7 @@ def test_profile_without_max_nodes_is_refused(cli: Cli, tmp_path: Path) -> None:
     f.write_text("name: p\ncluster: c\npartitions:\n  - {name: a, gpus_per_node: 1, "
                  "cpus_per_node: 4, mem_per_node_mb: 1000, max_time: '1:00:00'}\n")
     refused(cli("render", "-P", str(f), "--nodes", str(10**20)),
-            f"{f}: partitions.0.max_nodes: required field missing", "max_nodes: 4")
+            f"{f}:4: partitions[name=a].max_nodes: required field missing", "max_nodes: 4")
 
 
 def test_zero_gpus_get_a_share_or_a_refusal(cli: Cli) -> None:

@@ -135,7 +135,8 @@ partitions:
 """)
     with pytest.raises(ProfileError) as e:
         load_profile("bad")
-    assert str(path) in str(e.value) and "node_types.3" in str(e.value)
+    assert f"{path}:5: partitions[name=a100-80gb].node_types[name=K;rm -rf ~]" in str(e.value)
+    assert "hpctrain profiles show gilbreth" in str(e.value)
 
 
 # The plan picks the types that fit

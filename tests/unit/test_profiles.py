@@ -108,12 +108,12 @@ def test_invalid_fields_one_line_each(tmp_path: Path) -> None:
     with pytest.raises(ProfileError) as e:
         load_profile_file(f)
     lines = e.value.what.splitlines()
-    assert all(line.startswith(f"{f}: ") for line in lines)
+    assert all(line.startswith(f"{f}:") for line in lines)
     text = e.value.what
-    assert "gpu_request" in text
-    assert "paritions: unknown field" in text
-    assert "partitions.0.gpus_per_node" in text
-    assert "partitions.0.max_time" in text
+    assert f"{f}:3: gpu_request" in text
+    assert f"{f}:4: paritions: unknown field" in text
+    assert f"{f}:7: partitions[name=p].gpus_per_node" in text
+    assert f"{f}:10: partitions[name=p].max_time" in text
 
 
 def test_inconsistent_profile(tmp_path: Path) -> None:
