@@ -15,7 +15,7 @@ from hpctrain.errors import HpctrainError
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
-    from hpctrain.jobs.watcher import JobWatcher, RefreshReport
+    from hpctrain.jobs.watcher import CancelReport, JobWatcher, RefreshReport
     from hpctrain.places import Place
     from hpctrain.remote.connection import Connection
 
@@ -263,6 +263,7 @@ def cancel(
     """Cancel tracked jobs by id (a chain's or a race's job: all of it), a sweep
     (--study NAME: all its arrays), or all with --all."""
     from hpctrain.jobs import tracking, watchers
+    from hpctrain.jobs.watcher import CancelReport
 
     if sum((bool(job_ids), all_jobs, study is not None)) != 1:
         raise HpctrainError(
@@ -277,8 +278,12 @@ def cancel(
         records = [r for r in history.unfinished() if r.login == login]
         _confirm_all(records, yes)
     elif all_jobs:
-        records = [r for r in tracking.unfinished(history, _watcher(history).cluster)
-                   if not r.login]
+        mine = [r for r in history.unfinished() if not r.login]
+        if not mine:
+            # Nothing to cancel needs no SLURM, nor a slurm.conf to say which cluster this is.
+            return _print_cancelled(CancelReport(), json_out)
+        cluster = _watcher(history).cluster
+        records = [r for r in mine if r.cluster == cluster]
         _confirm_all(records, yes)
     elif study is not None:
         records = tracking.study_points(history, study)
@@ -287,8 +292,11 @@ def cancel(
         records = tracking.with_races(history, tracking.with_chains(
             history, tracking.select(history, job_ids or [])))
     # A whole sweep goes by its arrays' ids: one scancel however many points it has.
-    report = watchers.cancel(history, backends.local_place(), records,
-                             arrays=study is not None)
+    _print_cancelled(watchers.cancel(history, backends.local_place(), records,
+                                     arrays=study is not None), json_out)
+
+
+def _print_cancelled(report: CancelReport, json_out: bool) -> None:
     if json_out:
         print_json(report.as_dict())
         return

@@ -31,6 +31,9 @@ class LocalPlace:
     # How the client is made (the CLI's backends hand theirs in, so that tests can too).
     connect: Callable[[], SlurmClient] = SlurmClient.from_environment
     workdir: Path = field(default_factory=Path.cwd)
+    # The folders above each run directory that creating it made (e.g. hpctrain-runs/), so
+    # that a submit that fails leaves none of them behind.
+    _made: dict[Path, list[Path]] = field(default_factory=dict, init=False, repr=False)
 
     login = None
     login_config = None
@@ -70,6 +73,7 @@ class LocalPlace:
         return ()
 
     def create_run_dir(self, run_dir: Path, files: Sequence[RunFile]) -> None:
+        self._made[run_dir] = [p for p in run_dir.parents if not p.exists()]
         try:
             _write_files(run_dir, files)
         except FileExistsError:
@@ -77,7 +81,7 @@ class LocalPlace:
                 f"run directory {run_dir} exists already", "submit again (a new name is drawn)"
             ) from None
         except OSError as e:
-            shutil.rmtree(run_dir, ignore_errors=True)
+            self.discard(run_dir)
             raise HpctrainError(
                 f"cannot write the run directory {run_dir}: {e.strerror}",
                 "choose a writable output_dir in the profile, or submit from another directory",
@@ -110,7 +114,20 @@ class LocalPlace:
         write_atomic(path, text)
 
     def discard(self, run_dir: Path) -> None:
+        from hpctrain.snapshots.spec import STORE_DIR
+
         shutil.rmtree(run_dir, ignore_errors=True)
+        made = self._made.pop(run_dir, [])
+        runs = run_dir.parent
+        if runs in made and {p.name for p in runs.iterdir()} <= {STORE_DIR}:
+            # This submit made the runs folder, so the code snapshot frozen there is its alone.
+            shutil.rmtree(runs / STORE_DIR, ignore_errors=True)
+        for parent in made:
+            try:
+                # Only while empty: another submit may have put its run beside this one.
+                parent.rmdir()
+            except OSError:
+                return
 
     def read_file(self, path: Path, tail: int | None) -> tuple[bytes, int] | None:
         try:

@@ -19,9 +19,10 @@ from hpctrain.slurm.accounting import Accounting
 from hpctrain.slurm.parsers import JobInfo
 from hpctrain.slurm.transport import (
     CONTROLLER_COMMANDS,
-    SYSTEM_CONFS,
+    NO_CONF_MARKERS,
     LocalTransport,
     Transport,
+    no_conf_error,
 )
 from hpctrain.slurm.versions import NODES_TEXT_ARGV, Dialect, dialect_for, parse_version
 
@@ -128,22 +129,34 @@ class SlurmClient:
         )
 
     def error_for(self, result: Result) -> SlurmError:
-        """SLURM's failure as an error; one naming the controller when it cannot be reached."""
+        """SLURM's failure as an error; the same diagnosis as every other command's when no
+        slurm.conf is readable or the controller cannot be reached."""
         error = _error_for(result)
-        if isinstance(error, SlurmUnavailableError) and result.argv[0] in CONTROLLER_COMMANDS:
+        if not isinstance(error, SlurmUnavailableError):
+            return error
+        if self._lacks_conf(result):
+            return no_conf_error(self.transport.conf_path())
+        if result.argv[0] in CONTROLLER_COMMANDS:
             return self.transport.controller_down(result.argv[0]) or error
         return error
+
+    def _lacks_conf(self, result: Result) -> bool:
+        # Only here can hpctrain see that no slurm.conf is readable; a login's commands
+        # keep SLURM's own words.
+        text = (result.stderr + result.stdout).lower()
+        return (isinstance(self.transport, LocalTransport)
+                and not _readable(self.transport.conf_path())
+                and any(m in text for m in NO_CONF_MARKERS))
 
     def unknown_cluster_error(self) -> SlurmUnavailableError:
         """Why hpctrain cannot tell which cluster the SLURM commands talk to."""
         path = self.transport.conf_path()
-        where = (f"{path} names no ClusterName" if path else
-                 "no slurm.conf is readable here (SLURM_CONF is unset, no dev cluster is up, "
-                 f"and none of {', '.join(SYSTEM_CONFS)} exists)")
+        if not _readable(path):
+            return no_conf_error(path)
         return SlurmUnavailableError(
-            f"cannot tell which SLURM cluster this is: {where}",
-            "run hpctrain on the cluster's login node, set SLURM_CONF to its slurm.conf, "
-            "or start the dev cluster (`hpctrain devcluster up`)",
+            f"cannot tell which SLURM cluster this is: {path} names no ClusterName",
+            "add ClusterName to it, set SLURM_CONF to the cluster's slurm.conf, or run "
+            "hpctrain on the cluster's login node",
         )
 
     # --- the commands hpctrain uses, each one call with machine-readable output ---------------
@@ -426,6 +439,10 @@ def parse_pending(stdout: str) -> tuple[str | None, str | None]:
     line = next((ln for ln in stdout.splitlines() if "|" in ln), "")
     reason, _, start = line.partition("|")
     return parsers.empty_value(reason), starts.start_or_none(start)
+
+
+def _readable(path: str | None) -> bool:
+    return path is not None and os.access(path, os.R_OK)
 
 
 def _env_timeout() -> float:

@@ -34,6 +34,10 @@ _DOWN_FIX = (
     "its admins"
 )
 
+# What SLURM's commands say when they find neither a slurm.conf nor a configless site's DNS
+# SRV record: they looked for a configuration, not for a controller.
+NO_CONF_MARKERS = ("resolve_ctls_from_dns_srv", "could not establish a configuration source")
+
 Answer = tuple[str, str, int]
 
 
@@ -92,6 +96,9 @@ class LocalTransport:
                 cwd: str | Path | None) -> Answer:
         """The command's output and exit status; stops it early when slurmctld is down."""
         _require_program(argv[0])
+        if self.slurm_conf and "--version" not in argv and not os.access(self.slurm_conf, os.R_OK):
+            # SLURM's commands retry an unreadable SLURM_CONF until their own timeout.
+            raise no_conf_error(self.slurm_conf)
         deadline = time.monotonic() + limit
         with subprocess.Popen(
             argv, stdin=subprocess.PIPE if input is not None else None,
@@ -138,6 +145,21 @@ class LocalTransport:
         except OSError:
             return None
         return parsers.parse_cluster_name(text)
+
+
+def no_conf_error(path: str | None = None) -> SlurmUnavailableError:
+    """The one diagnosis for "no slurm.conf here", whichever command met it first; `path`: the
+    one SLURM_CONF names but that cannot be read."""
+    where = (f"SLURM_CONF names {path}, which cannot be read" if path else
+             "SLURM_CONF is unset, no dev cluster is up, and none of "
+             f"{', '.join(SYSTEM_CONFS)} exists")
+    return SlurmUnavailableError(
+        f"no slurm.conf is readable here ({where}): SLURM's commands cannot find a controller "
+        "and hpctrain cannot tell which SLURM cluster this is",
+        "set SLURM_CONF to the cluster's slurm.conf (`export SLURM_CONF=/path/to/slurm.conf`), "
+        "run hpctrain on the cluster's login node, or start the dev cluster "
+        "(`hpctrain devcluster up`)",
+    )
 
 
 def _require_program(name: str) -> None:
