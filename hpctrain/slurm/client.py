@@ -19,6 +19,7 @@ from hpctrain.slurm.accounting import Accounting
 from hpctrain.slurm.parsers import JobInfo
 from hpctrain.slurm.transport import (
     CONTROLLER_COMMANDS,
+    DOWN_FIX,
     NO_CONF_MARKERS,
     LocalTransport,
     Transport,
@@ -474,8 +475,7 @@ def _error_for(result: Result) -> SlurmError:
                    if i == 0 or a in ("--test-only", "show", "update", "hold", "release"))
     if any(m in low for m in _DOWN_MARKERS):
         return SlurmUnavailableError(
-            f"{cmd}: SLURM is not reachable: {first}",
-            "check that slurmctld runs (`sinfo`); on the dev cluster: `hpctrain devcluster up`",
+            f"{cmd}: SLURM is not reachable: {first}", DOWN_FIX,
         )
     return SlurmError(f"{cmd} failed: {message}")
 

@@ -28,7 +28,8 @@ CONTROLLER_COMMANDS = frozenset({"sbatch", "squeue", "scontrol", "scancel", "sin
 # the controller's port. Not sooner: slurmctld logs an error for every connection that
 # brings no message, and a login node runs many `hpctrain status`.
 PROBE_AFTER_S = 1.0
-_DOWN_FIX = (
+# The one fix for a controller that cannot be reached, whichever command met it.
+DOWN_FIX = (
     "SLURM commands cannot work until slurmctld is back (running jobs go on); on the dev "
     "cluster run `hpctrain devcluster up`, on a real cluster check `scontrol ping` and tell "
     "its admins"
@@ -129,7 +130,7 @@ class LocalTransport:
         why = controller.unreachable(controller.controllers(self.conf_path()))
         if why is None:
             return None
-        return ControllerDownError(f"{command}: the SLURM controller is down: {why}", _DOWN_FIX)
+        return ControllerDownError(f"{command}: the SLURM controller is down: {why}", DOWN_FIX)
 
     def slurm_version_text(self) -> str | None:
         # `sinfo --version` here costs a few milliseconds and reads no daemon: ask it.

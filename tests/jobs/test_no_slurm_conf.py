@@ -12,7 +12,7 @@ import pytest
 from hpctrain.errors import SlurmUnavailableError
 from hpctrain.history import History
 from hpctrain.slurm.client import Result, SlurmClient
-from hpctrain.slurm.transport import SYSTEM_CONFS, LocalTransport
+from hpctrain.slurm.transport import DOWN_FIX, SYSTEM_CONFS, LocalTransport
 
 from .helpers import hpctrain, track
 
@@ -49,6 +49,8 @@ def test_a_readable_conf_keeps_slurms_words(tmp_path: Path) -> None:
     conf.write_text("ClusterName=x\n")
     error = SlurmClient(LocalTransport(str(conf))).error_for(Result(("sacct",), 1, "", NO_CONF))
     assert DIAGNOSIS not in error.what and "SLURM is not reachable" in error.what
+    # The same fix as a controller found refusing connections.
+    assert error.fix == DOWN_FIX
 
 
 @pytest.mark.skipif(not _no_conf_here(), reason="needs SLURM's commands and no system slurm.conf")
