@@ -11,6 +11,7 @@ from typing import Protocol
 
 from hpctrain.errors import HpctrainError
 from hpctrain.history import JobRecord
+from hpctrain.jobs.filewait import Waiter
 from hpctrain.jobs.watcher import MAX_POLL_INTERVAL_S, JobWatcher, Poll
 from hpctrain.slurm.states import JobState
 
@@ -132,12 +133,15 @@ def follow(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     follower: Follower | None = None,
+    waiter: Waiter | None = None,
 ) -> FollowResult:
     """Print the log as it grows until the job ends, polling SLURM through the watcher.
 
     A SLURM that does not answer (controller down or stopped) is said once and asked again
-    with back-off; following goes on until SLURM, back, says the job has ended.
+    with back-off; following goes on until SLURM, back, says the job has ended. `waiter`
+    (jobs/filewait.py) wakes the loop when the file is written; without one it sleeps `poll_s`.
     """
+    pause: Callable[[float], object] = waiter.wait if waiter is not None else sleep
     # A login's file is read over ssh (hpctrain.remote.site.RemoteFollower, same interface).
     follower = follower or FileFollower(log_path(record, err), start_offset)
     result = FollowResult(record)
@@ -152,13 +156,14 @@ def follow(
             said = said if poll.error else poll.record
             done, next_ask = poll.done, now + poll.wait_s
         if not _copy_new(follower, write, result) and not done:
-            sleep(poll_s)
+            # Woken by a write (inotify) at once; else after poll_s, or the next SLURM ask.
+            pause(max(0.0, min(poll_s, next_ask - clock())))
     # The node may still be writing the last lines: read on until the file is quiet.
     quiet_since = clock()
     while clock() - quiet_since < DRAIN_GRACE_S:
         if _copy_new(follower, write, result):
             quiet_since = clock()
         else:
-            sleep(poll_s)
+            pause(poll_s)
     result.record = watcher.latest(result.record)
     return result

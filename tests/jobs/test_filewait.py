@@ -1,0 +1,56 @@
+"""Waiting for a log to grow: inotify on a local file system, a short poll on a network one
+(jobs/filewait.py); `logs -f` wakes on the write itself, not on its next poll."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from hpctrain.jobs import filewait
+from hpctrain.jobs.logs import FileFollower
+
+
+def test_a_local_directory_is_watched_with_inotify(tmp_path: Path) -> None:
+    waiter = filewait.waiter_for(tmp_path / "job-1.out")
+    try:
+        assert waiter.kind == "inotify"
+    finally:
+        waiter.close()
+
+
+def test_a_network_file_system_is_polled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    monkeypatch.setattr(filewait, "fs_type", lambda path: 0x6969)
+    waiter = filewait.waiter_for(tmp_path / "job-1.out")
+    assert waiter.kind == "poll (nfs)"
+    assert filewait.waiter_for(tmp_path / "missing" / "job.out").kind.startswith("poll")
+
+
+def test_the_file_system_is_named_by_statfs(tmp_path: Path) -> None:
+    kind = filewait.fs_type(tmp_path)
+    assert isinstance(kind, int) and kind not in filewait.NETWORK_FS
+    assert filewait.fs_type(tmp_path / "nope") is None
+
+
+def test_inotify_wakes_on_the_write_not_on_the_timeout(tmp_path: Path) -> None:
+    """The wait may last 60 s; the write, made by another thread once the wait has begun, ends
+    it: the waiter says the kernel woke it (a timeout would say False)."""
+    log = tmp_path / "job-1.out"
+    follower = FileFollower(log)
+    waiter = filewait.waiter_for(log)
+    writer = threading.Thread(target=lambda: log.write_text("line 1\n"))
+    try:
+        writer.start()
+        assert waiter.wait(60.0) is True
+    finally:
+        writer.join()
+        waiter.close()
+    assert follower.read_new() == b"line 1\n"
+
+
+def test_a_poll_waits_no_longer_than_asked(tmp_path: Path) -> None:
+    waiter = filewait.PollWaiter(interval_s=0.0)
+    assert waiter.wait(60.0) is False  # at once: the interval bounds it; no event is known
+    waiter.close()
