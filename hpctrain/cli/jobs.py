@@ -163,8 +163,14 @@ def _follow(watcher: JobWatcher, record: JobRecord, path: Path, offset: int, err
             _copy(path, out)
         watcher.require_cluster()
         return
-    result = lg.follow(record, watcher, lambda data: _write(out, data), _note, err=err,
-                       start_offset=offset)
+    from hpctrain.jobs.filewait import waiter_for
+
+    waiter = waiter_for(path)
+    try:
+        result = lg.follow(record, watcher, lambda data: _write(out, data), _note, err=err,
+                           start_offset=offset, waiter=waiter)
+    finally:
+        waiter.close()
     if not result.saw_file and not path.is_file():
         _note(f"the job wrote no {'stderr' if err else 'output'} file ({path})")
     err_console.print(final_line(result.record), highlight=False)
