@@ -17,6 +17,12 @@ _MAX_MB = 1 << 40
 _MAX_TIME_DIGITS = 10
 
 
+# SLURM's time forms in words, for --help and the errors that mention --time.
+TIME_FORMS = ("SLURM's forms: MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS or "
+              "DAYS-HOURS[:MINUTES[:SECONDS]]; `2` is 2 minutes, `1:30` 1 minute 30 seconds, "
+              "`2:00:00` two hours, `1-00:00:00` a day")
+
+
 def parse_time_seconds(text: str) -> int:
     """Parse a SLURM time ("30", "1:00:00", "2-00:00:00", "1-12") into seconds."""
     s = text.strip()

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 import typer
 from typer.models import ArgumentInfo
 
+from hpctrain.units import TIME_FORMS
+
 if TYPE_CHECKING:
     from hpctrain.plan import JobRequest, Launcher
     from hpctrain.profiles import Profile
@@ -49,7 +51,7 @@ class JobOptions:
         str | None, typer.Option(help="Memory per node, e.g. 125000 (MB) or 120G.")
     ] = None
     time: Annotated[
-        str | None, typer.Option("--time", "-t", help="Wall time, e.g. 2:00:00 or 1-00:00:00.")
+        str | None, typer.Option("--time", "-t", help=f"Wall time in {TIME_FORMS}.")
     ] = None
     account: Annotated[
         str | None, typer.Option("--account", "-A", help="SLURM account.")
@@ -103,7 +105,8 @@ class JobOptions:
     grace_s: Annotated[
         int | None,
         typer.Option("--grace", help="Packaged trainer: seconds of warning before the time "
-                     "limit, to save a checkpoint (default: the profile's)."),
+                     "limit, to save a checkpoint (default: the profile's, shrunk to a quarter "
+                     "of a --time shorter than twice it)."),
     ] = None
     requeue: Annotated[
         bool,

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 from hpctrain.plan.model import TRAINER_COMMAND, JobRequest
 from hpctrain.plan.outcome import Outcome
-from hpctrain.units import format_time
+from hpctrain.units import TIME_FORMS, format_time
 
 MAX_CHAIN = 100
+# Seconds of warning the trainer may ask for: enough to write one checkpoint, and not an hour.
+MIN_GRACE_S, MAX_GRACE_S = 10, 3600
 _JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
 # What the stop protocol writes itself for a trainer job; a pass-through would contradict it.
 _PROTOCOL_OPTIONS = {
@@ -41,35 +43,59 @@ def runs_trainer(command: Sequence[str]) -> bool:
 def restart_policy(req: JobRequest, command: Sequence[str], time_s: int) -> Outcome[Restart]:
     """The warning signal and requeue for trainer jobs; the chain and dependencies for all."""
     trainer = runs_trainer(command)
-    problems = [*_grace_problems(req, trainer, time_s), *_chain_problems(req)]
+    grace = grace_for(req, trainer, time_s)
+    problems = [*grace.problems, *_chain_problems(req)]
     if trainer:
         problems += _protocol_clashes(req.sbatch_args)
     allowed = req.profile.requeue.allowed
-    notes = []
+    notes = list(grace.notes)
     if trainer and req.requeue and not allowed:
         notes.append(f"--no-requeue: {req.profile.cluster} does not allow requeueing jobs; "
                      "use --chain N to carry a long run on")
-    grace = (req.grace_s or req.profile.requeue.grace_s) if trainer else None
-    restart = Restart(grace, trainer and req.requeue and allowed, req.chain, tuple(req.after))
+    restart = Restart(grace.value, trainer and req.requeue and allowed, req.chain,
+                      tuple(req.after))
     return Outcome(restart, tuple(problems), notes=tuple(notes))
 
 
-def _grace_problems(req: JobRequest, trainer: bool, time_s: int) -> list[str]:
+def grace_for(req: JobRequest, trainer: bool, time_s: int) -> Outcome[int | None]:
+    """The trainer's warning before the time limit: the user's, checked; else the profile's,
+    shrunk to fit a job shorter than it."""
+    if not trainer:
+        return Outcome(None, () if req.grace_s is None else (
+            "--grace applies to the packaged trainer, which saves a checkpoint on SLURM's "
+            "warning; drop it (or pass --sbatch-arg=--signal=... for your own command)",))
     if req.grace_s is None:
-        grace = req.profile.requeue.grace_s if trainer else None
-    elif not trainer:
-        return ["--grace applies to the packaged trainer, which saves a checkpoint on SLURM's "
-                "warning; drop it (or pass --sbatch-arg=--signal=... for your own command)"]
-    elif not 10 <= req.grace_s <= 3600:
-        return [f"--grace {req.grace_s}: give 10 to 3600 seconds (long enough to write one "
-                "checkpoint)"]
-    else:
-        grace = req.grace_s
-    if grace is not None and time_s > 0 and grace >= time_s:
-        return [f"--grace {grace} s is not shorter than --time {format_time(time_s)}: the job "
-                f"would be warned before it starts; use --grace {max(10, time_s // 4)} or a "
-                "longer --time"]
-    return []
+        return _default_grace(req.profile.requeue.grace_s, time_s)
+    if not MIN_GRACE_S <= req.grace_s <= MAX_GRACE_S:
+        return Outcome(req.grace_s, (f"--grace {req.grace_s}: give {MIN_GRACE_S} to "
+                                     f"{MAX_GRACE_S} seconds (long enough to write one "
+                                     "checkpoint)",))
+    if time_s > 0 and req.grace_s >= time_s:
+        return Outcome(req.grace_s, (
+            f"--grace {req.grace_s} s is not shorter than --time {format_time(time_s)}: the job "
+            f"would be warned before it starts; use --grace {_fitted(time_s)} or a longer "
+            f"--time ({TIME_FORMS})",))
+    return Outcome(req.grace_s)
+
+
+def _default_grace(grace: int, time_s: int) -> Outcome[int | None]:
+    # A profile's grace is sized for long jobs; one that would warn a short trial run in its
+    # first half is shrunk rather than refused (the user never asked for it).
+    if time_s <= 0 or 2 * grace <= time_s:
+        return Outcome(grace)
+    fitted = _fitted(time_s)
+    if fitted >= time_s:
+        return Outcome(grace, (f"--time {format_time(time_s)} is too short for the packaged "
+                               f"trainer: it needs over {MIN_GRACE_S} s to save a checkpoint "
+                               f"on SLURM's warning ({TIME_FORMS})",))
+    return Outcome(fitted, notes=(
+        f"--grace {fitted}: the profile's {grace} s is too long for --time "
+        f"{format_time(time_s)}; the trainer is warned {fitted} s before the end instead "
+        "(pass --grace to choose)",))
+
+
+def _fitted(time_s: int) -> int:
+    return max(MIN_GRACE_S, time_s // 4)
 
 
 def _chain_problems(req: JobRequest) -> list[str]:

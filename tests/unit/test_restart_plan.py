@@ -69,6 +69,33 @@ def test_impossible_grace_is_refused(grace: int, time: str, words: str) -> None:
     assert words in refused(grace_s=grace, time=time)
 
 
+@pytest.mark.parametrize(("time", "grace"), [("1:30", 22), ("3:00", 45), ("2", 30), ("5", 75)])
+def test_the_profiles_grace_shrinks_to_fit_a_short_job(time: str, grace: int) -> None:
+    assert load_profile("local").requeue.grace_s == 180
+    p = plan(time=time)
+    assert p.grace_s == grace and f"#SBATCH --signal=B:USR1@{grace}\n" in render_script(p)
+    assert any(n.startswith(f"--grace {grace}: the profile's 180 s is too long") for n in p.notes)
+
+
+def test_a_long_job_keeps_the_profiles_grace_and_a_given_one_is_checked() -> None:
+    p = plan(time="6")
+    assert p.grace_s == 180 and not any("--grace" in n for n in p.notes)
+    # The user's own grace is never shrunk: it is refused, with SLURM's time forms explained.
+    why = refused(time="1:30", grace_s=180)
+    assert "--grace 180 s is not shorter than --time 00:01:30" in why
+    assert "use --grace 22" in why and "`1:30` 1 minute 30 seconds" in why
+
+
+def test_time_help_explains_slurms_forms() -> None:
+    from typer.testing import CliRunner
+
+    from hpctrain.cli import app
+
+    text = " ".join(CliRunner().invoke(app, ["submit", "--help"]).stdout.split())
+    assert "`1:30` 1 minute 30 seconds" in text and "`2` is 2 minutes" in text
+    assert "`1-00:00:00` a day" in text
+
+
 @pytest.mark.parametrize("option", ["--signal=USR2@90", "--requeue", "--no-requeue",
                                     "--open-mode=truncate"])
 def test_protocol_options_are_managed_for_the_trainer(option: str) -> None:
