@@ -254,6 +254,24 @@ def can_plot() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
+def check_topologies(plan: StudyPlan) -> None:
+    """Plan every topology's run; one PlanError with every impossible one's problems."""
+    from hpctrain.errors import PlanError
+    from hpctrain.plan import build_plan
+
+    problems: list[str] = []
+    for topo, batch in plan.runs:
+        try:
+            build_plan(plan.request(topo, batch))
+        except PlanError as e:
+            problems += [f"{topo.label}: {p}" for p in e.problems]
+    # All or nothing, as --first-of: a study missing a topology compares less than was asked,
+    # and its submitted runs would queue for nothing.
+    if problems:
+        raise PlanError([*problems, "(scale: every topology must be possible; drop or change "
+                         "the ones above)"])
+
+
 @dataclass(frozen=True)
 class StudyKind:
     """`scale`: `repeats` jobs per topology, recorded as a study; waiting and reporting are
@@ -272,8 +290,9 @@ class StudyKind:
         return self.plan.base
 
     def prepare(self, place: Place) -> StudyPlan:
-        # Each run is prepared only when it is submitted: a refused one is a row, not an error.
-        return replace(self.plan, base=place.adapt(self.plan.base))
+        prepared = replace(self.plan, base=place.adapt(self.plan.base))
+        check_topologies(prepared)
+        return prepared
 
     def execute(self, prepared: StudyPlan, place: Place, history: History) -> StudyRecord:
         studies = Studies(history, place)
