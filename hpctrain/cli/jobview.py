@@ -31,6 +31,7 @@ _STATE_STYLE = {JobState.FAILED: "bold red", JobState.CANCELLED: "magenta",
 _COLUMNS = ("JOBID", "NAME", "PROFILE", "NxGPU", "STATE", "TIME/LIMIT", "NODELIST", "INFO")
 # Ids, states and times must stay whole; free text folds when the terminal is narrow.
 _FREE_TEXT = ("NAME", "PROFILE", "NODELIST", "INFO")
+_NAME_COLUMN = _COLUMNS.index("NAME")
 _STATE_COLUMN = _COLUMNS.index("STATE")
 # Above this many rows rich's table layout costs more than the refresh (0.5 s per 1,000).
 _RICH_MAX_ROWS = 200
@@ -190,6 +191,7 @@ def table(records: list[JobRecord], caption: str | None = None,
     """The jobs as a rich table, states coloured, user and SLURM text never read as markup."""
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(caption=caption, caption_justify="left", pad_edge=False, box=None,
               header_style="bold")
@@ -198,9 +200,12 @@ def table(records: list[JobRecord], caption: str | None = None,
         t.add_column(col, overflow="fold" if free else "ellipsis", no_wrap=not free)
     for r, row in zip(records, _rows(records, starts), strict=True):
         style = "dim" if r.stale else _style(parse_state(r.state))
-        cells = [escape(c) for c in row]
+        cells: list[Any] = [escape(c) for c in row]
         if style:
             cells[_STATE_COLUMN] = f"[{style}]{cells[_STATE_COLUMN]}[/]"
+        # A name gives way first when the terminal is narrow (as free text does), but is cut
+        # short with an ellipsis: folded over two lines it reads as two jobs.
+        cells[_NAME_COLUMN] = Text(row[_NAME_COLUMN], no_wrap=True, overflow="ellipsis")
         t.add_row(*cells)
     return t
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -40,10 +41,21 @@ def print_json(data: Any) -> None:
 
 
 def print_code(text: str, language: str) -> None:
-    """Code on stdout: highlighted for a person, plain text for a pipe or a file."""
-    if is_tty():
-        from rich.syntax import Syntax
-
-        console.print(Syntax(text, language, theme="ansi_dark", word_wrap=True))
-    else:
+    """Code on stdout: highlighted for a person, plain text for a pipe or a file; never a line
+    break that is not in the text (a script copied from the terminal must still run)."""
+    if not is_tty():
         sys.stdout.write(text)
+        return
+    from rich.syntax import Syntax
+
+    highlighted = Syntax(text, language, theme="ansi_dark").highlight(text)
+    # soft_wrap: long lines are the terminal's to fold, which copies them back whole.
+    console.print(highlighted, soft_wrap=True, end="")
+
+
+def plain_columns(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A table as aligned plain text, one line a row (for a pipe: no box, never folded)."""
+    lines = [tuple(columns), *(tuple(r) for r in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+                     for line in lines) + "\n"

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from hpctrain.cli.options import LoginOpt
-from hpctrain.cli.output import console, err_console, print_code, print_json
+from hpctrain.cli.output import (
+    console,
+    err_console,
+    is_tty,
+    plain_columns,
+    print_code,
+    print_json,
+)
 
 profiles_app = typer.Typer(
     name="profiles",
@@ -48,13 +56,26 @@ def list_(json_out: JsonOpt = False) -> None:
     if json_out:
         print_json(rows)
         return
+    _show_list(rows)
+
+
+def _show_list(rows: list[dict[str, Any]]) -> None:
+    """A table for a person; aligned plain columns for a pipe (never boxed, never folded)."""
+    cells = [(str(r["name"]),
+              str(r["source"]) + (" (overrides shipped)" if r["overrides_shipped"] else ""),
+              ", ".join(r["partitions"]),
+              f"invalid: {r['error']}" if r["error"] else str(r["description"])) for r in rows]
+    columns = ("NAME", "SOURCE", "PARTITIONS", "DESCRIPTION")
+    if not is_tty():
+        sys.stdout.write(plain_columns(columns, cells))
+        return
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table("name", "source", "partitions", "description")
-    for r in rows:
-        src = str(r["source"]) + (" (overrides shipped)" if r["overrides_shipped"] else "")
-        desc = f"[red]invalid: {r['error']}[/]" if r["error"] else str(r["description"])
-        t.add_row(str(r["name"]), src, ", ".join(r["partitions"]), desc)  # type: ignore[arg-type]
+    t = Table(*columns)
+    for r, row in zip(rows, cells, strict=True):
+        desc = f"[red]{escape(row[3])}[/]" if r["error"] else escape(row[3])
+        t.add_row(*(escape(c) for c in row[:3]), desc)
     console.print(t)
 
 
@@ -93,7 +114,8 @@ def validate(
             raise
         # A script asked for JSON: the verdict as JSON too, one problem a line, and exit 1.
         print_json({"valid": False, "path": str(file), "problems": e.what.splitlines(),
-                    "fix": e.fix})
+                    "fix": e.fix, "error": {"what": e.what, "fix": e.fix}})
+        err_console.print(f"Error: {e.what}", highlight=False, markup=False)
         raise typer.Exit(1) from None
     if json_out:
         print_json({"valid": True, "name": prof.name, "path": str(file)})

@@ -93,6 +93,15 @@ def _refused(verdicts: Sequence[TestOnlyVerdict] | None) -> None:
         raise typer.Exit(1)
 
 
+def render_dict(first_of: str | None, output: Path | None,
+                jobs: Sequence[tuple[JobPlan, str, TestOnlyVerdict | None]]) -> dict[str, object]:
+    """`render --json`, with --first-of or without: one alternative per topology."""
+    return {"first_of": first_of, "written_to": str(output) if output is not None else None,
+            "alternatives": [{"topology": p.race, "plan": p.summary(), "script": s,
+                              "check": verdict_dict(v) if v is not None else None}
+                             for p, s, v in jobs]}
+
+
 def render_race(request: JobRequest, first_of: str, output: Path | None, check: bool,
                 json_out: bool) -> None:
     """`render --first-of`: every alternative's script, one after the other, and its plan."""
@@ -106,10 +115,8 @@ def render_race(request: JobRequest, first_of: str, output: Path | None, check: 
     pairs = plan_race(request, parse_first_of(first_of), environ=os.environ)
     verdicts = ask_slurm([s for _, s in pairs], required=True) if check else None
     if json_out:
-        print_json({"first_of": first_of, "alternatives": [
-            {"topology": p.race, "plan": p.summary(), "script": s,
-             **({"check": verdict_dict(verdicts[i])} if verdicts else {})}
-            for i, (p, s) in enumerate(pairs)]})
+        print_json(render_dict(first_of, None, [
+            (p, s, verdicts[i] if verdicts else None) for i, (p, s) in enumerate(pairs)]))
     else:
         for p, script in pairs:
             print_code(f"# ===== alternative {p.race} =====\n{script}", "bash")

@@ -11,7 +11,7 @@ import typer
 
 from hpctrain.cli.options import JobOptions, build_request, with_job_options
 from hpctrain.cli.output import err_console, is_tty, print_code, print_json
-from hpctrain.cli.race import FirstOfOpt, render_race, verdict_dict
+from hpctrain.cli.race import FirstOfOpt, render_dict, render_race, verdict_dict
 
 if TYPE_CHECKING:
     from hpctrain.plan import JobPlan
@@ -56,8 +56,23 @@ def show_summary(plan: JobPlan) -> None:
     for k, v in rows:
         t.add_row(k, v)
     err_console.print(t)
+    show_notes(plan)
+
+
+def summary_line(plan: JobPlan) -> str:
+    """The plan in one line: what a pipe's reader still hears of it on stderr."""
+    gpus = f"{plan.gpus_per_node} x {plan.gpu_type}" if plan.gpu_type else str(plan.gpus_per_node)
+    return (f"{plan.profile} ({plan.cluster}), partition {plan.partition}: {plan.nodes} node(s) "
+            f"x {gpus} GPU(s) = {plan.total_gpus}, launcher {plan.launcher}, {plan.cpus_per_node} "
+            f"CPUs and {plan.mem_mb} MB per node, time {plan.time}")
+
+
+def show_notes(plan: JobPlan) -> None:
+    """The plan's notes (a constraint added, a default chosen) on stderr."""
+    from rich.markup import escape
+
     for note in plan.notes:
-        err_console.print(f"[yellow]note:[/] {note}")
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
 
 
 def show_script(script: str) -> None:
@@ -74,12 +89,8 @@ def _ask_slurm(script: str) -> TestOnlyVerdict:
 def _print_json(
     plan: JobPlan, script: str, output: Path | None, verdict: TestOnlyVerdict | None
 ) -> None:
-    data: dict[str, object] = {"plan": plan.summary(), "script": script}
-    if output is not None:
-        data["written_to"] = str(output)
-    if verdict is not None:
-        data["check"] = verdict_dict(verdict)
-    print_json(data)
+    # The shape of `render --first-of --json` (docs/jobs.md, "JSON shapes"): one alternative.
+    print_json(render_dict(None, output, [(plan, script, verdict)]))
 
 
 def _show_verdict(verdict: TestOnlyVerdict) -> None:
@@ -152,6 +163,11 @@ def render(
         show_script(script)
         if is_tty():
             show_summary(plan)
+        else:
+            # stdout is the script alone, for a file or sbatch; what a person must know still
+            # reaches the terminal.
+            err_console.print(summary_line(plan), highlight=False, markup=False)
+            show_notes(plan)
     if verdict is not None:
         _show_verdict(verdict)
 

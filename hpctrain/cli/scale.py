@@ -102,14 +102,10 @@ def _show(data: dict[str, Any], json_out: bool, pending: list[str]) -> None:
 
 def _print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     """Rich for a terminal; aligned plain text for a pipe or a log, never folded."""
-    from hpctrain.cli.output import is_tty
+    from hpctrain.cli.output import is_tty, plain_columns
 
     if not is_tty():
-        lines = [columns, *rows]
-        widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
-        sys.stdout.write(title + "\n" + "\n".join(
-            "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-            for line in lines) + "\n")
+        sys.stdout.write(title + "\n" + plain_columns(columns, rows))
         return
     from rich.table import Table
 

@@ -42,7 +42,7 @@ def _render(dc: DevClusterHandle, options: list[str]) -> dict[str, object]:
     r = dc.cli("render", "--profile", "gilbreth", "--account", "hpctrain-dev", *options,
                "--check", "--json")
     assert r.returncode == 0, f"{options}: {r.stderr}"
-    data = json.loads(r.stdout)
+    (data,) = json.loads(r.stdout)["alternatives"]
     assert isinstance(data, dict)
     return data
 

@@ -76,8 +76,10 @@ def test_render_json_and_output_file(tmp_path: Path) -> None:
     )
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
-    assert data["plan"]["total_gpus"] == 4 and data["plan"]["nodes"] == 2
-    assert out.read_text() == data["script"]
+    assert data["first_of"] is None and data["written_to"] == str(out)
+    (job,) = data["alternatives"]
+    assert job["plan"]["total_gpus"] == 4 and job["plan"]["nodes"] == 2
+    assert out.read_text() == job["script"] and job["check"] is None
     assert out.stat().st_mode & 0o111
 
 

@@ -164,7 +164,7 @@ def _job(cli: Cli, shape: list[str], submit: list[str], args: list[str]) -> Ran:
 def _rendered(cli: Cli, shape: list[str], submit: list[str], args: list[str]) -> Any:
     r = _job(cli, shape, submit, args)
     assert r.code == 0, r.err
-    data = json.loads(r.out)
+    (data,) = json.loads(r.out)["alternatives"]
     # The header names the command line that made the script; everything else must agree.
     data["script"] = [ln for ln in data["script"].splitlines() if not ln.startswith("# Made by")]
     return data
@@ -187,14 +187,14 @@ def test_the_plan_rules_hold_wherever_the_setting_was_made(cli: Cli) -> None:
     for submit, args in _ways("global_batch"):
         r = _job(cli, ["--nodes", "2"], submit, args)
         assert r.code == 0, r.err
-        assert json.loads(r.out)["plan"]["notes"] == [
+        assert json.loads(r.out)["alternatives"][0]["plan"]["notes"] == [
             "global batch 64 = 16 per device x 4 device(s) x 1 accumulated step(s)"]
         r = _job(cli, ["--nodes", "3", "--gpus-per-node", "1"], submit, args)
         assert r.code == 1 and "trainer.global_batch 64: global batch 64 cannot be split" \
             in r.err and "use a global batch of 63 or 66" in r.err
     for submit, args in _ways("max_device_batch"):
         r = _job(cli, ["--nodes", "2"], submit, args)
-        note = json.loads(r.out)["plan"]["notes"]
+        note = json.loads(r.out)["alternatives"][0]["plan"]["notes"]
         assert note == ["global batch 64 = 8 per device x 4 device(s) x 2 accumulated step(s)"]
 
 
@@ -262,7 +262,7 @@ def test_run_options_follow_the_settings(cli: Cli) -> None:
     r = cli("render", "-P", "local", "--json", "--", "python", "-m", "hpctrain.trainer",
             "--resume", "never", "--seed", "7", "--run-dir", "/scratch/r")
     assert r.code == 0, r.err
-    assert json.loads(r.out)["plan"]["command"] == [
+    assert json.loads(r.out)["alternatives"][0]["plan"]["command"] == [
         "python", "-m", "hpctrain.trainer", "--task", "spiral", "--set", "seed=7",
         "--run-dir", "/scratch/r", "--resume", "never"]
 
@@ -273,7 +273,7 @@ def test_hostile_values_reach_the_job_as_one_argument_each(cli: Cli, tmp_path: P
             "--task", "custom", "--set", "custom.module=pkg.mod:Model",
             "--set", f"custom.module_kwargs={flow_value(hostile)}")
     assert r.code == 0, r.err
-    data = json.loads(r.out)
+    (data,) = json.loads(r.out)["alternatives"]
     lines = data["script"].splitlines()
     launch = next(ln for ln in lines if ln.startswith("  hpctrain-srun python"))
     # The script's own words for the step, with the step replaced by printing its arguments.
