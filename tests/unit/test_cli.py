@@ -115,7 +115,7 @@ def test_profiles_list_show_validate(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("extends: raven\nnccl: {socket_ifnam: ib0}\n")
     r = hpctrain("profiles", "validate", str(bad))
-    assert r.returncode == 1 and f"{bad}: nccl.socket_ifnam: unknown field" in r.stderr
+    assert r.returncode == 1 and f"{bad}:2: nccl.socket_ifnam: unknown field" in r.stderr
 
 
 def test_user_profile_used_by_render(_home: Path) -> None:
