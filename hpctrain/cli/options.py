@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 import typer
 from typer.models import ArgumentInfo
 
+from hpctrain.cli import completion
 from hpctrain.units import TIME_FORMS
 
 if TYPE_CHECKING:
@@ -34,15 +35,23 @@ class JobOptions:
     """Every option that describes a job: its type, CLI declaration and default, in help order."""
 
     profile: Annotated[
-        str, typer.Option("--profile", "-P", help="Cluster profile name or YAML file.")
+        str, typer.Option("--profile", "-P", help="Cluster profile name or YAML file.",
+                          autocompletion=completion.profile_names)
     ]
+    # -p, -N, -t, -A, -J as sbatch spells them: people type what their site's tutorial shows.
     partition: Annotated[
-        str | None, typer.Option(help="Partition (default: the profile's default).")
+        str | None, typer.Option("--partition", "-p", help="Partition (default: the profile's "
+                                 "default).", autocompletion=completion.partition_names)
     ] = None
     nodes: Annotated[int, typer.Option("--nodes", "-N", help="Number of nodes.")] = 1
     gpus_per_node: Annotated[
         int | None,
         typer.Option(help="GPUs per node (default: 1 on one node, the whole node on several)."),
+    ] = None
+    gpus: Annotated[
+        int | None,
+        typer.Option("--gpus", metavar="N", help="GPUs in all, as sbatch's --gpus: on one node "
+                     "if they fit, else on full nodes (sets --nodes and --gpus-per-node)."),
     ] = None
     cpus_per_task: Annotated[
         int | None, typer.Option(help="CPUs per task (default: the GPUs' share of the node).")
@@ -212,7 +221,8 @@ def _python_env(choice: str | None, profile: Profile) -> str | None:
 
 # Options whose value the request holds in another form; the rest pass through by name.
 _CONVERTED = {"profile", "launcher", "env", "sbatch_arg", "command", "python_env", "monitor",
-              "monitor_interval", "config", "global_batch", "max_device_batch"}
+              "monitor_interval", "config", "global_batch", "max_device_batch", "gpus", "nodes",
+              "gpus_per_node"}
 
 
 def trainer_fields(opts: JobOptions) -> dict[str, Any]:
@@ -266,5 +276,25 @@ def build_request(opts: JobOptions) -> JobRequest:
         python_env=_python_env(opts.python_env, profile),
         invocation=invocation(),
         monitor_interval_s=opts.monitor_interval if opts.monitor else None,
+        **_layout(opts, profile),
         **same,
     )
+
+
+def _layout(opts: JobOptions, profile: Profile) -> dict[str, Any]:
+    """--nodes and --gpus-per-node, from --gpus when it is given."""
+    if opts.gpus is None:
+        return {"nodes": opts.nodes, "gpus_per_node": opts.gpus_per_node}
+    from hpctrain.errors import HpctrainError
+    from hpctrain.plan.gpus import map_total_gpus
+
+    part = profile.partition(opts.partition) if opts.partition else profile.default_partition
+    if part is None:
+        # The plan names the profile's partitions; --gpus needs the partition's node size.
+        return {"nodes": opts.nodes, "gpus_per_node": opts.gpus_per_node}
+    if not part.most_gpus:
+        raise HpctrainError(f"--gpus: partition {part.name} has no GPUs", "leave --gpus out")
+    # --nodes defaults to 1, so 1 cannot be told from "not given": only more nodes fix the side.
+    nodes, each = map_total_gpus(opts.gpus, part.most_gpus, part.name,
+                                 opts.nodes if opts.nodes != 1 else None, opts.gpus_per_node)
+    return {"nodes": nodes, "gpus_per_node": each}

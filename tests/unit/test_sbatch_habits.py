@@ -1,0 +1,128 @@
+"""sbatch users' spellings (-p, -N, -t, -A, -J, --gpus N), hints for the options hpctrain does
+not take, and shell completion (issue 30, point 10)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpctrain.errors import HpctrainError
+from hpctrain.history import History
+from hpctrain.plan.gpus import equivalent, map_total_gpus
+from tests.jobs.helpers import hpctrain, track
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "HPCTRAIN_HOME": str(tmp_path / "home")}
+
+
+def test_total_gpus_fit_one_node_or_fill_full_nodes() -> None:
+    assert map_total_gpus(3, 4, "p") == (1, 3)
+    assert map_total_gpus(4, 4, "p") == (1, 4)
+    assert map_total_gpus(8, 4, "p") == (2, 4)
+    assert map_total_gpus(8, 4, "p", nodes=4) == (4, 2)
+    assert map_total_gpus(8, 4, "p", gpus_per_node=1) == (8, 1)
+
+
+@pytest.mark.parametrize(("total", "kw", "fix"), [
+    (6, {}, "--nodes 2 --gpus-per-node 3"),
+    (5, {}, "--nodes 5 --gpus-per-node 1"),
+    (8, {"nodes": 3}, "--nodes 2 --gpus-per-node 4"),
+    (8, {"gpus_per_node": 3}, "--nodes 2 --gpus-per-node 4"),
+])
+def test_total_gpus_that_do_not_map_are_refused_with_the_layout(
+        total: int, kw: dict[str, int], fix: str) -> None:
+    with pytest.raises(HpctrainError) as e:
+        map_total_gpus(total, 4, "a100", **kw)
+    assert f"--gpus {total}" in e.value.what and "a100" in e.value.what
+    assert e.value.fix is not None and e.value.fix.endswith(fix)
+    assert equivalent(7, 8) == "--nodes 1 --gpus-per-node 7"
+
+
+def _sbatch_lines(r: subprocess.CompletedProcess[str]) -> set[str]:
+    assert r.returncode == 0, r.stderr
+    return {line for line in r.stdout.splitlines() if line.startswith("#SBATCH")}
+
+
+def test_render_takes_sbatch_spellings(env: dict[str, str], tmp_path: Path) -> None:
+    lines = _sbatch_lines(hpctrain(
+        "render", "-P", "gilbreth", "-p", "a100-80gb", "--gpus", "4", "-t", "4:00:00",
+        "-A", "lab", "-J", "name", env=env, cwd=tmp_path))
+    assert {"#SBATCH --partition=a100-80gb", "#SBATCH --nodes=1", "#SBATCH --gpus-per-node=4",
+            "#SBATCH --time=04:00:00", "#SBATCH --account=lab",
+            "#SBATCH --job-name=name"} <= lines
+    lines = _sbatch_lines(hpctrain("render", "-P", "raven", "--gpus", "8", "-N", "2",
+                                   env=env, cwd=tmp_path))
+    assert {"#SBATCH --nodes=2", "#SBATCH --gres=gpu:a100:4"} <= lines
+
+
+def test_render_refuses_gpus_that_do_not_map(env: dict[str, str], tmp_path: Path) -> None:
+    r = hpctrain("render", "-P", "gilbreth", "-A", "lab", "-p", "a100-80gb", "--gpus", "6",
+                 env=env, cwd=tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "--gpus 6" in r.stderr and "Fix: give the layout itself: --nodes 2 --gpus-per-node 3" \
+        in r.stderr
+
+
+def test_submit_and_sweep_take_total_gpus(env: dict[str, str], tmp_path: Path) -> None:
+    for argv in (("submit", "-P", "raven", "--gpus", "8", "--dry-run"),
+                 ("sweep", "-P", "raven", "--gpus", "8", "--grid", "optim.lr=0.1,0.2",
+                  "--dry-run")):
+        lines = _sbatch_lines(hpctrain(*argv, env=env, cwd=tmp_path))
+        assert {"#SBATCH --nodes=2", "#SBATCH --gres=gpu:a100:4"} <= lines, argv
+
+
+@pytest.mark.parametrize(("argv", "fix"), [
+    (("render", "-P", "raven", "--mail-type=END"),
+     "see `hpctrain render --help`; an sbatch option reaches sbatch as "
+     "--sbatch-arg=--mail-type=VALUE"),
+    (("render", "-P", "raven", "--gres", "gpu:4"),
+     "hpctrain's spelling: --gpus-per-node N"),
+    (("submit", "-P", "raven", "-c", "8"), "--cpus-per-task N; or pass it to sbatch as "
+     "--sbatch-arg='-c VALUE'"),
+    (("status", "--mail-type", "END"), "Fix: see `hpctrain status --help`\n"),
+])
+def test_unknown_option_suggests_the_hpctrain_spelling(
+        env: dict[str, str], tmp_path: Path, argv: tuple[str, ...], fix: str) -> None:
+    r = hpctrain(*argv, env=env, cwd=tmp_path)
+    assert r.returncode == 2 and "No such option" in r.stderr
+    assert fix in r.stderr, r.stderr
+
+
+def test_completion_prints_each_shells_script(env: dict[str, str], tmp_path: Path) -> None:
+    for shell, marker in (("bash", "complete_bash"), ("zsh", "complete_zsh"),
+                          ("fish", "complete_fish")):
+        r = hpctrain("completion", shell, env=env, cwd=tmp_path)
+        assert r.returncode == 0 and "_HPCTRAIN_COMPLETE" in r.stdout and marker in r.stdout
+    bad = hpctrain("completion", "tcsh", env=env, cwd=tmp_path)
+    assert bad.returncode == 1 and "Fix: choose bash, zsh, fish" in bad.stderr
+
+
+def _bash_complete(env: dict[str, str], cwd: Path, line: str) -> list[str]:
+    """What bash's completion function gets for `line` (completing its last word)."""
+    words = line.split(" ")
+    r = subprocess.run(
+        [sys.executable, "-m", "hpctrain"], capture_output=True, text=True, cwd=cwd, timeout=60,
+        env={**env, "_HPCTRAIN_COMPLETE": "complete_bash", "COMP_WORDS": line,
+             "COMP_CWORD": str(len(words) - 1)}, check=False)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+def test_bash_completes_profiles_partitions_and_job_ids(
+        env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _bash_complete(env, tmp_path, "hpctrain render --profile gil") == ["gilbreth"]
+    assert _bash_complete(env, tmp_path, "hpctrain submit -P raven --partition ") == \
+        ["gpu", "gpudev"]
+    # No profile chosen: every profile's partitions.
+    assert "a100-80gb" in _bash_complete(env, tmp_path, "hpctrain render -p a")
+    assert "status" in _bash_complete(env, tmp_path, "hpctrain sta")
+    monkeypatch.setenv("HPCTRAIN_HOME", env["HPCTRAIN_HOME"])
+    track(History(), "4242", "4243", "5150")
+    for command in ("status", "logs", "cancel", "why"):
+        assert _bash_complete(env, tmp_path, f"hpctrain {command} 42") == ["4243", "4242"]
