@@ -27,6 +27,7 @@ CheckOpt = Annotated[
     bool, typer.Option("--check", help="Ask the SLURM in reach (sbatch --test-only) too.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the plan and script as JSON.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite an existing --output.")]
 
 
 def show_summary(plan: JobPlan) -> None:
@@ -104,7 +105,7 @@ def _show_verdict(verdict: TestOnlyVerdict) -> None:
         raise typer.Exit(1)
 
 
-def write_script(output: Path, script: str) -> None:
+def write_script(output: Path, script: str, force: bool = False) -> None:
     """Write the script to `output` whole, or leave what was there untouched and say why."""
     from hpctrain.errors import HpctrainError
     from hpctrain.files import write_atomic
@@ -116,6 +117,9 @@ def write_script(output: Path, script: str) -> None:
             f"cannot write {output}: it is a directory",
             f"give a file name, e.g. -o {output}/job.sh",
         )
+    if not force and os.path.lexists(output):
+        # As `profiles discover -o`: a file written by hand is not lost to a typo.
+        raise HpctrainError(f"{output} exists", "pass --force to replace it, or choose another -o")
     try:
         write_atomic(target, script, mode=0o755)
     except FileNotFoundError:
@@ -142,6 +146,7 @@ def render(
     check: CheckOpt = False,
     first_of: FirstOfOpt = None,
     json_out: JsonOpt = False,
+    force: ForceOpt = False,
 ) -> None:
     """Render the sbatch script for a profile and topology; nothing is submitted."""
     from hpctrain.render import plan_script
@@ -153,7 +158,7 @@ def render(
     plan, script = plan_script(replace(build_request(job), preview=True), environ=os.environ)
     verdict = _ask_slurm(script) if check else None
     if output is not None:
-        write_script(output, script)
+        write_script(output, script, force)
     if json_out:
         _print_json(plan, script, output, verdict)
     elif output is not None:

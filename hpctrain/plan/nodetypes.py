@@ -119,9 +119,8 @@ def fit_node_types(
             misfits.append(why)
             break
         types = kept
-    misfits.extend(_node_count(req, part, types, nodes))
     constraint, notes = _constraint(req, part, base, types)
-    misfits.extend(_constraint_caps(req, part, constraint, nodes))
+    misfits.extend(_node_limit(req, part, types, constraint, nodes))
     gpu_types = {part.gpu_type_of(t) for t in types} - {None}
     gpu_type = gpu_types.pop() if len(gpu_types) == 1 and gpn else None
     return Outcome(Fit(tuple(types), constraint, gpu_type), misfits=tuple(misfits),
@@ -181,20 +180,6 @@ def _types_suffix(part: Partition, types: Sequence[NodeType]) -> str:
     return f"; its node types: {listing(part, types)}" if len(part.types()) > 1 else ""
 
 
-def _node_count(req: JobRequest, part: Partition, types: Sequence[NodeType],
-                nodes: int) -> tuple[str, ...]:
-    counts = [t.nodes for t in types]
-    if any(c is None for c in counts):
-        return ()
-    have = sum(c for c in counts if c is not None)
-    if nodes <= have:
-        return ()
-    return (
-        f"{req.profile.name}: {number(nodes)} nodes asked, but partition {part.name} has "
-        f"{have} node(s) that fit ({listing(part, types)}); use --nodes {have}",
-    )
-
-
 def _constraint(req: JobRequest, part: Partition, base: Sequence[NodeType],
                 kept: Sequence[NodeType]) -> tuple[str | None, tuple[str, ...]]:
     """The constraint as given (or the default) while every type it selects fits; else the
@@ -233,17 +218,44 @@ def _cover(part: Partition, kept: Sequence[NodeType]) -> str | None:
     return "|".join(chosen)
 
 
-def _constraint_caps(req: JobRequest, part: Partition, constraint: str | None,
-                     nodes: int) -> tuple[str, ...]:
-    """Per-feature node caps (Raven: 16 nodes per job with gpu-bw) of features the job needs."""
+def _node_limit(req: JobRequest, part: Partition, types: Sequence[NodeType],
+                constraint: str | None, nodes: int) -> tuple[str, ...]:
+    """The tightest node limit `nodes` exceeds, as one answer: the partition's per job, a
+    feature's (Raven: 16 nodes per job with gpu-bw), or the nodes that fit."""
+    # At a tie the partition's own limit is named: it holds whatever the nodes.
+    limits = [*_partition_cap(part), *_constraint_caps(part, constraint),
+              *_fitting(part, types, nodes)]
+    over = [limit for limit in limits if nodes > limit[0]]
+    if not over:
+        return ()
+    most, why = min(over, key=lambda limit: limit[0])
+    other = " or another partition" if most <= 1 and part.max_nodes == most else ""
+    return (f"{req.profile.name}: {why}; use --nodes {most}{other}",)
+
+
+def _partition_cap(part: Partition) -> list[tuple[int, str]]:
+    if part.max_nodes is None:
+        return []
+    return [(part.max_nodes,
+             f"partition {part.name} allows at most {part.max_nodes} node(s) per job")]
+
+
+def _fitting(part: Partition, types: Sequence[NodeType], nodes: int) -> list[tuple[int, str]]:
+    counts = [t.nodes for t in types]
+    if any(c is None for c in counts):
+        return []
+    have = sum(c for c in counts if c is not None)
+    return [(have, f"{number(nodes)} nodes asked, but partition {part.name} has {have} "
+                   f"node(s) that fit ({listing(part, types)})")]
+
+
+def _constraint_caps(part: Partition, constraint: str | None) -> list[tuple[int, str]]:
     parsed = parse_constraint(constraint) if constraint else None
     if parsed is None or (parsed[0] == "|" and len(parsed[1]) > 1):
-        return ()
-    for name in parsed[1]:
-        found = part.constraint(name)
-        if found is not None and found.max_nodes is not None and nodes > found.max_nodes:
-            return (
-                f"{req.profile.name}: only {found.max_nodes} node(s) per job with "
-                f"--constraint {found.name}; use --nodes {found.max_nodes}",
-            )
-    return ()
+        return []
+    return [(found.max_nodes, f"only {found.max_nodes} node(s) per job with --constraint "
+                              f"{found.name}")
+            for found in map(part.constraint, parsed[1])
+            if found is not None and found.max_nodes is not None]
+
+

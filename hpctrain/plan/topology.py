@@ -110,10 +110,5 @@ def _node_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str
             f"--nodes {number(nodes)} --gpus-per-node {node_gpus}, or --nodes 1 for "
             f"{number(gpn * nodes)} GPU(s)"
         )
-    if part.max_nodes is not None and nodes > part.max_nodes:
-        misfits.append(
-            f"{name}: partition {part.name} allows at most {part.max_nodes} node(s) per job; "
-            f"use --nodes {part.max_nodes}"
-            + ("" if part.max_nodes > 1 else " or another partition")
-        )
+    # The partition's per-job maximum is nodetypes.py's to say, with the other node limits.
     return tuple(misfits)

@@ -198,8 +198,10 @@ def test_render_o_where_it_cannot_write(cli: Cli, tmp_path: Path) -> None:
     refused(cli("render", "-P", "local", "-o", "afile/job.sh"), "is a file")
     refused(cli("render", "-P", "local", "-o", "afile", "--gpus-per-node", "9"), "impossible",
             fix=False)
+    # An existing file is kept unless --force says to replace it (as `profiles discover -o`).
+    refused(cli("render", "-P", "local", "-o", "afile"), "afile exists", "--force")
     assert _files(tmp_path) == before  # nothing written, nothing lost, no temporary file
-    assert cli("render", "-P", "local", "-o", "afile").code == 0
+    assert cli("render", "-P", "local", "-o", "afile", "--force").code == 0
     assert (tmp_path / "afile").read_text().startswith("#!/bin/bash")
 
 
