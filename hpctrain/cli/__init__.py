@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -12,19 +14,22 @@ from hpctrain import __version__
 from hpctrain.cli.output import err_console, print_json
 from hpctrain.errors import HpctrainError
 
+if TYPE_CHECKING:
+    import click
+
 # The command modules in help order, and which module holds each command. Only the module
 # of the command being run is imported and turned into click commands (typer inspects every
 # registered signature at start-up: ~20 ms for all of them); `--help` and unknown commands
 # get them all. tests/unit/test_cli.py checks that this table matches the modules.
 MODULES = ("render", "submit", "jobs", "why", "snapshots", "login", "train", "profiles",
-           "devcluster", "data", "stats", "scale", "sweep")
+           "devcluster", "data", "stats", "scale", "sweep", "completion")
 MODULE_OF = {
     "render": "render", "submit": "submit", "status": "jobs", "logs": "jobs", "cancel": "jobs",
     "why": "why",
     "diff": "snapshots", "rerun": "snapshots", "gc": "snapshots", "login": "login",
     "train": "train", "profiles": "profiles", "devcluster": "devcluster", "data": "data",
     "stats": "stats", "scale": "scale", "scale-report": "scale",
-    "sweep": "sweep", "sweep-report": "sweep",
+    "sweep": "sweep", "sweep-report": "sweep", "completion": "completion",
 }
 
 _state = {"debug": False}
@@ -91,6 +96,11 @@ def __getattr__(name: str) -> typer.Typer:
 
 def main() -> None:
     """Entry point: run the app behind the one error boundary."""
+    if "_HPCTRAIN_COMPLETE" in os.environ:
+        # The shell asks for completions (the script of `hpctrain completion SHELL`).
+        from hpctrain.cli.completion import complete
+
+        sys.exit(complete(build_app))
     try:
         # Without standalone mode click returns the exit code of typer.Exit instead of raising.
         code = build_app(sys.argv[1:])(standalone_mode=False)
@@ -141,6 +151,8 @@ def _other_error(e: Exception) -> None:
             # typer writes its suggestion into the message; click (8.4 on) would add its own.
             e.__dict__["possibilities"] = None
         e.show()
+        if isinstance(e, click.exceptions.NoSuchOption):
+            _option_hint(e)
         sys.exit(e.exit_code)
     if isinstance(e, click.exceptions.Exit):
         sys.exit(e.exit_code)
@@ -153,6 +165,17 @@ def _other_error(e: Exception) -> None:
         "this is a bug in hpctrain; run the command again with --debug and report the traceback",
     )
     sys.exit(1)
+
+
+def _option_hint(e: click.exceptions.NoSuchOption) -> None:
+    # sbatch users type sbatch's options: name hpctrain's spelling, or --sbatch-arg.
+    from hpctrain.cli.habits import hint
+
+    command = e.ctx.command if e.ctx is not None else None
+    takes = any(p.name == "sbatch_arg" for p in getattr(command, "params", ()))
+    name = e.ctx.info_name if e.ctx is not None and e.ctx.parent is not None else None
+    err_console.print(f"  Fix: {hint(e.option_name, name, takes)}", highlight=False,
+                      markup=False)
 
 
 def _quiet_stdout() -> None:
