@@ -58,6 +58,7 @@ slurm24_tests=(
   tests/cluster/test_requeue.py tests/cluster/test_tutorial_patterns.py
   tests/profiles/test_profiles_cluster.py tests/alternatives/test_race_cluster.py
   tests/monitor/test_monitor_cluster.py tests/trainer/test_trainer_ddp_cluster.py
+  tests/sweeps/test_sweep_cluster.py
 )
 echo "== pytest on SLURM 24.11 (${#slurm24_tests[@]} files)"
 start=$(date +%s)

@@ -74,12 +74,8 @@ def status(
     history = backends.history()
 
     def select() -> list[JobRecord]:
-        if study is not None:
-            return tracking.study_points(history, study)
-        # An alternative of a --first-of race stands for the race: its siblings come along;
-        # a sweep's point for its sweep: all its points come along, to be counted in one row.
-        return tracking.with_studies(history, tracking.with_races(history, tracking.select(
-            history, job_ids or [], all_jobs=all_jobs, last=last)))
+        return tracking.listing(history, job_ids or [], all_jobs=all_jobs, last=last,
+                                study=study)
 
     if not watch and not (records := select()):
         # Nothing to refresh: SLURM is not asked (a login node answers `status` at once).
@@ -94,10 +90,7 @@ def status(
         local = backends.local_place()
         records, report, clusters[0] = watchers.refresh(history, local, select(), login,
                                                         starts)
-        records = verdicts(history, records, local)
-        if study is None:
-            records = tracking.one_row_per_study(records, tracking.study_labels(history))
-        return records, report
+        return tracking.as_listed(history, verdicts(history, records, local), study), report
 
     if watch:
         jobview.watch(load, interval)

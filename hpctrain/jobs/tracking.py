@@ -45,6 +45,24 @@ def with_studies(history: History, records: Sequence[JobRecord]) -> list[JobReco
     return sorted(out.values(), key=lambda r: r.id)
 
 
+def listing(history: History, job_ids: Sequence[str], *, all_jobs: bool, last: int,
+            study: str | None) -> list[JobRecord]:
+    """The jobs `status` shows: a study's (--study), else `select`'s with every race and study
+    they belong to (an alternative stands for its race, a point for its sweep)."""
+    if study is not None:
+        return study_points(history, study)
+    return with_studies(history, with_races(history, select(
+        history, job_ids, all_jobs=all_jobs, last=last)))
+
+
+def as_listed(history: History, records: Sequence[JobRecord], study: str | None
+              ) -> list[JobRecord]:
+    """The rows of a listing: a study one row, unless its own jobs were asked for."""
+    if study is not None:
+        return list(records)
+    return one_row_per_study(records, study_labels(history))
+
+
 def study_points(history: History, name: str) -> list[JobRecord]:
     """A study's jobs (a sweep's points, every segment of a chained one; a scaling study's
     runs), by the study's name or id."""

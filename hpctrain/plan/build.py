@@ -100,7 +100,5 @@ def build_plan(req: JobRequest) -> JobPlan:
         chain=restart.chain,
         after=restart.after,
         notes=tuple(found.notes),
-        race=req.race,
-        code_dir=req.code_dir,
-        array=req.array,
+        race=req.race, code_dir=req.code_dir, array=req.array,
     )
