@@ -1,9 +1,12 @@
 """A sweep's points (job array tasks, `ARRAY_TASK`) asked of SLURM by their array's id, on output
-recorded from the dev cluster (recorded/record.py arrays; SLURM 22.05)."""
+recorded from the dev cluster (recorded/record.py arrays) on SLURM 22.05 and 24.11: text on
+both, since JSON names a task by its own job id."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from hpctrain.history import History
 from hpctrain.jobs.watcher import JobWatcher
@@ -12,18 +15,24 @@ from hpctrain.slurm.states import JobState
 
 from .helpers import RECORDED, ReplayClient, recording, track
 
-SET = "slurm-22.05"
-ARRAY = json.loads((RECORDED.parent / SET / "arrays.json").read_text())["array"]
-TASKS = [f"{ARRAY}_{t}" for t in range(8)]
+SETS = ("slurm-22.05", "slurm-24.11")
 
 
-def _client(sacct: str = "sacct_array_tasks") -> ReplayClient:
-    return ReplayClient({"squeue": recording("squeue_array_tasks", SET),
-                         "sacct": recording(sacct, SET)}, slurm=SET)
+def _tasks(slurm: str) -> list[str]:
+    array = json.loads((RECORDED.parent / slurm / "arrays.json").read_text())["array"]
+    return [f"{array}_{t}" for t in range(8)]
 
 
-def test_squeue_lists_every_task_of_the_array_asked_by_its_id() -> None:
-    client = _client()
+def _client(slurm: str, sacct: str = "sacct_array_tasks") -> ReplayClient:
+    return ReplayClient({"squeue": recording("squeue_array_tasks", slurm),
+                         "sacct": recording(sacct, slurm)}, slurm=slurm)
+
+
+@pytest.mark.parametrize("slurm", SETS)
+def test_squeue_lists_every_task_of_the_array_asked_by_its_id(slurm: str) -> None:
+    TASKS = _tasks(slurm)
+    ARRAY = TASKS[0].split("_")[0]
+    client = _client(slurm)
     rows = client.squeue(TASKS)
     (argv,) = client.calls
     assert argv[argv.index("--jobs") + 1] == ARRAY and "--array" in argv
@@ -33,19 +42,24 @@ def test_squeue_lists_every_task_of_the_array_asked_by_its_id() -> None:
     assert rows[TASKS[5]].reason == "JobArrayTaskLimit"
 
 
-def test_sacct_names_tasks_and_spreads_the_row_of_tasks_never_started() -> None:
-    rows = _client().sacct(TASKS)
+@pytest.mark.parametrize("slurm", SETS)
+def test_sacct_names_tasks_and_spreads_the_row_of_tasks_never_started(slurm: str) -> None:
+    TASKS = _tasks(slurm)
+    rows = _client(slurm).sacct(TASKS)
     assert set(rows) == set(TASKS)
     assert (rows[TASKS[1]].state, rows[TASKS[1]].exit_code) == (JobState.FAILED, 3)
     assert all(rows[t].state is JobState.PENDING for t in TASKS[4:])
-    cancelled = _client("sacct_array_cancelled").sacct(TASKS)
+    cancelled = _client(slurm, "sacct_array_cancelled").sacct(TASKS)
     assert all(cancelled[t].state is JobState.CANCELLED for t in TASKS[2:])
     assert cancelled[TASKS[0]].state is JobState.COMPLETED
 
 
-def test_a_refresh_of_all_points_is_two_calls(history: History) -> None:
+@pytest.mark.parametrize("slurm", SETS)
+def test_a_refresh_of_all_points_is_two_calls(history: History, slurm: str) -> None:
+    TASKS = _tasks(slurm)
+    ARRAY = TASKS[0].split("_")[0]
     track(history, *TASKS)
-    client = _client()
+    client = _client(slurm)
     records, report = JobWatcher(client, history, "hpctrain-dev").refresh(history.all())
     assert report.calls == len(client.calls) == 2
     sacct = client.calls[1]
