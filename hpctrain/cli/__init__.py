@@ -153,6 +153,12 @@ def _other_error(e: Exception) -> None:
         e.show()
         if isinstance(e, click.exceptions.NoSuchOption):
             _option_hint(e)
+        if _json_asked(sys.argv[1:]):
+            # A usage error (exit 2) under --json: a script reads JSON here too.
+            from hpctrain.cli.output import print_json
+
+            print_json({"error": {"what": e.format_message(), "fix": "see `hpctrain "
+                                  f"{_command_words(e)}--help`"}})
         sys.exit(e.exit_code)
     if isinstance(e, click.exceptions.Exit):
         sys.exit(e.exit_code)
@@ -165,6 +171,17 @@ def _other_error(e: Exception) -> None:
         "this is a bug in hpctrain; run the command again with --debug and report the traceback",
     )
     sys.exit(1)
+
+
+def _command_words(e: click.ClickException) -> str:
+    """`profiles show ` for an error in that command (the root's own name left out: it is
+    `-m hpctrain` under python -m)."""
+    words: list[str] = []
+    ctx = getattr(e, "ctx", None)
+    while ctx is not None and ctx.parent is not None:
+        words.insert(0, f"{ctx.info_name} ")
+        ctx = ctx.parent
+    return "".join(words)
 
 
 def _option_hint(e: click.exceptions.NoSuchOption) -> None:

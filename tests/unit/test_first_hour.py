@@ -234,3 +234,18 @@ def test_render_json_has_one_shape_with_or_without_first_of(cli: Cli) -> None:
     assert all(set(a) == keys for a in one["alternatives"] + race["alternatives"])
     assert one["alternatives"][0]["topology"] is None
     assert one["alternatives"][0]["script"].startswith("#!/bin/bash")
+
+
+@pytest.mark.parametrize(("args", "said"), [(["status", "--last", "x", "--json"], "'x'"),
+                                            (["render", "--profile", "raven", "--bogus",
+                                              "--json"], "--bogus")])
+def test_a_usage_error_under_json_is_json_too(args: list[str], said: str, tmp_path: Path
+                                              ) -> None:
+    """Exit 2 (click's usage error), click's text on stderr, and the error object on stdout."""
+    res = subprocess.run([sys.executable, "-m", "hpctrain", *args], cwd=tmp_path,
+                         env={**os.environ, "HPCTRAIN_HOME": str(tmp_path / "home")},
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 2 and "Usage:" in res.stderr
+    error = json.loads(res.stdout)["error"]
+    assert said in error["what"]
+    assert error["fix"] == f"see `hpctrain {args[0]} --help`"
