@@ -173,7 +173,7 @@ def scale(
     max_epochs: EpochsOpt = None,
     sets: SetOpt = None,
     time_limit: TimeOpt = None,
-    partition: Annotated[str | None, typer.Option(help="Partition.")] = None,
+    partition: Annotated[str | None, typer.Option("--partition", "-p", help="Partition.")] = None,
     account: Annotated[str | None, typer.Option("--account", "-A", help="Account.")] = None,
     name: NameOpt = None,
     repeats: RepeatsOpt = 3,
