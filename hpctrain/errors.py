@@ -6,6 +6,10 @@ from __future__ import annotations
 class HpctrainError(Exception):
     """A problem the user can fix; `fix` says how."""
 
+    # True once the command printed its own --json answer holding this error (status: the
+    # listing as last seen, with `error`): the error boundary then adds no second document.
+    shown_in_json = False
+
     def __init__(self, what: str, fix: str | None = None) -> None:
         super().__init__(what)
         self.what = what

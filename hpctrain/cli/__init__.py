@@ -110,7 +110,7 @@ def main() -> None:
         if _state["debug"]:
             raise
         _print_error(e.what, e.fix)
-        if _json_asked(sys.argv[1:]):
+        if _json_asked(sys.argv[1:]) and not e.shown_in_json:
             # A script reads stdout: the failure as JSON too, in one shape for every command.
             print_json({"error": {"what": e.what, "fix": e.fix}})
         # A safe stop of `hpctrain train` ends 75 (EX_TEMPFAIL), as the trainer does in a job.

@@ -99,7 +99,9 @@ def status(
     jobview.show_status(records, report, clusters[0], json_out, history.path, starts)
     if report.error:
         # After the listing: the last known states are shown, then why they are not fresh.
-        raise jobview.unanswered(report.error)
+        error = jobview.unanswered(report.error)
+        error.shown_in_json = json_out  # the listing's JSON holds it as `error`
+        raise error
 
 
 def _copy(path: Path, out: BinaryIO) -> None:
