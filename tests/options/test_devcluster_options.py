@@ -37,7 +37,9 @@ def test_up_switches_profile_and_size_only_with_replace(devcluster_with: Switch)
         refused = local.cli("devcluster", "up", "--profile", str(TWO_PARTITIONS), "--nodes", "1",
                             "--json")
         assert refused.returncode == 1 and "--replace" in refused.stderr, refused.stderr
-        assert refused.stdout == ""
+        # --json: the refusal as the one error object on stdout.
+        assert "--replace" in str(json.loads(refused.stdout)["error"]["fix"]) + str(
+            json.loads(refused.stdout)["error"]["what"])
         assert {p: len(n) for p, n in _partitions(str(local.slurm_conf)).items()} == {
             "debug": 2}
         res = local.cli("devcluster", "up", "-P", str(TWO_PARTITIONS), "-N", "1", "--replace",
