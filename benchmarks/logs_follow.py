@@ -60,19 +60,25 @@ def main() -> int:
         ours: list[float] = []
         tails: list[float] = []
         Path(done["stdout"]).touch()
+        debug = (cwd / "debug.txt").open("wb")
+        # stdout is read by a thread only; --debug's lines go to a file (communicate() would
+        # read stdout too and take lines from the thread).
         procs = [subprocess.Popen([sys.executable, "-m", "hpctrain", "--debug", "logs", "-f",
                                    str(done["job_id"])], env=env, cwd=cwd,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE),
+                                  stdout=subprocess.PIPE, stderr=debug),
                  subprocess.Popen(["tail", "-F", "-n", "+1", done["stdout"]],
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)]
         threads = [threading.Thread(target=_reader, args=(p, d))
                    for p, d in zip(procs, (ours, tails), strict=True)]
         for t in threads:
             t.start()
-        _out, err = procs[0].communicate(timeout=args.seconds + 300)
+        procs[0].wait(timeout=args.seconds + 300)
+        time.sleep(1)  # tail -F's last lines
         procs[1].terminate()
         for t in threads:
             t.join(10)
+        debug.close()
+        err = (cwd / "debug.txt").read_bytes()
     calls = len(re.findall(rb"debug: hpctrain\.slurm: (?:squeue|sacct|scontrol) ", err))
 
     def ms(values: list[float]) -> float:

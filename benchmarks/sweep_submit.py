@@ -57,6 +57,17 @@ def _calls(stderr: str, command: str) -> int:
     return len(re.findall(rf"debug: hpctrain\.slurm: {command} ", stderr))
 
 
+def _drained(env: dict[str, str], cwd: Path) -> None:
+    """Until the controller holds no job records: 5,000 cancelled tasks are 5,000 records
+    until MinJobAge passes, and count against MaxJobCount (10,000 by default), which would
+    make the next sbatch wait."""
+    deadline = time.monotonic() + 600
+    while _run(env, cwd, "scontrol", "--oneliner", "show", "jobs")[1].stdout.count("JobId=") > 5:
+        if time.monotonic() > deadline:
+            raise SystemExit("the controller kept its job records for 600 s")
+        time.sleep(5)
+
+
 def _sweep(env: dict[str, str], cwd: Path, points: int) -> dict[str, object]:
     took, res = _hpctrain(env, cwd, "--debug", "sweep", "--profile", "local", "--time", "1",
                           "--no-monitor", "--sample", "k=int:0,1000000", "--samples",
@@ -66,6 +77,7 @@ def _sweep(env: dict[str, str], cwd: Path, points: int) -> dict[str, object]:
     status_s, status = _hpctrain(env, cwd, "--debug", "status")
     calls = [c for c in ("squeue", "sacct", "scontrol") if _calls(status.stderr, c)]
     _hpctrain(env, cwd, "cancel", "--study", "bench")
+    _drained(env, cwd)
     return {"sweep_s": round(took, 2), "sbatch_calls": _calls(res.stderr, "sbatch"),
             "arrays": len(done["arrays"]), "status_s": round(status_s, 2),
             "status_slurm_calls": sum(_calls(status.stderr, c) for c in calls)}
@@ -82,6 +94,7 @@ def _plain_sbatch(env: dict[str, str], cwd: Path, points: int, max_array: int) -
         ids.append(res.stdout.strip().split(";")[0])
     took = time.perf_counter() - t0
     _run(env, cwd, "scancel", *ids)
+    _drained(env, cwd)
     return took
 
 
@@ -110,8 +123,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="hpctrain-sweep-bench-") as tmp:
         cwd = Path(tmp)
         env = {**os.environ, "SLURM_CONF": conf, "HPCTRAIN_HOME": str(cwd / "home")}
-        swept = _sweep(env, cwd, args.points)
+        _drained(env, cwd)
         plain_s = _plain_sbatch(env, cwd, args.points, max_array)
+        swept = _sweep(env, cwd, args.points)
         single_s = _single_submits(env, cwd, args.single)
     result = {"points": args.points, "max_array_size": max_array, **swept,
               "plain_sbatch_arrays_s": round(plain_s, 2),
