@@ -150,8 +150,9 @@ def _write_run_info(prep: Prepared, done: Queued, place: Place) -> None:
         place.write(prep.run_dir / rundir.RUN_INFO, json.dumps(info, indent=2) + "\n")
 
 
-def _new_job(prep: Prepared, done: Queued, place: Place, head: str | None, segment: int
-             ) -> NewJob:
+def new_job(prep: Prepared, done: Queued, place: Place, head: str | None, segment: int
+            ) -> NewJob:
+    """The history row of a queued job, as submit knows it (a sweep's point adds its own)."""
     plan = prep.plan
     chained = plan.chain > 1
     return NewJob(
@@ -173,7 +174,7 @@ def record_job(prep: Prepared, done: Queued, history: History, place: Place, *,
                head: str | None = None, segment: int = 1, race_of: str | None = None
                ) -> JobRecord:
     """The history row of one queued job (a chain's segment, a race's alternative)."""
-    new = _new_job(prep, done, place, head, segment)
+    new = new_job(prep, done, place, head, segment)
     if race_of is not None:
         new = dataclasses.replace(new, race_head=head, race_of=race_of)
     try:

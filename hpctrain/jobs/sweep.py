@@ -8,10 +8,11 @@ throttled sweep's next array waits for the one before (so `%K` holds for the who
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,21 +101,23 @@ def check_points(req: JobRequest, sweep: Sweep) -> None:
     fixed = tuple(config_args(base)[3::2]) if base is not None else ()
     task = base.task if base is not None else None
     planned: set[tuple[Any, ...]] = set()
-    for n, point in enumerate(sweep.points):
-        settings = _point_settings(task, fixed, point, n)
-        # Points differing only in what no rule reads plan alike: plan each shape once.
-        shape = _plan_shape(settings)
-        if shape not in planned:
-            _plan_point(replace(req, trainer=settings), n, point)
-            planned.add(shape)
-
-
-def _point_settings(task: str | None, fixed: Sequence[str], point: Point, n: int
-                    ) -> TrainConfig:
     from hpctrain.trainconfig.load import load_config
 
+    for n, point in enumerate(sweep.points):
+        with _naming(n, point):
+            settings = load_config(None, task, [*fixed, *(f"{k}={v}" for k, v in point)])
+            # Points differing only in what no rule reads plan alike: plan each shape once.
+            shape = _plan_shape(settings)
+            if shape not in planned:
+                build_plan(replace(req, trainer=settings))
+                planned.add(shape)
+
+
+@contextlib.contextmanager
+def _naming(n: int, point: Point) -> Iterator[None]:
+    """A refusal of a point's settings or job, naming the point."""
     try:
-        return load_config(None, task, [*fixed, *(f"{k}={v}" for k, v in point)])
+        yield
     except HpctrainError as e:
         raise HpctrainError(f"point {n} ({_describe(point)}): {e.what}", e.fix) from None
 
@@ -124,15 +127,6 @@ def _plan_shape(settings: TrainConfig) -> tuple[Any, ...]:
     # plan/trainer_options.py); the rest of a point never changes its job.
     t = settings.trainer
     return (t.batch_size, t.global_batch, t.max_device_batch, t.cuda_graphs)
-
-
-def _plan_point(req: JobRequest, n: int, point: Point) -> None:
-    from hpctrain.plan import build_plan
-
-    try:
-        build_plan(req)
-    except HpctrainError as e:
-        raise HpctrainError(f"point {n} ({_describe(point)}): {e.what}", e.fix) from None
 
 
 def _describe(point: Point) -> str:
@@ -289,39 +283,35 @@ def _first_options(after: Sequence[str], before: str | None, array: SweepArray |
 
 def _record_points(prep: PreparedSweep, prepared: Prepared, ids: Sequence[str], place: Place,
                    history: History, study: StudyRecord, origin: Origin) -> list[JobRecord]:
-    """One history row per point and segment, named ARRAY_TASK as SLURM names it."""
+    """One history row per point and segment, named ARRAY_TASK as SLURM names it: submit's
+    row of the job, with the point's name, command, run directory and study."""
     array = prepared.plan.array
     assert array is not None
-    jobs = [_point_job(prep, prepared, ids, segment, task, place, study, origin)
+    # Read once for the array (a local place reads it from slurm.conf at each ask).
+    cluster = place.slurm_client().cluster_name() or prepared.plan.cluster
+    jobs = [_point_job(prep, prepared, ids, (segment, task), place, cluster, study, origin)
             for task in range(array.size) for segment in range(1, len(ids) + 1)]
     return history.add_all(jobs)
 
 
-def _point_job(prep: PreparedSweep, prepared: Prepared, ids: Sequence[str], segment: int,
-               task: int, place: Place, study: StudyRecord, origin: Origin) -> NewJob:
-    from hpctrain.history import NewJob
-    from hpctrain.jobs.submit import expand_log_pattern
+def _point_job(prep: PreparedSweep, prepared: Prepared, ids: Sequence[str],
+               where: tuple[int, int], place: Place, cluster: str, study: StudyRecord,
+               origin: Origin) -> NewJob:
+    from hpctrain.jobs.submit import Queued, expand_log_pattern, new_job
 
+    segment, task = where
     plan = prepared.plan
     assert plan.array is not None
     index = plan.array.offset + task
-    job_id, name = f"{ids[segment - 1]}_{task}", plan.job_name
-    logs = [expand_log_pattern(p, ids[segment - 1], name, place.user, task=str(task))
-            for p in (prepared.logs.stdout, prepared.logs.stderr)]
-    chained = len(ids) > 1
-    return NewJob(
-        job_id=job_id, cluster=place.slurm_client().cluster_name() or plan.cluster,
-        profile=plan.profile, job_name=f"{name}#{index}", partition=plan.partition,
-        nodes=plan.nodes, gpus_per_node=plan.gpus_per_node, total_gpus=plan.total_gpus,
-        command=[*plan.command, *prep.args[index]],
-        run_dir=str(prep.point_dir(index)), script_path=str(prepared.script_path),
-        stdout_path=logs[0], stderr_path=logs[1], workdir=str(prepared.workdir),
-        git_commit=origin.git.commit if origin.git else None,
-        git_dirty=origin.git.dirty if origin.git else None, time_limit_s=plan.time_seconds,
-        chain_head=f"{ids[0]}_{task}" if chained else None,
-        segment=segment if chained else None, segments=len(ids) if chained else None,
-        login=place.login, login_config=place.login_config,
-        snapshot=origin.snapshot.id if origin.snapshot else None, study=study.id)
+    stdout, stderr = (expand_log_pattern(p, ids[segment - 1], plan.job_name, place.user,
+                                         task=str(task))
+                      for p in (prepared.logs.stdout, prepared.logs.stderr))
+    done = Queued(f"{ids[segment - 1]}_{task}", cluster, stdout, stderr, origin)
+    # A chain's head is its first segment's task; the first segment names none (as submit).
+    head = f"{ids[0]}_{task}" if segment > 1 else None
+    return replace(new_job(prepared, done, place, head, segment),
+                   job_name=f"{plan.job_name}#{index}", run_dir=str(prep.point_dir(index)),
+                   command=[*plan.command, *prep.args[index]], study=study.id)
 
 
 def _write_info(prep: PreparedSweep, queued: Sequence[Sequence[str]], place: Place) -> None:
