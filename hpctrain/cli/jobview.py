@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from hpctrain.cli.output import console, err_console, is_tty, print_json
+from hpctrain.cli.output import console, err_console, is_tty, plain_columns, print_json
 from hpctrain.errors import HpctrainError
 from hpctrain.slurm.states import ENDED, RUNNING, JobState, StateGroup, parse_state
 from hpctrain.units import format_time
@@ -217,12 +217,7 @@ def _style(state: JobState) -> str:
 def plain_table(records: list[JobRecord], starts: Mapping[str, str | None] | None = None
                 ) -> str:
     """The same table as aligned plain text: for pipes and long listings."""
-    rows = [_COLUMNS, *_rows(records, starts)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ) + "\n"
+    return plain_columns(_COLUMNS, _rows(records, starts))
 
 
 def _monitor(record: JobRecord) -> dict[str, Any] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from hpctrain.cli.output import console, err_console, is_tty, print_json
+from hpctrain.cli.output import console, err_console, is_tty, plain_columns, print_json
 
 
 def _cell(value: Any, fmt: str = "") -> str:
@@ -23,14 +23,6 @@ def rows(data: dict[str, Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
              _cell(r["time_s"], ".1f"), r["why"] or "")
             for r in data["points"]]
     return header, body
-
-
-def plain(header: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
-    """Aligned columns that survive a pipe (never folded)."""
-    lines = [header, *body]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-                     for line in lines) + "\n"
 
 
 def show_report(data: dict[str, Any], json_out: bool) -> None:
@@ -53,7 +45,7 @@ def show_report(data: dict[str, Any], json_out: bool) -> None:
             t.add_row(*(escape(c) for c in line))
         console.print(t)
     else:
-        sys.stdout.write(title + "\n" + plain(header, body))
+        sys.stdout.write(title + "\n" + plain_columns(header, body))
     _show_best(data)
 
 
