@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import os
 import select
 import time
@@ -76,10 +77,14 @@ class InotifyWaiter:
             os.close(self.fd)
 
 
+@functools.lru_cache(maxsize=1)
 def _libc() -> ctypes.CDLL | None:
+    # glibc's name first: find_library runs ldconfig (a process) to learn another libc's.
+    with contextlib.suppress(OSError):
+        return ctypes.CDLL("libc.so.6", use_errno=True)
     name = ctypes.util.find_library("c")
     try:
-        return ctypes.CDLL(name or "libc.so.6", use_errno=True)
+        return ctypes.CDLL(name, use_errno=True) if name else None
     except OSError:
         return None
 
