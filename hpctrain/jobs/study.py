@@ -123,14 +123,11 @@ class Studies:
         return self._watcher
 
     def find(self, name: str | None) -> StudyRecord:
-        """The study by name or id (None: the last one)."""
-        studies = self.history.studies()
-        found = self.history.study(name) if name else (studies[-1] if studies else None)
-        if found is None:
-            raise HpctrainError(
-                f"no study {name!r} in the history" if name else "no scaling study yet",
-                "start one with `hpctrain scale --profile P --topologies 1x1,1x2`")
-        return found
+        """The scaling study by name or id (None: the last one; a sweep is not one)."""
+        from hpctrain.jobs.tracking import find_study
+
+        return find_study(self.history, name, "scale", "scaling study",
+                          "hpctrain scale --profile P --topologies 1x1,1x2")
 
     def start(self, plan: StudyPlan, name: str | None, output_dir: str) -> StudyRecord:
         """Record the study with every run 'not submitted yet' (a refused name: nothing); its

@@ -166,13 +166,10 @@ class Sweeps:
 
     def find(self, name: str | None) -> StudyRecord:
         """The sweep by name or id (None: the last one)."""
-        sweeps = [s for s in self.history.studies() if s.kind == "sweep"]
-        found = self.history.study(name) if name else (sweeps[-1] if sweeps else None)
-        if found is None or found.kind != "sweep":
-            raise HpctrainError(
-                f"no sweep {name!r} in the history" if name else "no sweep yet",
-                "start one with `hpctrain sweep --profile P --grid optim.lr=0.1,0.03`")
-        return found
+        from hpctrain.jobs.tracking import find_study
+
+        return find_study(self.history, name, "sweep", "sweep",
+                          "hpctrain sweep --profile P --grid optim.lr=0.1,0.03")
 
     def place(self, points: Sequence[JobRecord]) -> Place:
         from hpctrain import places

@@ -9,7 +9,7 @@ from typing import Any
 
 from hpctrain import rundir
 from hpctrain.errors import HpctrainError
-from hpctrain.history import History, JobRecord
+from hpctrain.history import History, JobRecord, StudyRecord
 
 RECENT = 20
 
@@ -61,6 +61,19 @@ def as_listed(history: History, records: Sequence[JobRecord], study: str | None
     if study is not None:
         return list(records)
     return one_row_per_study(records, study_labels(history))
+
+
+def find_study(history: History, name: str | None, kind: str, named: str, start: str
+               ) -> StudyRecord:
+    """The study of this kind (scale, sweep) by name or id (None: the last of the kind);
+    `named` is how the kind is called in the error, `start` how to begin one."""
+    of_kind = [s for s in history.studies() if s.kind == kind]
+    found = history.study(name) if name else (of_kind[-1] if of_kind else None)
+    if found is None or found.kind != kind:
+        raise HpctrainError(
+            f"no {named} {name!r} in the history" if name else f"no {named} yet",
+            f"start one with `{start}`")
+    return found
 
 
 def study_points(history: History, name: str) -> list[JobRecord]:

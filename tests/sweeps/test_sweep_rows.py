@@ -119,3 +119,19 @@ def test_point_args_win_over_the_shared_settings(tmp_path: Path) -> None:
     assert loaded.trainer.max_epochs == 2
     own = JobRequest(profile=load_profile("local"), command=("python", "train.py"))
     assert point_args(own, (("optim.lr", "a b; $(x)"),)) == ("optim.lr=a b; $(x)",)
+
+
+def test_each_report_finds_only_its_own_kind_of_study(history: History) -> None:
+    """scale-report without a name takes the last scaling study, never a later sweep."""
+    history.add_study(StudyRecord(name="s1", profile="local", mode="weak", directory="/a",
+                                  runs=[]))
+    history.add_study(StudyRecord(name="lr", profile="local", mode="grid", directory="/b",
+                                  runs=[], kind="sweep"))
+    assert tracking.find_study(history, None, "scale", "scaling study", "x").name == "s1"
+    assert tracking.find_study(history, None, "sweep", "sweep", "x").name == "lr"
+    with pytest.raises(HpctrainError, match="no scaling study 'lr'"):
+        tracking.find_study(history, "lr", "scale", "scaling study", "hpctrain scale")
+    with pytest.raises(HpctrainError, match="no sweep yet") as e:
+        tracking.find_study(History(history.path.parent / "other.sqlite3"), None, "sweep",
+                            "sweep", "hpctrain sweep")
+    assert e.value.fix == "start one with `hpctrain sweep`"
