@@ -38,6 +38,10 @@ class LaunchMode:
         """Training processes on each node, once every launcher has started its workers."""
         return max(gpus_per_node, 1)
 
+    def workers_per_task(self, gpus_per_node: int) -> int:
+        """Training processes that share one SLURM task's CPUs."""
+        return self.workers_per_node(gpus_per_node) // self.tasks_per_node(gpus_per_node)
+
 
 SRUN = LaunchMode(
     "srun", "your program is one rank",

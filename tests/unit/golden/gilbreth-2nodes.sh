@@ -60,6 +60,15 @@ export MASTER_ADDR="${MASTER_ADDR%%[[:space:]]*}"
 export MASTER_PORT="$((20000 + ${SLURM_JOB_ID:-0} % 20000))"
 # srun does not inherit --cpus-per-task on SLURM 22.05-23.02.
 export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-16}"
+# Threads: torch, MKL and OpenBLAS start one thread per CPU they can see: the whole node's where
+# SLURM does not confine tasks, the whole task's for each of several workers in it. Either way
+# ranks that share CPUs oversubscribe them, so each worker gets the CPUs it holds. A value set by
+# now (the submitting shell's, which sbatch exports, a module's, the profile's set-up, --env) is
+# kept; MKL and OpenBLAS follow OMP_NUM_THREADS, so one user value sets all three. torchrun
+# hands it to its workers: it puts in its own 1 only where OMP_NUM_THREADS is unset.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$SRUN_CPUS_PER_TASK}"
+export MKL_NUM_THREADS="${MKL_NUM_THREADS:-$OMP_NUM_THREADS}"
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-$OMP_NUM_THREADS}"
 export HPCTRAIN_RUN_DIR=hpctrain-runs/hpctrain-"${SLURM_JOB_ID:-local}"
 mkdir -p "$HPCTRAIN_RUN_DIR"
 
