@@ -33,11 +33,15 @@ class Ports:
     slurmdbd: int = 16819
     mysqld: int = 13306
     slurmd_base: int = 17001
+    # Not a port, but what keeps the jobs' own ports apart: the batch script derives
+    # MASTER_PORT from the job id (20000 + id % 20000), so a second cluster numbers its jobs
+    # from a range of its own and two jobs running side by side never pick the same port.
+    first_job_id: int = 1
 
     def shifted(self, offset: int) -> Ports:
         """Every port moved up by `offset`: a second dev cluster beside the first."""
         return Ports(self.slurmctld + offset, self.slurmdbd + offset, self.mysqld + offset,
-                     self.slurmd_base + offset)
+                     self.slurmd_base + offset, self.first_job_id + 10 * offset)
 
     def as_dict(self) -> dict[str, int]:
         """The ports by daemon, as state.json records them."""
