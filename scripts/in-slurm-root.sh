@@ -9,7 +9,7 @@
 #
 # Inside: the repository at the same path (run directories and paths in tests match), the
 # caller's directory when it lies in the repository, the root's venv (hpctrain editable,
-# Debian's torch) first on PATH, HPCTRAIN_HOME=.cache/slurm-24.11/home so its dev cluster's
+# Debian's torch) first on PATH, HPCTRAIN_HOME=.cache/slurm-24.11/home (in the clone) so its dev cluster's
 # state and job history are its own, and the root's own /tmp (not the host's). The environment
 # is clean: only HPCTRAIN_* (not HPCTRAIN_HOME), CI, TERM, COLUMNS, PYTEST_ADDOPTS and
 # PYTHONDONTWRITEBYTECODE pass. The exit status is the command's.
@@ -34,7 +34,7 @@ bash "$here/slurm-root.sh" >/dev/null
 slurm_root_env=(
   "PATH=$slurm_root_venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
   HOME=/root USER=root LOGNAME=root LANG=C.UTF-8
-  "HPCTRAIN_HOME=$slurm_root_cache/home"
+  "HPCTRAIN_HOME=$slurm_root_home"
   "HPCTRAIN_DEVCLUSTER_PORT_OFFSET=${HPCTRAIN_DEVCLUSTER_PORT_OFFSET:-1000}"
   # Debian builds torch without libuv, which TCPStore (DDP's rendezvous) asks for by default
   # since torch 2.4: "use_libuv was requested but PyTorch was build without libuv support".
@@ -53,5 +53,5 @@ while IFS='=' read -r name _; do
       ;;
   esac
 done < <(env -0 | tr '\0\n' '\n ' | grep -E '^[A-Za-z_][A-Za-z0-9_]*=' || true)
-mkdir -p "$slurm_root_cache/home"
+mkdir -p "$slurm_root_home"
 _slurm_root_exec "$@"

@@ -4,8 +4,10 @@
 #   1. Debian packages, if missing: for the dev cluster (SLURM, slurmdbd, munge, MariaDB), for
 #      working from a laptop (OpenSSH's client, rsync; its server for the tests), and debootstrap
 #      for the SLURM 24.11 root the tests also use.
-#   2. .venv (python3 -m venv), torch==2.13.0 first (the CPU build pip finds on local disk;
-#      a bare `torch` would pull a multi-GB CUDA build), then `pip install -e '.[train,dev]'`.
+#   2. The dependencies of '.[train,dev]' in a venv shared by every clone on this machine
+#      ($HPCTRAIN_CACHE_DIR, default ~/.cache/hpctrain/venv/<hash of what it is built from>),
+#      torch==2.13.0 first (the CPU build pip finds on local disk; a bare `torch` would pull a
+#      multi-GB CUDA build); then the clone's thin .venv: hpctrain editable on top of it.
 #
 # Safe with CI=true and no stdin. Call it (`bash scripts/setup.sh`) or source it.
 # Does not start the dev cluster: `hpctrain devcluster up` does (docs/devcluster.md).
@@ -77,31 +79,104 @@ _hpctrain_setup() {
   fi
 
   # --- 2. Python environment ------------------------------------------------------------
-  local py=.venv/bin/python
-  if [ ! -x "$py" ]; then
-    echo "$say creating .venv"
-    if ! python3 -m venv .venv </dev/null; then
-      rm -rf .venv
+  # The dependencies live in one venv per machine, outside the clone, keyed by what it is
+  # built from (the Python, the torch pin, the dependency lists of pyproject.toml): a fresh
+  # clone finds it in seconds. The clone's .venv is thin: the shared site-packages through a
+  # .pth, hpctrain itself editable, and the shared venv's scripts pointed at .venv's python.
+  local cache deps key
+  cache="$(_hpctrain_cache_dir)"
+  key="$(_hpctrain_deps_key "$torch_pin")"
+  deps="$cache/venv/$key"
+  _hpctrain_deps_venv "$deps" "$torch_pin" "$say" || return 1
+  _hpctrain_thin_venv "$deps" "$key" "$say" || return 1
+}
+
+# scripts/cache-dir.sh says where the caches shared by the clones of this machine live.
+_hpctrain_cache_dir() {
+  # shellcheck source=scripts/cache-dir.sh
+  source scripts/cache-dir.sh
+  echo "$hpctrain_cache_dir"
+}
+
+# A hash of the Python version, the torch pin and the project's dependency lists (not the
+# rest of pyproject.toml, whose tool settings change often and install nothing).
+_hpctrain_deps_key() {
+  (
+    python3 -V 2>&1
+    echo "$1"
+    _hpctrain_requirements
+  ) | sha256sum | cut -c1-16
+}
+
+_hpctrain_requirements() {
+  python3 scripts/requirements.py
+}
+
+# Build the shared dependency venv once (under a lock; built aside, then renamed into place,
+# so an interrupted build is never taken for a finished one).
+_hpctrain_deps_venv() {
+  local deps="$1" torch_pin="$2" say="$3"
+  [ -x "$deps/bin/python" ] && return 0
+  mkdir -p "$(dirname "$deps")"
+  (
+    flock 9
+    [ -x "$deps/bin/python" ] && exit 0
+    echo "$say building the shared dependency venv $deps (once per machine)"
+    rm -rf "$deps.tmp"
+    if ! python3 -m venv "$deps.tmp" </dev/null; then
+      rm -rf "$deps.tmp"
       echo "$say python3 -m venv failed: install python3-venv (Debian) and retry" >&2
-      return 1
+      exit 1
     fi
-  fi
-  # The stamp says which pyproject.toml (and torch pin) the venv was last installed from.
-  local stamp=.venv/.hpctrain-setup.stamp key
-  key="$( (cat pyproject.toml; echo "$torch_pin"; "$py" -V 2>&1) | sha256sum | cut -d' ' -f1)"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ] && [ -x .venv/bin/hpctrain ]; then
-    echo "$say up to date (.venv matches pyproject.toml)"
+    local pip=("$deps.tmp/bin/python" -m pip install --quiet --disable-pip-version-check
+               --no-input)
+    local reqs
+    mapfile -t reqs < <(_hpctrain_requirements)
+    # torch first, pinned: the CPU build pip finds on local disk, not a multi-GB CUDA one.
+    "${pip[@]}" "$torch_pin" </dev/null && "${pip[@]}" "${reqs[@]}" </dev/null || exit 1
+    # venv scripts name their interpreter by path: build at the final path, i.e. rename the
+    # finished tree and fix the shebangs that named the temporary one.
+    mv "$deps.tmp" "$deps"
+    grep -rlI --null "$deps.tmp" "$deps/bin" | xargs -0 -r sed -i "s|$deps.tmp|$deps|g"
+  ) 9>"$deps.lock"
+}
+
+# The clone's .venv: its own python, the shared site-packages, hpctrain editable.
+_hpctrain_thin_venv() {
+  local deps="$1" key="$2" say="$3"
+  local stamp=.venv/.hpctrain-setup.stamp want="$key $PWD"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/hpctrain ]; then
+    echo "$say up to date (.venv on $deps)"
     return 0
   fi
-  local pip=("$py" -m pip install --quiet --disable-pip-version-check --no-input)
-  if ! "$py" -c 'import sys, importlib.metadata as m; sys.exit(m.version("torch").split("+")[0] != sys.argv[1])' \
-    "${torch_pin#torch==}" 2>/dev/null; then
-    echo "$say installing $torch_pin (CPU build)"
-    "${pip[@]}" "$torch_pin" </dev/null
-  fi
-  echo "$say installing hpctrain (editable) with [train,dev]"
-  "${pip[@]}" -e '.[train,dev]' </dev/null
-  echo "$key" >"$stamp"
+  echo "$say making .venv on $deps"
+  rm -rf .venv
+  python3 -m venv --without-pip .venv </dev/null || {
+    echo "$say python3 -m venv failed: install python3-venv (Debian) and retry" >&2
+    return 1
+  }
+  local site shared
+  site="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  shared="$("$deps/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  # addsitedir (not a bare path) so the shared tree's own .pth files are read too.
+  echo "import site; site.addsitedir('$shared')" >"$site/_hpctrain_shared_deps.pth"
+  local script first
+  for script in "$deps"/bin/*; do
+    [ -f "$script" ] || continue
+    case "$(basename "$script")" in
+      python* | activate* | Activate.ps1 | pip*) continue ;;
+    esac
+    first="$(head -c 300 "$script" | tr -d '\0' | head -1)"
+    if [ "$first" = "#!$deps/bin/python" ] || [ "$first" = "#!$deps/bin/python3" ]; then
+      { echo "#!$PWD/.venv/bin/python"; tail -n +2 "$script"; } >".venv/bin/$(basename "$script")"
+      chmod 755 ".venv/bin/$(basename "$script")"
+    else
+      ln -sf "$script" ".venv/bin/$(basename "$script")"  # a binary (ruff)
+    fi
+  done
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input --no-deps \
+    --no-build-isolation -e . </dev/null || return 1
+  echo "$want" >"$stamp"
   echo "$say done"
 }
 

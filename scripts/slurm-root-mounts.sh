@@ -8,9 +8,15 @@
 # after it returned, which an unmount in a trap would pull from under them.
 
 slurm_root_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# HPCTRAIN_SLURM_ROOT_DIR moves the cache (the root is ~2 GB) elsewhere, e.g. shared by clones.
-slurm_root_cache="${HPCTRAIN_SLURM_ROOT_DIR:-$slurm_root_repo/.cache/slurm-24.11}"
+# The root (~2 GB) is built once per machine and shared by every clone, beside the dependency
+# venv of scripts/setup.sh; HPCTRAIN_SLURM_ROOT_DIR moves it.
+# shellcheck source=scripts/cache-dir.sh
+source "$slurm_root_repo/scripts/cache-dir.sh"
+slurm_root_cache="${HPCTRAIN_SLURM_ROOT_DIR:-$hpctrain_cache_dir/slurm-24.11}"
 slurm_root="$slurm_root_cache/root"
+# What belongs to this clone stays in it: the 24.11 dev cluster's HPCTRAIN_HOME (its state,
+# its job history).
+slurm_root_home="$slurm_root_repo/.cache/slurm-24.11/home"
 # The venv inside the root; the runner puts it first on PATH.
 slurm_root_venv=/opt/hpctrain-venv
 

@@ -11,12 +11,14 @@
 # of this repository (bound at the same path) constrained to the system torch and numpy: PyPI's
 # torch for Python 3.13 would be a multi-GB CUDA build.
 #
-# Where: .cache/slurm-24.11/root (ignored by git), or $HPCTRAIN_SLURM_ROOT_DIR/root.
+# Where: ~/.cache/hpctrain/slurm-24.11/root, one per machine, shared by every clone
+# ($HPCTRAIN_CACHE_DIR or $HPCTRAIN_SLURM_ROOT_DIR move it).
 # Cost, measured on the 2-core development machine: first build 2.5 min (debootstrap,
 # ~290 more packages, the venv), 2.2 GB on disk; later calls 0.02 s (stamps checked).
 # Stamps: .hpctrain-base (suite, mirror), .hpctrain-packages (the package list),
-# opt/hpctrain-venv/.hpctrain-venv (pyproject.toml's hash, the package stamp): a stage runs
-# again only when its stamp changed; `--rebuild` starts from scratch.
+# opt/hpctrain-venv/.hpctrain-venv (the dependency lists' hash, the package stamp),
+# opt/hpctrain-venv/.hpctrain-editable (the clone installed): a stage runs again only when its
+# stamp changed; `--rebuild` starts from scratch.
 #
 # Needs root (debootstrap, chroot, mount namespaces) and network to deb.debian.org and PyPI.
 # Safe with CI=true and no stdin. Starts no daemon: the packages' services are held back by a
@@ -112,7 +114,8 @@ packages_stage() {
   echo "$key" >"$stamp"
 }
 
-# Runs as root inside the chroot, in the repository: makes the venv and installs hpctrain.
+# Runs as root inside the chroot, in the repository: makes the venv with hpctrain's
+# dependencies ("$2": one requirement a line), shared by every clone on this machine.
 # shellcheck disable=SC2016
 venv_script='
 set -euo pipefail
@@ -126,27 +129,46 @@ import importlib.metadata as m
 for name in ("torch", "numpy"):
     print(f"{name}=={m.version(name)}")
 EOF
+mapfile -t reqs <<<"$2"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-  -c "$constraints" -e ".[train,dev]"
+  -c "$constraints" "${reqs[@]}"
 "$venv/bin/python" -c "import torch, lightning; print(\"torch\", torch.__version__, \"lightning\", lightning.__version__)"
 '
 
+# The dependencies, keyed by the dependency lists (not the clone's path, nor the rest of
+# pyproject.toml).
 venv_stage() {
-  local stamp="$slurm_root$slurm_root_venv/.hpctrain-venv" key
-  key="$( (cat "$slurm_root_repo/pyproject.toml" "$slurm_root/.hpctrain-packages"
-    echo "$slurm_root_repo") | sha256sum | cut -d' ' -f1)"
+  local stamp="$slurm_root$slurm_root_venv/.hpctrain-venv" key reqs
+  reqs="$(python3 "$slurm_root_repo/scripts/requirements.py")"
+  key="$( (echo "$reqs"; cat "$slurm_root/.hpctrain-packages") | sha256sum | cut -d' ' -f1)"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
     return 0
   fi
-  echo "$say installing hpctrain (editable, [train,dev]) into $slurm_root_venv in the root" >&2
+  echo "$say installing hpctrain's dependencies into $slurm_root_venv in the root" >&2
   copy_host_files
   slurm_root_env=(PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
     PIP_DEFAULT_TIMEOUT=180)
   _slurm_root_exec /bin/bash -c "$venv_script" venv \
-    "$slurm_root_venv" </dev/null >"$slurm_root_cache/venv.log" 2>&1 ||
+    "$slurm_root_venv" "$reqs" </dev/null >"$slurm_root_cache/venv.log" 2>&1 ||
     fail "the venv failed; see $slurm_root_cache/venv.log"
   tail -1 "$slurm_root_cache/venv.log" >&2
   echo "$key" >"$stamp"
+  rm -f "$slurm_root$slurm_root_venv/.hpctrain-editable"
+}
+
+# hpctrain itself, editable from the clone that asks: the root is shared, so the clone that
+# entered last is the one installed (a few seconds when that changes).
+editable_stage() {
+  local stamp="$slurm_root$slurm_root_venv/.hpctrain-editable"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$slurm_root_repo" ]; then
+    return 0
+  fi
+  slurm_root_env=(PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8)
+  _slurm_root_exec "$slurm_root_venv/bin/python" -m pip install --quiet \
+    --disable-pip-version-check --no-input --no-deps --no-build-isolation -e . </dev/null \
+    >"$slurm_root_cache/editable.log" 2>&1 ||
+    fail "installing hpctrain from $slurm_root_repo failed; see $slurm_root_cache/editable.log"
+  echo "$slurm_root_repo" >"$stamp"
 }
 
 main() {
@@ -165,6 +187,7 @@ main() {
   base_stage
   packages_stage
   venv_stage
+  editable_stage
   echo "$slurm_root"
 }
 

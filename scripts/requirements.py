@@ -1,0 +1,18 @@
+"""Print what hpctrain[train,dev] needs, one requirement a line, from pyproject.toml.
+
+Read by scripts/setup.sh and scripts/slurm-root.sh, which install these into a venv shared by
+every clone on the machine and key that venv by this list (not by the rest of pyproject.toml,
+whose tool settings change often and install nothing). The build requirements come too, with
+editables (what hatchling asks for an editable build): the clone's own editable install is
+built without isolation, so without a round to the package index.
+"""
+
+import tomllib
+from pathlib import Path
+
+toml = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+project = toml["project"]
+extras = project.get("optional-dependencies", {})
+build = toml.get("build-system", {}).get("requires", [])
+for req in project["dependencies"] + extras["train"] + extras["dev"] + build + ["editables"]:
+    print(req)
