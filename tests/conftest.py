@@ -37,6 +37,13 @@ SKIP_ENV = "HPCTRAIN_SKIP_CLUSTER"
 CLUSTER_FIXTURES = {"devcluster", "devcluster_with"}
 # The test that ran last (any test): named when the next cluster test finds the cluster broken.
 _LAST_TEST: list[str] = ["(none: the first test of this session)"]
+# One thread per training process, for this session and the jobs it submits (sbatch exports
+# the submitting environment; a value set there wins over the batch script's default). That
+# default gives each rank the CPUs it holds, and the dev cluster emulates 4 CPUs per node on
+# what may be a 2-core machine shared by three test lanes: a 2x2 job's four ranks would run two
+# threads each. tests/cluster/test_tutorial_patterns.py submits without it and checks the default.
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
             "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
 
@@ -45,6 +52,7 @@ def _skip_requested() -> bool:
     return os.environ.get(SKIP_ENV, "") not in ("", "0")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marker it adds
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that use the cluster fixtures are `cluster` tests; skip them all only on request."""
     skip = pytest.mark.skip(reason=f"{SKIP_ENV}=1 is set: dev-cluster tests skipped on request")
@@ -53,6 +61,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.cluster)
         if _skip_requested() and item.get_closest_marker("cluster"):
             item.add_marker(skip)
+    items[:] = _fewer_switches(items)
+
+
+def _fewer_switches(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Collection order, except that the cluster tests that switch profiles come last.
+
+    A test that switches the shared dev cluster to another profile makes the next test that
+    wants `local` restart it: modules with a switching test run after every module without one,
+    and inside such a module the tests that keep `local` run first. Modules stay whole (their
+    fixtures are set up once) and keep their order within each group.
+    """
+    def switches(item: pytest.Item) -> bool:
+        return "devcluster_with" in getattr(item, "fixturenames", ())
+
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    keep = [m for m in modules.values() if not any(switches(i) for i in m)]
+    switching = [sorted(m, key=switches) for m in modules.values() if any(switches(i) for i in m)]
+    return [item for module in keep + switching for item in module]
 
 
 def _under_home(home: Path, where: Callable[[], Path]) -> Path:
@@ -247,3 +275,35 @@ def _healthy_cluster_for_cluster_tests(request: pytest.FixtureRequest) -> Iterat
             session.repair_if_broken(request.node.nodeid)
     yield
     _LAST_TEST[0] = request.node.nodeid
+
+
+# --- per-test wall and CPU time, for scripts/slowest.py --------------------------------------
+# HPCTRAIN_TEST_TIMES=FILE: every test's wall time and CPU time (this process and the children
+# it waited for), written as JSON when the session ends. Waiting and computing told apart: a
+# cluster test with little CPU waits for SLURM or its jobs (whose CPU is slurmd's, not ours).
+_TIMES: dict[str, dict[str, float]] = {}
+
+
+def _cpu_now() -> float:
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    wall, cpu = time.monotonic(), _cpu_now()
+    yield
+    _TIMES[item.nodeid] = {"wall_s": round(time.monotonic() - wall, 3),
+                           "cpu_s": round(_cpu_now() - cpu, 3)}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = os.environ.get("HPCTRAIN_TEST_TIMES")
+    if target and _TIMES:
+        import json
+
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        Path(target).write_text(json.dumps(_TIMES, indent=0))

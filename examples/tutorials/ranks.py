@@ -25,7 +25,8 @@ def report(out_dir: Path, rank: int, world_size: int, local_rank: int) -> None:
         sys.exit(f"rank {rank}: all_reduce summed {int(total.item())}, not {world_size}")
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / f"rank-{rank}.txt", "a") as f:
-        f.write(f"rank {rank} of {world_size} host {socket.gethostname()} local {local_rank}\n")
+        f.write(f"rank {rank} of {world_size} host {socket.gethostname()} "
+                f"threads {torch.get_num_threads()} local {local_rank}\n")
 
 
 def teardown() -> None:

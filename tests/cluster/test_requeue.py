@@ -31,6 +31,11 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 LONG_SPIRAL = "task: spiral\ntrainer: {max_epochs: 600, batch_size: 256}\ndata: {samples: 16384}\n"
 
 
+# Two nodes of one rank each: these tests are about segments across nodes, not rank counts
+# (the 2x2 job is test_training_jobs.py's); half the processes to start in every segment.
+TWO_NODES = ("--profile", "local", "--nodes", "2", "--gpus-per-node", "1")
+
+
 def metrics(job: dict[str, Any]) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((Path(job["run_dir"]) / "metrics.json").read_text())
     return data
@@ -66,7 +71,7 @@ def test_long_training_survives_the_limit_by_requeueing(
 ) -> None:
     epochs = 400
     (tmp_path / "long.yaml").write_text(LONG_SPIRAL.replace("600", str(epochs)))
-    job = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "2", "--time", "1",
+    job = submit(devcluster, tmp_path, *TWO_NODES, "--time", "1",
                  "--grace", "10", "--config", "long.yaml")
     row = wait_while_training(devcluster, job)
     log = Path(job["stdout"]).read_text()
@@ -100,7 +105,7 @@ def test_torchrun_ranks_are_requeued_by_the_warning(
     """
     (tmp_path / "warned.yaml").write_text(
         LONG_SPIRAL.replace("16384", "8192").replace("600", "200"))
-    job = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "2", "--time", "5",
+    job = submit(devcluster, tmp_path, *TWO_NODES, "--time", "5",
                  "--grace", "10", "--launcher", "torchrun", "--config", "warned.yaml")
     run_dir = Path(job["run_dir"])
     wait_for(lambda: (run_dir / "last.ckpt").exists(), 300, "first checkpoint")
@@ -121,7 +126,7 @@ def test_external_requeue_mid_epoch_resumes_from_that_step(
 ) -> None:
     """A preemption: SLURM requeues the job (SIGTERM to the ranks); it resumes mid-epoch."""
     (tmp_path / "short.yaml").write_text(LONG_SPIRAL.replace("600", "120"))
-    job = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "2", "--time", "5",
+    job = submit(devcluster, tmp_path, *TWO_NODES, "--time", "5",
                  "--config", "short.yaml")
     job_id = str(job["job_id"])
     run_dir = Path(job["run_dir"])
@@ -159,7 +164,7 @@ def test_chain_without_requeue_carries_the_run_on(
     # warning comes depends on slurmctld's 30 s check and this machine's speed, and a run that
     # fits in one segment would show nothing. Without requeue, the next segment carries it on.
     (tmp_path / "chain.yaml").write_text(LONG_SPIRAL.replace("600", "200"))
-    job = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "2", "--time", "5",
+    job = submit(devcluster, tmp_path, *TWO_NODES, "--time", "5",
                  "--grace", "10", "--no-requeue", "--chain", "4", "--config", "chain.yaml")
     ids = job["chain"]
     assert len(ids) == 4 and ids[0] == job["job_id"]

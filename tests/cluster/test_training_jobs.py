@@ -47,18 +47,22 @@ def test_two_node_ddp_job_trains_the_spiral(devcluster: DevClusterHandle, tmp_pa
     assert (run_dir / "last.ckpt").is_file() and (run_dir / "best.ckpt").is_file()
 
 
+# Resuming is about the run directory, not the rank count: one rank on each of two nodes.
+ONE_RANK_A_NODE = ("--profile", "local", "--nodes", "2", "--gpus-per-node", "1")
+
+
 def test_resubmitted_job_resumes_at_the_next_epoch(
     devcluster: DevClusterHandle, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "shared-run"
     trainer = ["python", "-m", "hpctrain.trainer", "--task", "spiral", "--run-dir", str(run_dir)]
-    first = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "2", "--",
+    first = submit(devcluster, tmp_path, *ONE_RANK_A_NODE, "--",
                    *trainer, "--max-epochs", "2")
     state, log = finished(devcluster, first)
     assert state == "COMPLETED", log
     assert re.findall(r"^epoch (\d+)/2 ", log, re.M) == ["1", "2"]
 
-    second = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "2", "--",
+    second = submit(devcluster, tmp_path, *ONE_RANK_A_NODE, "--",
                     *trainer, "--max-epochs", "4")
     state, log = finished(devcluster, second)
     assert state == "COMPLETED", log

@@ -3,6 +3,9 @@ on 1 node and on 2: the CPU programs in examples/tutorials/ under the launcher t
 docs/tutorials.md gives them. Every rank all-reduces (a wrong world size hangs or fails), then
 writes `rank R of N ...` into $HPCTRAIN_RUN_DIR/ranks/rank-R.txt; ranks 0..N-1 must each have
 written exactly one line. A rank started twice (two workers per GPU) appends a second line.
+Each rank also says how many threads torch gave it: the batch script's default, the CPUs each
+training process holds, whatever the launcher (the jobs are submitted without the test
+session's OMP_NUM_THREADS).
 
 All jobs are queued at once, so SLURM runs them back to back; each test waits for its own.
 """
@@ -25,6 +28,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tutorials"
 GPUS_PER_NODE = 2  # what the local profile's emulated nodes have
+THREADS = 2  # its 4 CPUs per node shared by the node's 2 training processes
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # The jobs wait in one queue: the last waits for all before it (each well under a minute).
 WAIT_S = 900
 
@@ -56,22 +61,34 @@ def _submit(dc: DevClusterHandle, cwd: Path, name: str, nodes: int) -> dict[str,
          "--nodes", str(nodes), "--gpus-per-node", str(GPUS_PER_NODE), "--launcher", launcher,
          "--time", "5", "--job-name", f"tut-{name}-{nodes}n",
          "--", "python", str(EXAMPLES / program), *args],
-        cwd=cwd, env=dc.env(), capture_output=True, text=True, timeout=120, check=False,
+        cwd=cwd, env={k: v for k, v in dc.env().items() if k not in THREAD_VARS},
+        capture_output=True, text=True, timeout=120, check=False,
     )
     assert r.returncode == 0, f"{name} on {nodes} node(s): {r.stderr}"
     data: dict[str, Any] = json.loads(r.stdout)
     return data
 
 
+def _case_id(name: str, nodes: int) -> str:
+    return f"{name}-{nodes}node"
+
+
 @pytest.fixture(scope="module")
-def queued(devcluster_with: Callable[..., DevClusterHandle],
+def queued(request: pytest.FixtureRequest, devcluster_with: Callable[..., DevClusterHandle],
            tmp_path_factory: pytest.TempPathFactory
            ) -> tuple[DevClusterHandle, dict[tuple[str, int], dict[str, Any]]]:
-    """Every case submitted once, to the dev cluster with the local profile and 2 nodes."""
+    """Every selected case submitted once, to the dev cluster with the local profile, 2 nodes.
+
+    Only the cases this session runs (`-k` or node ids may select a few: the SLURM 24.11 lane
+    of scripts/test.sh does) queue a job.
+    """
     # An earlier module may have switched the cluster to another profile; queue nothing there.
     dc = devcluster_with("local")
     cwd = tmp_path_factory.mktemp("tutorials")
-    return dc, {(name, nodes): _submit(dc, cwd, name, nodes) for name, nodes in CASES}
+    ids = {item.nodeid for item in request.session.items}
+    cases = [(name, nodes) for name, nodes in CASES
+             if any(i.endswith(f"[{_case_id(name, nodes)}]") for i in ids)]
+    return dc, {(name, nodes): _submit(dc, cwd, name, nodes) for name, nodes in cases}
 
 
 def _rank_lines(ranks_dir: Path) -> dict[str, list[str]]:
@@ -80,7 +97,7 @@ def _rank_lines(ranks_dir: Path) -> dict[str, list[str]]:
     return {p.name: p.read_text().splitlines() for p in sorted(ranks_dir.iterdir())}
 
 
-@pytest.mark.parametrize(("name", "nodes"), CASES, ids=[f"{n}-{k}node" for n, k in CASES])
+@pytest.mark.parametrize(("name", "nodes"), CASES, ids=[_case_id(n, k) for n, k in CASES])
 def test_every_rank_runs_exactly_once(
     queued: tuple[DevClusterHandle, dict[tuple[str, int], dict[str, Any]]], name: str,
     nodes: int
@@ -97,6 +114,8 @@ def test_every_rank_runs_exactly_once(
         lines = found[f"rank-{rank}.txt"]
         assert len(lines) == 1, f"rank {rank} ran {len(lines)} times: {lines}"
         words = lines[0].split()
-        # "rank R of N host H local L"; ranks fill each node in turn, GPUs in local order.
+        # "rank R of N host H threads T local L"; ranks fill each node in turn, GPUs in local
+        # order.
         assert words[:4] == ["rank", str(rank), "of", str(world)], lines[0]
-        assert words[-2:] == ["local", str(rank % GPUS_PER_NODE)], lines[0]
+        assert words[-4:] == ["threads", str(THREADS), "local", str(rank % GPUS_PER_NODE)], \
+            lines[0]

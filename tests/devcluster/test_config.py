@@ -359,3 +359,16 @@ def test_port_offset_moves_every_port(monkeypatch: pytest.MonkeyPatch) -> None:
             ports_from_environment()
     monkeypatch.delenv(PORT_OFFSET_VAR)
     assert ports_from_environment() == Ports()
+
+
+def test_a_shifted_cluster_numbers_its_jobs_apart_and_schedules_at_once() -> None:
+    # MASTER_PORT is 20000 + job id % 20000: the 24.11 cluster (offset 1000) starts at 10001,
+    # so its jobs' ports never meet the host cluster's while both number fewer than 10000.
+    conf = {}
+    for offset in (0, 1000):
+        text = render_slurm_conf(plan_cluster(load_profile("local"), ports=Ports().shifted(offset)),
+                                 LAYOUT, "devhost")
+        conf[offset] = dict(line.split("=", 1) for line in text.splitlines()
+                            if line.startswith(("FirstJobId=", "SchedulerParameters=")))
+    assert conf[0]["FirstJobId"] == "1" and conf[1000]["FirstJobId"] == "10001"
+    assert conf[0]["SchedulerParameters"] == "sched_interval=1,bf_interval=1"

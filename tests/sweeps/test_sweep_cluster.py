@@ -16,9 +16,9 @@ from tests.waits import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-# Small and fast: the spiral task on 2,000 samples, one epoch.
+# Small and fast: the spiral task on 2,000 samples, one epoch, one GPU (one rank) a point.
 SPIRAL = ("--task", "spiral", "--max-epochs", "1", "--set", "data.samples=2000",
-          "--time", "5", "--no-monitor")
+          "--gpus-per-node", "1", "--time", "5", "--no-monitor")
 
 
 @pytest.fixture

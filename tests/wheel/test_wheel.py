@@ -32,10 +32,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     py = venv / "bin" / "python"
     target = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                        cwd=tmp).strip())
-    # The dependencies come from the dev venv's site-packages, appended after the venv's own:
-    # a .pth line adds the directory but does not run its .pth files, so the checkout's
-    # editable install stays invisible.
-    (target / "_deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    # The dependencies come from the dev venv's site-packages and the shared one it reads
+    # (scripts/setup.sh), appended after the venv's own: a .pth line adds the directory but
+    # does not run its .pth files, so the checkout's editable install stays invisible.
+    deps = [p for p in sys.path if p.endswith("site-packages")] or site.getsitepackages()
+    (target / "_deps.pth").write_text("\n".join(deps) + "\n")
     _run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--quiet",
           str(wheel)], cwd=tmp)
     return venv
