@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
     rows = []
     for name in argv:
         path = Path(name)
-        stage = path.name.split(".")[0]
+        stage = path.name.removesuffix(".times.json")
         rows += [(w, c, int(n), stage, m) for m, (w, c, n) in by_module(path).items()]
     if not rows:
         print("no test times found", file=sys.stderr)

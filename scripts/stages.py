@@ -6,7 +6,8 @@
 
 A stage's output goes to .cache/test-logs/NAME.log and to stdout, each line prefixed with
 [NAME] so that stages running side by side stay readable. Its wall time and CPU time (user +
-system of the command and every descendant it waited for) go to NAME.json. CPU far below wall
+system of the command and every descendant it waited for) go to NAME.stage.json. CPU far below
+wall
 means the stage waited (for SLURM, for a job, for a daemon); the jobs that slurmd runs are not
 the stage's descendants, so a cluster stage's CPU is the test process's own. Standard library
 only: it runs before the venv exists.
@@ -55,12 +56,12 @@ def run(name: str, cmd: list[str]) -> int:
         rc = proc.wait()
     record = {"name": name, "start": start, "wall_s": time.time() - start,
               "cpu_s": _children_cpu() - cpu0, "rc": rc}
-    (LOGS / f"{name}.json").write_text(json.dumps(record))
+    (LOGS / f"{name}.stage.json").write_text(json.dumps(record))
     return rc
 
 
 def _records() -> list[dict[str, float | int | str]]:
-    found = [json.loads(p.read_text()) for p in LOGS.glob("*.json") if p.name != "run.json"]
+    found = [json.loads(p.read_text()) for p in LOGS.glob("*.stage.json")]
     return sorted(found, key=lambda r: float(r["start"]))
 
 

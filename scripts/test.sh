@@ -23,6 +23,9 @@ venv=.venv/bin
 logs=.cache/test-logs
 # shellcheck source=scripts/cache-dir.sh
 source scripts/cache-dir.sh
+# Lane 2b's dev cluster (below): a home and ports of its own.
+lane_b_env=(HPCTRAIN_HOME="$PWD/.cache/devcluster-b" HPCTRAIN_DEVCLUSTER_PORT_OFFSET=500)
+nargs=$#
 skip_cluster=0
 [ "${HPCTRAIN_SKIP_CLUSTER:-0}" = 0 ] || skip_cluster=1
 with_24=1
@@ -73,6 +76,9 @@ cleanup() {
   if [ "$was_up" = 0 ] && [ "$skip_cluster" = 0 ]; then
     "$venv/hpctrain" devcluster down >/dev/null 2>&1 || true
   fi
+  if [ "$skip_cluster" = 0 ] && [ "$nargs" = 0 ]; then
+    env "${lane_b_env[@]}" "$venv/hpctrain" devcluster down >/dev/null 2>&1 || true
+  fi
   if [ "$with_24" = 1 ]; then
     bash scripts/in-slurm-root.sh hpctrain devcluster down >/dev/null 2>&1 || true
   fi
@@ -98,10 +104,36 @@ lane_local() {
   return "$rc"
 }
 
-# Lane 2: the cluster tests on the host's dev cluster (SLURM 22.05).
+# Lanes 2a and 2b: the cluster tests on two dev clusters of the host's SLURM 22.05, side by side
+# (they mostly wait: for SLURM, for jobs, for daemons). 2b's cluster lives under .cache/ with
+# every port moved up by 500, its jobs numbered from 5001 and a hosts line of its own, so
+# neither sees the other; it takes the modules that switch profiles and a share of the rest,
+# each whole. A new module goes to 2a unless listed here.
+lane_b_tests=(
+  tests/cluster/test_check.py tests/cluster/test_gilbreth_tutorial.py
+  tests/cluster/test_training_jobs.py tests/cluster/test_tutorial_patterns.py
+  tests/devcluster/test_profiles_cluster.py tests/options/test_devcluster_options.py
+  tests/options/test_profiles_options.py tests/options/test_scale_options.py
+  tests/profiles/test_profiles_cluster.py tests/trainer/test_trainer_custom_cluster.py
+  tests/trainer/test_trainer_ddp_cluster.py tests/trainer/test_trainer_stop_ddp_cluster.py
+  tests/diagnosis/test_why_cluster.py tests/monitor/test_monitor_cluster.py
+  tests/sweeps/test_sweep_cluster.py tests/alternatives/test_global_batch_runs.py
+)
 lane_cluster() {
-  HPCTRAIN_TEST_TIMES="$logs/cluster-22.05.times.json" pytest_stage cluster-22.05 \
-    "$venv/pytest" -p no:cacheprovider -m cluster $(report_args cluster-22.05)
+  local ignore=() f
+  for f in "${lane_b_tests[@]}"; do ignore+=("--ignore=$f"); done
+  HPCTRAIN_TEST_TIMES="$logs/cluster-22.05-a.times.json" pytest_stage cluster-22.05-a \
+    "$venv/pytest" -p no:cacheprovider -m "cluster and not quiet" "${ignore[@]}" \
+    $(report_args cluster-22.05-a)
+}
+lane_cluster_b() {
+  env "${lane_b_env[@]}" HPCTRAIN_TEST_TIMES="$logs/cluster-22.05-b.times.json" \
+    python3 scripts/stages.py run cluster-22.05-b -- "$venv/pytest" -p no:cacheprovider \
+    -m "cluster and not quiet" $(report_args cluster-22.05-b) "${lane_b_tests[@]}" || {
+    local rc=$?
+    [ "$rc" != 5 ] || echo "[cluster-22.05-b] pytest collected no tests: a failure" >&2
+    return 1
+  }
 }
 
 # Lane 3: what differs by SLURM version, on 24.11: every command hpctrain reads or sends
@@ -127,6 +159,7 @@ pids=()
 lane_local & pids+=($!)
 if [ "$skip_cluster" = 0 ]; then
   lane_cluster & pids+=($!)
+  lane_cluster_b & pids+=($!)
 fi
 if [ "$with_24" = 1 ]; then
   lane_24 & pids+=($!)
@@ -135,6 +168,12 @@ rc=0
 for pid in "${pids[@]}"; do
   wait "$pid" || rc=1
 done
+# Last, alone: the tests of load itself (marked `quiet`), which others' load would disturb
+# and which would disturb others.
+if [ "$skip_cluster" = 0 ]; then
+  HPCTRAIN_TEST_TIMES="$logs/quiet.times.json" pytest_stage quiet \
+    "$venv/pytest" -p no:cacheprovider -m "cluster and quiet" $(report_args quiet) || rc=1
+fi
 
 python3 scripts/stages.py table
 shopt -s nullglob

@@ -42,7 +42,8 @@ _LAST_TEST: list[str] = ["(none: the first test of this session)"]
 # default gives each rank the CPUs it holds, and the dev cluster emulates 4 CPUs per node on
 # what may be a 2-core machine shared by three test lanes: a 2x2 job's four ranks would run two
 # threads each. tests/cluster/test_tutorial_patterns.py submits without it and checks the default.
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+for _var in THREAD_VARS:
     os.environ.setdefault(_var, "1")
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
             "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
@@ -124,6 +125,10 @@ class DevClusterHandle:
         """Environment for subprocesses (hpctrain CLI, raw sbatch) that use this cluster."""
         return {**os.environ, "HPCTRAIN_HOME": str(self.home),
                 "SLURM_CONF": str(self.slurm_conf), **extra}
+
+    def env_default_threads(self) -> dict[str, str]:
+        """env() without this session's one thread a process: the batch script's own default."""
+        return {k: v for k, v in self.env().items() if k not in THREAD_VARS}
 
     def cluster(self) -> DevCluster:
         return DevCluster(self.directory)

@@ -60,7 +60,7 @@ class TinyModel(L.LightningModule):
         self.out_dir.mkdir(parents=True, exist_ok=True)
         with open(self.out_dir / f"rank-{rank}.txt", "a") as f:
             f.write(f"rank {rank} of {world_size} host {socket.gethostname()} "
-                    f"local {self.local_rank}\n")
+                    f"threads {torch.get_num_threads()} local {self.local_rank}\n")
 
 
 def _from_env(*names: str) -> int:

@@ -189,7 +189,8 @@ class DevCluster:
         before = self._result(plan, False, t0).pids
         self._check_ports(plan)
         write_files(plan, self.layout, configs)
-        ensure_hosts(plan.node_names)
+        moved = self.ports != Ports()
+        ensure_hosts(plan.node_names, tag=f"port {self.ports.slurmctld}" if moved else "")
         write_state(self.layout, state_dict(plan, self.layout, "starting", started_at=started_at))
         self._ensure_base(say)
         self._sync_accounting(plan, say)

@@ -29,7 +29,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tutorials"
 GPUS_PER_NODE = 2  # what the local profile's emulated nodes have
 THREADS = 2  # its 4 CPUs per node shared by the node's 2 training processes
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # The jobs wait in one queue: the last waits for all before it (each well under a minute).
 WAIT_S = 900
 
@@ -61,8 +60,8 @@ def _submit(dc: DevClusterHandle, cwd: Path, name: str, nodes: int) -> dict[str,
          "--nodes", str(nodes), "--gpus-per-node", str(GPUS_PER_NODE), "--launcher", launcher,
          "--time", "5", "--job-name", f"tut-{name}-{nodes}n",
          "--", "python", str(EXAMPLES / program), *args],
-        cwd=cwd, env={k: v for k, v in dc.env().items() if k not in THREAD_VARS},
-        capture_output=True, text=True, timeout=120, check=False,
+        cwd=cwd, env=dc.env_default_threads(), capture_output=True, text=True, timeout=120,
+        check=False,
     )
     assert r.returncode == 0, f"{name} on {nodes} node(s): {r.stderr}"
     data: dict[str, Any] = json.loads(r.stdout)

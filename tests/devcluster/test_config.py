@@ -372,3 +372,14 @@ def test_a_shifted_cluster_numbers_its_jobs_apart_and_schedules_at_once() -> Non
                             if line.startswith(("FirstJobId=", "SchedulerParameters=")))
     assert conf[0]["FirstJobId"] == "1" and conf[1000]["FirstJobId"] == "10001"
     assert conf[0]["SchedulerParameters"] == "sched_interval=1,bf_interval=1"
+
+
+def test_a_moved_cluster_keeps_a_hosts_line_of_its_own() -> None:
+    # Two dev clusters on one machine (scripts/test.sh runs two on SLURM 22.05): the second,
+    # on ports moved by 500, emulating Raven, must not take node1 away from the first.
+    both = update_hosts(update_hosts("127.0.0.1 localhost\n", ["node1", "node2"]),
+                        ["gpu1", "gpu2"], tag="port 17317")
+    assert hosts_has_line(both, ["node1", "node2"])
+    assert hosts_has_line(both, ["gpu1", "gpu2"], tag="port 17317")
+    again = update_hosts(both, ["node1"], tag="port 17317")
+    assert hosts_has_line(again, ["node1", "node2"]) and "gpu1" not in again

@@ -141,7 +141,11 @@ def test_a_job_waiting_for_nodes_says_so_with_its_start_estimate(
 def test_a_finished_training_gets_next_time_advice(cli: Cli) -> None:
     (cli.cwd / "cfg.yaml").write_text("task: spiral\ntrainer:\n  max_epochs: 2\n")
     job = _ended(cli, "--config", "cfg.yaml", "--time", "10")
-    got = _why(cli, job["job_id"])
+    # The time used is sacct's Elapsed, which slurmdbd may record a few seconds after squeue
+    # shows the job ended (seen once with four test lanes on two cores): until then `why`
+    # rightly gives no time advice.
+    got = wait_for(lambda: _why(cli, job["job_id"]), 60, "sacct's record of the time used",
+                   until=lambda g: any(a["what"] == "time" for a in g["next_time"]), poll_s=2)
     assert got["cause"] == "completed"
     advice = {a["what"]: a for a in got["next_time"]}
     # Under a minute of a 10-minute limit: far under half, so a shorter --time is advised.
