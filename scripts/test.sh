@@ -93,14 +93,15 @@ if [ "$#" != 0 ]; then
 fi
 
 # Lane 1: lint, then the tests that need no cluster (every test, skipped ones shown, when
-# HPCTRAIN_SKIP_CLUSTER=1).
+# HPCTRAIN_SKIP_CLUSTER=1). It only computes, so it yields the CPU (nice) to the cluster
+# lanes' jobs, which wait for one another and for SLURM's timers: it fills the gaps instead.
 lane_local() {
-  local select=(-m "not cluster")
-  [ "$skip_cluster" = 0 ] || select=()
+  local select=(-m "not cluster") nice=(nice -n 10)
+  [ "$skip_cluster" = 0 ] || select=() nice=()
   local rc=0
   lint || rc=1
   HPCTRAIN_TEST_TIMES="$logs/local.times.json" pytest_stage local \
-    "$venv/pytest" -p no:cacheprovider "${select[@]}" $(report_args local) || rc=1
+    "${nice[@]}" "$venv/pytest" -p no:cacheprovider "${select[@]}" $(report_args local) || rc=1
   return "$rc"
 }
 

@@ -21,10 +21,11 @@ if TYPE_CHECKING:
 
 # quiet: its hogs would slow the other lanes' jobs, and their load would blur its own.
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.quiet]
-# About 0.15 s of training per quiet 1x1 epoch on this machine (a second beside the hogs): long
-# next to the hogs' switching (a poll every 20 ms), short enough for four runs in two minutes.
+# About 0.2 s of training per quiet 1x1 epoch (one thread, 400,000 samples) on this machine,
+# twice that or more beside the hogs: long next to the hogs' switching (a poll every 20 ms),
+# short enough for four runs in a minute.
 EPOCHS = 6
-STUDY = ("--task", "spiral", "--max-epochs", str(EPOCHS), "--set", "data.samples=200000",
+STUDY = ("--task", "spiral", "--max-epochs", str(EPOCHS), "--set", "data.samples=400000",
          "--time", "5")
 # Busy loops on every core of this machine (the dev cluster's nodes are processes on it).
 HOGS = 2 * (os.cpu_count() or 2)
@@ -49,7 +50,10 @@ def _loaded(runs: Path) -> bool:
 def hogs_during_1x1(runs: Path) -> Iterator[list[bool]]:
     """CPU hogs, stopped (SIGSTOP) except while a 1x1 run trains its epochs 2..LOADED_UNTIL;
     yields a flag list that holds True once they ran."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # Each hog in a session of its own, as another user's job would be: the kernel shares the
+    # CPU between sessions first (autogroups), so hogs in one session would leave a one-thread
+    # rank its whole core whatever their number.
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
              for _ in range(HOGS)]
     done, ran, on = threading.Event(), [False], True
 
@@ -80,11 +84,9 @@ def hogs_during_1x1(runs: Path) -> Iterator[list[bool]]:
 
 def hpctrain(dc: DevClusterHandle, cwd: Path, *args: str, timeout_s: float = 120
              ) -> subprocess.CompletedProcess[str]:
-    # The runs keep the batch script's threads (2 a rank here): the hogs must take CPU from
-    # a run that would use every core, as a busy node does.
-    return subprocess.run([sys.executable, "-m", "hpctrain", *args], cwd=cwd,
-                          env=dc.env_default_threads(), capture_output=True, text=True,
-                          timeout=timeout_s, check=False)
+    # The session's one thread a rank: the 1x2 run's two ranks then fit the two cores.
+    return subprocess.run([sys.executable, "-m", "hpctrain", *args], cwd=cwd, env=dc.env(),
+                          capture_output=True, text=True, timeout=timeout_s, check=False)
 
 
 def _metrics(row: dict[str, Any]) -> list[dict[str, Any]]:
