@@ -29,8 +29,11 @@ def rsync_argv(conn: Connection, remote_dir: str, *, files_from: bool,
     # rsync splits -e on spaces and honours quotes, as a shell would.
     shell = shlex.join(conn.client_argv())
     mkdir = f"mkdir -p -- {shlex.quote(remote_dir)} && rsync"
-    argv = ["rsync", "--recursive", "--links", "--perms", "--times", "--compress",
-            "-e", shell, f"--rsync-path={mkdir}"]
+    # --modify-window=-1: compare modification times to the nanosecond. rsync's default (whole
+    # seconds) skips a file edited within the second of the last sync when its size is the
+    # same, and the job would run the login's stale copy (seen: two submits 0.6 s apart).
+    argv = ["rsync", "--recursive", "--links", "--perms", "--times", "--modify-window=-1",
+            "--compress", "-e", shell, f"--rsync-path={mkdir}"]
     if files_from:
         argv += ["--files-from=-", "--from0"]
     else:

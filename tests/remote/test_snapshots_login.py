@@ -5,6 +5,7 @@ copy holds only the second state."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,9 +18,17 @@ MARK = ("import os, pathlib\n"
         "    f.write({version!r} + '\\n')\n")
 
 
-def _edit(lap: Laptop, version: str) -> None:
+# Both edits dated within one second (as a quick edit and resubmit are): the same size and the
+# same whole second, which rsync's default comparison took for "unchanged".
+SECOND = 1_800_000_000
+
+
+def _edit(lap: Laptop, version: str, fraction_ns: int) -> None:
     (lap.project / "pkg").mkdir(exist_ok=True)
-    (lap.project / "pkg" / "mark.py").write_text(MARK.format(version=version))
+    path = lap.project / "pkg" / "mark.py"
+    path.write_text(MARK.format(version=version))
+    stamp = SECOND * 1_000_000_000 + fraction_ns
+    os.utime(path, ns=(stamp, stamp))
 
 
 def _submit(lap: Laptop) -> dict[str, object]:
@@ -41,9 +50,9 @@ def test_two_submits_through_a_login_each_run_their_own_code(
     workdir = sshd.remote_home / "snap proj"
     lap = laptop(str(workdir))
     lap.ok("login", "remote")
-    _edit(lap, "v1")
+    _edit(lap, "v1", 100_000_000)
     first = _submit(lap)
-    _edit(lap, "v2")
+    _edit(lap, "v2", 900_000_000)
     second = _submit(lap)
     snap1, snap2 = first["snapshot"], second["snapshot"]
     assert isinstance(snap1, dict) and isinstance(snap2, dict)
