@@ -22,7 +22,9 @@ from tests.waits import wait_for
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+# quiet: SLURM's time-limit timer and requeues of 2-node gloo runs; under three other lanes'
+# load a resumed segment's rendezvous failed once (connection reset, address in use).
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.quiet]
 
 # A spiral that trains longer than one segment. A segment trains for 12 to 42 s (the warning
 # comes 20 to 50 s into a 1-minute job, after start-up); 2-node epochs of 16384 samples take

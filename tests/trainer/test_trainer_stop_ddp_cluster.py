@@ -20,7 +20,9 @@ from .test_trainer_stop_ddp import BLOBS, SPIRAL
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+# quiet: 2-node gloo teardown, which aborts now and then on a loaded machine (examples/
+# tutorials/ranks.py says how); alone, after the other lanes.
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.quiet]
 
 STOPPED = {0: EXIT_REQUEUE, 1: EXIT_REQUEUE}
 EPOCHS = 6
