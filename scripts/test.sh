@@ -89,6 +89,7 @@ if [ "$#" != 0 ]; then
   rc=0
   lint || rc=1
   pytest_stage pytest "$venv/pytest" "$@" || rc=1
+  python3 scripts/stages.py table
   exit "$rc"
 fi
 
