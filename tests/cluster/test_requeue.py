@@ -71,7 +71,9 @@ def assert_every_epoch_once(m: dict[str, Any], max_epochs: int) -> None:
 def test_long_training_survives_the_limit_by_requeueing(
     devcluster: DevClusterHandle, tmp_path: Path
 ) -> None:
-    epochs = 400
+    # One thread a rank (tests/conftest.py) and one rank a node made epochs faster: 400 of them
+    # once ended inside the first segment, before the warning. 1,000 span several segments.
+    epochs = 1000
     (tmp_path / "long.yaml").write_text(LONG_SPIRAL.replace("600", str(epochs)))
     job = submit(devcluster, tmp_path, *TWO_NODES, "--time", "1",
                  "--grace", "10", "--config", "long.yaml")
