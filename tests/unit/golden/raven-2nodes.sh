@@ -126,10 +126,16 @@ done
 # After a safe stop the trainer exits 75 (torchrun turns that into 1): stop-saved says which.
 if [ "$hpctrain_rc" != 0 ] && [ -e "$HPCTRAIN_RUN_DIR/stop-saved" ]; then
   if [ "$hpctrain_warned" = 1 ]; then
-    echo "hpctrain: checkpoint saved before the time limit; requeueing job $SLURM_JOB_ID"
+    # An array task names itself ARRAY_TASK: one task's SLURM_JOB_ID is the array's own id, and
+    # requeueing that requeues every task of the array, finished ones included.
+    hpctrain_self="$SLURM_JOB_ID"
+    if [ -n "${SLURM_ARRAY_JOB_ID:-}" ] && [ -n "${SLURM_ARRAY_TASK_ID:-}" ]; then
+      hpctrain_self="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+    fi
+    echo "hpctrain: checkpoint saved before the time limit; requeueing job $hpctrain_self"
     # SLURM ends this script now; the job waits out the site's requeue delay (BeginTime,
     # AuthInfo's cred_expire: 120 s by default), then continues from the checkpoint.
-    scontrol requeue "$SLURM_JOB_ID"
+    scontrol requeue "$hpctrain_self"
     exit 0
   fi
   # `hpctrain why` tells the time limit's warning from another stop request by this line.
