@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
     from hpctrain.slurm.client import TestOnlyVerdict
 
 OutputOpt = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Write the script to FILE.")
+    Path | None, typer.Option("--output", "-o", help="Write the script to FILE (`-`: stdout), "
+                              "its log directory made and named absolutely.")
 ]
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Print only; never submits (render never does).")
@@ -138,6 +140,34 @@ def write_script(output: Path, script: str, force: bool = False) -> None:
         ) from None
 
 
+def _log_dir(output_dir: str) -> Path:
+    """The profile's output directory as submit resolves it: absolute, from this directory."""
+    return Path(os.path.abspath(Path(output_dir).expanduser()))
+
+
+def _make_log_dir(output: Path, logs: Path) -> None:
+    """Create the log directory the script written to `output` names, or say what to do."""
+    from hpctrain.errors import HpctrainError
+
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise HpctrainError(
+            f"wrote {output}, but cannot create its log directory {logs}: {e.strerror or e}",
+            f"create it before sbatch (mkdir -p {shlex.quote(str(logs))})") from None
+
+
+def _tell_log_dir(output_dir: str) -> None:
+    """A script on stdout logs into `output_dir` from where sbatch runs: say to create it."""
+    if _log_dir(output_dir).is_dir():
+        return
+    where = shlex.quote(output_dir)
+    err_console.print(
+        f"note: SLURM writes the job's output into {output_dir}/ (from the directory sbatch "
+        f"runs in) and does not create it: run `mkdir -p {where}` there before sbatch, or "
+        "render with -o FILE, which creates it", highlight=False, markup=False)
+
+
 @with_job_options
 def render(
     job: JobOptions,
@@ -151,18 +181,30 @@ def render(
     """Render the sbatch script for a profile and topology; nothing is submitted."""
     from hpctrain.render import plan_script
 
+    if output is not None and str(output) == "-":
+        output = None
     if first_of is not None:
-        render_race(build_request(job), first_of, output, check, json_out)
+        race = build_request(job)
+        render_race(race, first_of, output, check, json_out)
+        _tell_log_dir(race.profile.output_dir)
         return
-
-    plan, script = plan_script(replace(build_request(job), preview=True), environ=os.environ)
+    request = replace(build_request(job), preview=True)
+    logs = _log_dir(request.profile.output_dir)
+    if output is not None:
+        # SLURM opens --output before the script runs and creates no directory for it; a
+        # relative one would be resolved against wherever sbatch runs.
+        request = replace(request, log_dir=str(logs))
+    plan, script = plan_script(request, environ=os.environ)
     verdict = _ask_slurm(script) if check else None
     if output is not None:
         write_script(output, script, force)
+        _make_log_dir(output, logs)
+    else:
+        _tell_log_dir(request.profile.output_dir)
     if json_out:
         _print_json(plan, script, output, verdict)
     elif output is not None:
-        err_console.print(f"wrote {output}")
+        err_console.print(f"wrote {output}; the job logs into {logs}/", highlight=False)
         show_summary(plan)
     else:
         show_script(script)
