@@ -1,4 +1,4 @@
-"""`hpctrain why JOB`: why a job failed, waits or wasted its resources (docs/why.md)."""
+"""`hpctrain why [JOB]`: why a job failed, waits or wasted its resources (docs/why.md)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def _show(found: Why) -> None:
 
 
 def why(
-    job: Annotated[str, typer.Argument(help="The job to explain (an id from the history).")],
+    job: Annotated[str | None, typer.Argument(
+        help="The job to explain (an id from the history; default: the last job submitted).")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Why a job failed, waits or wasted what it asked for: one diagnosis with the lines it
@@ -52,4 +54,4 @@ def why(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog="Example: hpctrain why 4711")(why)
+    app.command(epilog="Example: hpctrain why 4711 (no id: the last job)")(why)
