@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class HpctrainError(Exception):
     """A problem the user can fix; `fix` says how."""
@@ -26,9 +28,21 @@ class ProfileError(HpctrainError):
 class PlanError(HpctrainError):
     """A job request the cluster would refuse or that would break training."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], *, fixes: Sequence[str] = ()) -> None:
         self.problems = problems
         super().__init__("\n".join(problems))
+        # Computed fixes (changes the plan accepts), as data: `fix` joins them for the
+        # Fix: line and the --json "fix", so every display of an error shows them.
+        self.fixes: list[str] = list(fixes)
+
+    @property
+    def fix(self) -> str | None:
+        return "; ".join(self.fixes) if self.fixes else None
+
+    @fix.setter
+    def fix(self, value: str | None) -> None:
+        # Re-raisers pass `e.fix` along as one text; it stays the one fix.
+        self.fixes = [value] if value else []
 
 
 class UnsafeValueError(HpctrainError):

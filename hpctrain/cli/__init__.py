@@ -32,6 +32,42 @@ MODULE_OF = {
     "sweep": "sweep", "sweep-report": "sweep", "completion": "completion",
 }
 
+# Each command's line in its group's command list. click otherwise cuts the first sentence of
+# the help at the list's width with "..." (60 characters in an 80-column terminal); these fit.
+# tests/unit/test_cli_frictions.py checks that every command has one and nothing is cut.
+SUMMARY = {
+    "render": "Render the sbatch script of a job; submits nothing",
+    "submit": "Render, submit and record a job in its own run directory",
+    "status": "Show tracked jobs: the unfinished and the latest ones",
+    "logs": "Print a job's output; -f follows it until the job ends",
+    "cancel": "Cancel tracked jobs: by id, a chain, a race or a sweep",
+    "why": "Why a job failed, waits or wasted what it asked for",
+    "diff": "What differs between two runs: code, settings, topology",
+    "rerun": "Submit a job again from its code snapshot",
+    "gc": "Remove code snapshots that no recorded job needs",
+    "login": "Open the ssh connection later commands reuse",
+    "train": "Train a packaged task locally, without SLURM",
+    "stats": "GPU, CPU, memory and energy use per node, with waste notes",
+    "scale": "Run the trainer at several topologies; compare speedups",
+    "scale-report": "The table and plot of a scaling study",
+    "sweep": "Run one training at many points as SLURM job arrays",
+    "sweep-report": "The table of a sweep's points and its best point",
+    "completion": "Print the shell completion script (bash, zsh, fish)",
+    "profiles": "List, show, validate, discover and check cluster profiles",
+    "profiles list": "List the shipped and user profiles",
+    "profiles show": "Show a profile, fully resolved (extends and defaults)",
+    "profiles validate": "Check a profile file or name; report every problem",
+    "profiles discover": "Draft a profile from the live cluster (on a login node)",
+    "profiles check": "Hold a profile against the live cluster",
+    "profiles probe": "Probe a compute node's network and GPUs into your profile",
+    "devcluster": "A real SLURM on this machine that emulates a profile",
+    "devcluster up": "Start the dev cluster (a no-op if it runs this profile)",
+    "devcluster status": "Show the dev cluster's daemons, profile and sinfo",
+    "devcluster down": "Stop the daemons `up` started, nothing else",
+    "data": "Datasets for the packaged trainer (fetch on a login node)",
+    "data fetch": "Download and verify a dataset's files",
+}
+
 _state = {"debug": False}
 
 
@@ -82,7 +118,25 @@ def build_app(args: Sequence[str] | None = None) -> typer.Typer:
     for name in wanted:
         # Each module imports its heavy parts (torch, sqlite3, rich tables) inside its commands.
         importlib.import_module(f"hpctrain.cli.{name}").register(app)
+    _summarize(app, "")
     return app
+
+
+def command_name(info: typer.models.CommandInfo) -> str:
+    """A registered command's name, as typer derives it from the function when not given."""
+    assert info.callback is not None
+    return info.name or info.callback.__name__.lower().replace("_", "-")
+
+
+def _summarize(app: typer.Typer, prefix: str) -> None:
+    """Give every command and group of `app` its SUMMARY line as click's short help."""
+    for info in app.registered_commands:
+        info.short_help = SUMMARY.get(prefix + command_name(info), info.short_help)
+    for group in app.registered_groups:
+        sub = group.typer_instance
+        assert sub is not None and isinstance(sub.info.name, str)
+        group.short_help = SUMMARY.get(prefix + sub.info.name, group.short_help)
+        _summarize(sub, f"{prefix}{sub.info.name} ")
 
 
 def __getattr__(name: str) -> typer.Typer:
@@ -153,11 +207,16 @@ def _other_error(e: Exception) -> None:
         e.show()
         if isinstance(e, click.exceptions.NoSuchOption):
             _option_hint(e)
+        fix = None
+        if isinstance(e, click.exceptions.MissingParameter) and getattr(
+                e.param, "name", None) == "profile":
+            fix = _profile_hint()
+            err_console.print(f"  Fix: {fix}", highlight=False, markup=False)
         if _json_asked(sys.argv[1:]):
             # A usage error (exit 2) under --json: a script reads JSON here too.
             from hpctrain.cli.output import print_json
 
-            print_json({"error": {"what": e.format_message(), "fix": "see `hpctrain "
+            print_json({"error": {"what": e.format_message(), "fix": fix or "see `hpctrain "
                                   f"{_command_words(e)}--help`"}})
         sys.exit(e.exit_code)
     if isinstance(e, click.exceptions.Exit):
@@ -193,6 +252,14 @@ def _option_hint(e: click.exceptions.NoSuchOption) -> None:
     name = e.ctx.info_name if e.ctx is not None and e.ctx.parent is not None else None
     err_console.print(f"  Fix: {hint(e.option_name, name, takes)}", highlight=False,
                       markup=False)
+
+
+def _profile_hint() -> str:
+    # A newcomer does not know the names yet: list them where the option is missing.
+    from hpctrain.profiles.loader import list_profiles
+
+    names = ", ".join(p.name for p in list_profiles())
+    return f"give --profile NAME (or -P NAME), one of: {names}; or a profile's YAML file"
 
 
 def _quiet_stdout() -> None:

@@ -6,9 +6,10 @@ Imported by options.py for every job command, so nothing heavy at module level.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -46,6 +47,22 @@ def partition_names(ctx: Any, incomplete: str) -> list[Item]:
         for part in profile.partitions:
             found.setdefault(part.name, profile.name)
     return [(name, prof) for name, prof in sorted(found.items()) if name.startswith(incomplete)]
+
+
+def launcher_names(incomplete: str) -> list[Item]:
+    """The launchers, each with the program it is for."""
+    from hpctrain.plan.launchers import LAUNCHERS
+
+    return [(m.name, f"if {m.program}") for m in LAUNCHERS.values()
+            if m.name.startswith(incomplete)]
+
+
+def task_names(incomplete: str) -> list[Item]:
+    """The packaged trainer's tasks, with their summaries."""
+    from hpctrain.tasks import registry
+
+    return [(t.name, t.summary) for t in registry.all_tasks().values()
+            if t.name.startswith(incomplete)]
 
 
 def job_ids(incomplete: str) -> list[Item]:
@@ -94,7 +111,7 @@ def complete(build: Callable[[list[str]], typer.Typer]) -> int:
     # The words before the one being completed pick the command module, as for a command.
     words = cls(None, {}, PROG, COMPLETE_VAR).get_completion_args()[0] if cls else []  # type: ignore[arg-type]
     group = typer.main.get_command(build(list(words)))
-    _complete_job_ids(group)
+    _attach(group)
     try:
         group.main(args=[], prog_name=PROG, complete_var=COMPLETE_VAR)
     except SystemExit as e:
@@ -102,20 +119,43 @@ def complete(build: Callable[[list[str]], typer.Typer]) -> int:
     return 0
 
 
-def _complete_job_ids(group: Any) -> None:
-    """Job-id arguments complete from the history."""
-    from click.shell_completion import CompletionItem
+Values = Callable[[str], list[Item]]
 
-    def items(ctx: Any, param: Any, incomplete: str) -> list[CompletionItem]:
-        return [CompletionItem(v, help=h) for v, h in job_ids(incomplete)]
 
-    for name, arg in JOB_ARGUMENTS.items():
+def _late_completions(commands: Any) -> dict[tuple[str, str], Values]:
+    """(command, parameter) -> its values, for parameters whose modules declare none: job ids
+    from the history; `train`'s task and choices, from the trainer's option table."""
+    table: dict[tuple[str, str], Values] = {
+        (name, arg): job_ids for name, arg in JOB_ARGUMENTS.items()}
+    if "train" in commands:
+        from hpctrain.trainconfig.options import OPTIONS
+
+        table[("train", "task")] = task_names
+        for option in OPTIONS:
+            if option.choices:
+                table[("train", option.dest)] = functools.partial(_among, option.choices)
+    return table
+
+
+def _among(choices: Sequence[str], incomplete: str) -> list[Item]:
+    return [(c, "") for c in choices if c.startswith(incomplete)]
+
+
+def _attach(group: Any) -> None:
+    """Give the built commands' parameters of `_late_completions` their completion."""
+    for (name, arg), values in _late_completions(group.commands).items():
         command = group.commands.get(name)
         for param in getattr(command, "params", ()):
             if param.name == arg:
                 # click's hook for a parameter's own completion (shell_complete= at creation);
                 # set here so the commands' modules need no completion code.
-                param._custom_shell_complete = items
+                param._custom_shell_complete = functools.partial(_items, values)
+
+
+def _items(values: Values, ctx: Any, param: Any, incomplete: str) -> list[Any]:
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(v, help=h or None) for v, h in values(incomplete)]
 
 
 ShellArg = Annotated[str, typer.Argument(help="bash, zsh or fish.", metavar="SHELL",

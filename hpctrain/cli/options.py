@@ -26,7 +26,7 @@ JOB_PARAM = "job"
 LoginOpt = Annotated[
     str | None,
     typer.Option("--login", metavar="DEST", help="Through this ssh destination (as you would "
-                 "type it after `ssh`) instead of the profile's login: (docs/remote.md)."),
+                 "type it after `ssh`) instead of the profile's `login` host; docs/remote.md."),
 ]
 
 
@@ -77,7 +77,7 @@ class JobOptions:
             "task per GPU; Lightning, or torch with RANK/LOCAL_RANK/WORLD_SIZE); torchrun if "
             "it expects torchrun's environment; per-node if it starts its own workers "
             "(mp.spawn, Lightning's launcher on one node). docs/jobs.md, 'Choosing a launcher'."
-        ))
+        ), autocompletion=completion.launcher_names)
     ] = "srun"
     env: Annotated[
         list[str] | None,
@@ -120,7 +120,7 @@ class JobOptions:
     requeue: Annotated[
         bool,
         typer.Option("--requeue/--no-requeue", help="Packaged trainer: requeue itself after "
-                     "that checkpoint (default: where the site allows it)."),
+                     "that checkpoint, where the site allows it."),
     ] = True
     monitor: Annotated[
         bool,
@@ -267,7 +267,7 @@ def build_request(opts: JobOptions) -> JobRequest:
     launcher = _launcher(opts.launcher)
     profile = load_profile(opts.profile)
     same = {f.name: getattr(opts, f.name) for f in fields(opts) if f.name not in _CONVERTED}
-    return JobRequest(
+    req = JobRequest(
         profile=profile,
         launcher=launcher,
         env=parse_env(opts.env or []),
@@ -276,25 +276,13 @@ def build_request(opts: JobOptions) -> JobRequest:
         python_env=_python_env(opts.python_env, profile),
         invocation=invocation(),
         monitor_interval_s=opts.monitor_interval if opts.monitor else None,
-        **_layout(opts, profile),
+        nodes=opts.nodes,
+        gpus_per_node=opts.gpus_per_node,
         **same,
     )
-
-
-def _layout(opts: JobOptions, profile: Profile) -> dict[str, Any]:
-    """--nodes and --gpus-per-node, from --gpus when it is given."""
     if opts.gpus is None:
-        return {"nodes": opts.nodes, "gpus_per_node": opts.gpus_per_node}
-    from hpctrain.errors import HpctrainError
-    from hpctrain.plan.gpus import map_total_gpus
+        return req
+    from hpctrain.plan.gpus import with_total_gpus
 
-    part = profile.partition(opts.partition) if opts.partition else profile.default_partition
-    if part is None:
-        # The plan names the profile's partitions; --gpus needs the partition's node size.
-        return {"nodes": opts.nodes, "gpus_per_node": opts.gpus_per_node}
-    if not part.most_gpus:
-        raise HpctrainError(f"--gpus: partition {part.name} has no GPUs", "leave --gpus out")
     # --nodes defaults to 1, so 1 cannot be told from "not given": only more nodes fix the side.
-    nodes, each = map_total_gpus(opts.gpus, part.most_gpus, part.name,
-                                 opts.nodes if opts.nodes != 1 else None, opts.gpus_per_node)
-    return {"nodes": nodes, "gpus_per_node": each}
+    return with_total_gpus(req, opts.gpus, nodes_given=opts.nodes != 1)

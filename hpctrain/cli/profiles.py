@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from hpctrain.cli import completion
 from hpctrain.cli.options import LoginOpt
 from hpctrain.cli.output import (
     console,
@@ -27,7 +28,8 @@ profiles_app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-ProfileArg = Annotated[str, typer.Argument(help="Profile name or YAML file.")]
+ProfileArg = Annotated[str, typer.Argument(help="Profile name or YAML file.",
+                                           autocompletion=completion.profile_names)]
 
 
 @profiles_app.command("list", epilog="Example: hpctrain profiles list --json")
@@ -100,14 +102,18 @@ def show(
 
 @profiles_app.command(epilog="Example: hpctrain profiles validate ~/my-raven.yaml")
 def validate(
-    file: Annotated[Path, typer.Argument(help="Profile YAML file to check.")],
+    file: Annotated[Path, typer.Argument(help="Profile YAML file to check, or a profile's name.",
+                                         autocompletion=completion.profile_names)],
     json_out: JsonOpt = False,
 ) -> None:
-    """Check a profile file; every problem is reported with the field and file."""
+    """Check a profile (a file, or a name); every problem is reported with the field and file."""
     from hpctrain.errors import ProfileError
     from hpctrain.profiles import load_profile_file
+    from hpctrain.profiles.loader import profile_path
 
     try:
+        # A name that is no file here is the profile of that name (its file is checked).
+        file = file if file.exists() else profile_path(str(file))
         prof = load_profile_file(file)
     except ProfileError as e:
         if not json_out:
@@ -227,7 +233,8 @@ def _show_report(report: Any) -> None:
 
 @profiles_app.command(epilog="Example: hpctrain profiles probe raven --partition gpudev")
 def probe(
-    name: Annotated[str, typer.Argument(help="Profile name (a shipped one or yours).")],
+    name: Annotated[str, typer.Argument(help="Profile name (a shipped one or yours).",
+                                        autocompletion=completion.profile_names)],
     partition: Annotated[str | None, typer.Option(help="Partition to probe "
                          "(default: the profile's default).")] = None,
     account: Annotated[str | None, typer.Option(help="Account to charge.")] = None,

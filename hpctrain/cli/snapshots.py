@@ -163,8 +163,9 @@ def rerun(
     job: Annotated[str, typer.Argument(help="The job to run again.")],
     nodes: Annotated[int | None, typer.Option(
         "--nodes", "-N", min=1, help="Plan it again on this many nodes.")] = None,
+    # No -G: sbatch's -G is --gpus, GPUs in all, not per node.
     gpus_per_node: Annotated[int | None, typer.Option(
-        "--gpus-per-node", "-G", min=0, help="Plan it again with this many GPUs per node.")
+        "--gpus-per-node", min=0, help="Plan it again with this many GPUs per node.")
     ] = None,
     time: Annotated[str | None, typer.Option(
         "--time", "-t", help="Plan it again with this time limit (e.g. 2:00:00).")] = None,

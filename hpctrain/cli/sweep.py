@@ -132,7 +132,10 @@ def _show_dry_run(prep: PreparedSweep, json_out: bool) -> None:
     from hpctrain.cli.render import show_script, show_summary
 
     if json_out:
-        print_json({"dry_run": True, **prep.as_dict(), "script_text": prep.arrays[0].script})
+        # render --json's names (plan, script, check); script_text stays (fields are only added).
+        script = prep.arrays[0].script
+        print_json({"dry_run": True, **prep.as_dict(), "script": script, "check": None,
+                    "script_text": script})
         return
     show_script(prep.arrays[0].script)
     show_summary(prep.arrays[0].plan)

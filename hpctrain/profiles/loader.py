@@ -158,16 +158,44 @@ def format_validation_error(
     """One line per bad field, each naming the file (and line, given the files it came from)."""
     from hpctrain.profiles.where import key_text, user_steps
 
+    problems = [(e["loc"], _message(e)) for e in err.errors()]
+    # max_nodes is optional in the model and required in files: missing, it is named with the
+    # other problems rather than in a second round once they are fixed.
+    problems += [(loc, "required field missing") for loc in _unbounded(data, files)]
     lines = []
-    for e in err.errors():
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-            msg = "unknown field (typo?)"
-        elif e["type"] == "missing_argument":
-            msg = "required field missing"
-        steps = user_steps(data, e["loc"])
+    for loc, msg in problems:
+        steps = user_steps(data, loc)
         lines.append(f"{_place(files, steps) if files else path}: {key_text(steps)}: {msg}")
     return "\n".join(lines)
+
+
+def _message(e: Any) -> str:
+    from hpctrain.profiles.fields import known_fields
+    from hpctrain.spelling import did_you_mean
+
+    if e["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+        loc = e["loc"]
+        return f"unknown field{did_you_mean(str(loc[-1]), known_fields(loc[:-1])) or ' (typo?)'}"
+    if e["type"] == "missing_argument":
+        return "required field missing"
+    return str(e["msg"]).removeprefix("Value error, ")
+
+
+def _unbounded(data: Any, files: Sequence[Path]) -> list[tuple[str | int, ...]]:
+    from hpctrain.profiles.fields import missing_max_nodes
+
+    # Only files must bound their partitions (a run directory's profile may come from code).
+    return missing_max_nodes(data) if files else []
+
+
+def _fix_fields(err: ValidationError, data: Any, files: Sequence[Path]) -> str:
+    """The fix of a refused profile: what each missing field holds, and a valid example."""
+    from hpctrain.profiles.fields import meaning
+
+    missing = [e["loc"] for e in err.errors() if e["type"] in ("missing", "missing_argument")]
+    meanings = dict.fromkeys(m for loc in [*missing, *_unbounded(data, files)]
+                             if (m := meaning(loc)) is not None)
+    return "; ".join(["fix the fields above", *meanings]) + f" ({_fix_example(files)})"
 
 
 def _place(files: Sequence[Path], steps: list[Any]) -> str:
@@ -190,8 +218,7 @@ def _validate(path: Path, data: dict[str, Any], files: Sequence[Path] = ()) -> P
         return TypeAdapter(Profile).validate_python(data)
     except ValidationError as e:
         raise ProfileError(
-            format_validation_error(path, e, data, files),
-            f"fix the fields above ({_fix_example(files)})",
+            format_validation_error(path, e, data, files), _fix_fields(e, data, files),
         ) from None
 
 
@@ -251,16 +278,35 @@ def _check_node_bounds(path: Path, profile: Profile) -> None:
 
 def load_profile(name_or_path: str) -> Profile:
     """Load a profile by name (user first, then shipped) or by file path."""
+    return load_profile_file(profile_path(name_or_path))
+
+
+def profile_path(name_or_path: str) -> Path:
+    """The file of a profile given by name (user first, then shipped) or by path."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or "/" in name_or_path:
         if not p.exists():
             raise ProfileError(f"profile file {name_or_path} not found", "check the path")
-        return load_profile_file(p)
-    info = _candidates().get(name_or_path)
+        return p
+    cands = _candidates()
+    info = cands.get(name_or_path)
     if info is None:
-        known = ", ".join(sorted(_candidates()))
-        raise ProfileError(
-            f"unknown profile {name_or_path!r}",
-            f"choose one of: {known}; or add {paths.user_profiles_dir()}/{name_or_path}.yaml",
+        raise _unknown_profile(name_or_path, sorted(cands))
+    return info.path
+
+
+def _unknown_profile(name: str, known: list[str]) -> ProfileError:
+    listed = ", ".join(known)
+    if name.startswith("-"):
+        # `-P -N 2`: the option took the next option as its value.
+        return ProfileError(
+            f"no profile name given: {name!r} looks like an option, not a profile",
+            f"put the name right after --profile/-P, e.g. `-P {known[0] if known else 'NAME'}`;"
+            f" profiles: {listed}",
         )
-    return load_profile_file(info.path)
+    from hpctrain.spelling import did_you_mean
+
+    return ProfileError(
+        f"unknown profile {name!r}{did_you_mean(name, known)}",
+        f"choose one of: {listed}; or add {paths.user_profiles_dir()}/{name}.yaml",
+    )

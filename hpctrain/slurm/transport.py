@@ -152,14 +152,14 @@ def no_conf_error(path: str | None = None) -> SlurmUnavailableError:
     """The one diagnosis for "no slurm.conf here", whichever command met it first; `path`: the
     one SLURM_CONF names but that cannot be read."""
     where = (f"SLURM_CONF names {path}, which cannot be read" if path else
-             "SLURM_CONF is unset, no dev cluster is up, and none of "
-             f"{', '.join(SYSTEM_CONFS)} exists")
+             "SLURM_CONF is unset, no dev cluster is up, no /etc/slurm/slurm.conf")
+    # Three routes, as the README gives them: a laptop goes through a login over ssh (no
+    # slurm.conf needed here), a login node names its conf, a root shell starts the dev cluster.
     return SlurmUnavailableError(
-        f"no slurm.conf is readable here ({where}): SLURM's commands cannot find a controller "
-        "and hpctrain cannot tell which SLURM cluster this is",
-        "set SLURM_CONF to the cluster's slurm.conf (`export SLURM_CONF=/path/to/slurm.conf`), "
-        "run hpctrain on the cluster's login node, or start the dev cluster "
-        "(`hpctrain devcluster up`)",
+        f"no slurm.conf is readable here ({where})",
+        "from a laptop, give the profile a `login:` host (or pass --login DEST) and run "
+        "`hpctrain login PROFILE` (docs/remote.md); on a login node, "
+        "`export SLURM_CONF=/path/to/slurm.conf`; as root, `sudo -E hpctrain devcluster up`",
     )
 
 

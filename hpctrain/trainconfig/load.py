@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from hpctrain import yamlfile
 from hpctrain.errors import ConfigError
+from hpctrain.spelling import did_you_mean
 from hpctrain.tasks import registry
 from hpctrain.trainconfig.model import TASKS, TrainConfig
 
@@ -124,11 +125,22 @@ def _format_errors(
         where = ".".join(loc) or "(top level)"
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
-            message = "unknown field"
+            message = "unknown field" + did_you_mean(loc[-1], _section_fields(loc[:-1]))
         elif item["type"] not in ("missing",) and loc:
             message += f" (got {item.get('input')!r})"
         lines.append(f"{_origin(loc, origins, default)}: {where}: {message}")
     return lines
+
+
+def _section_fields(loc: tuple[str, ...]) -> list[str]:
+    """The field names of the section at `loc` ([] where it is no section)."""
+    model: Any = TrainConfig
+    for part in loc:
+        info = model.model_fields.get(part)
+        model = info.annotation if info is not None else None
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+    return list(model.model_fields)
 
 
 def choose_task(file_data: dict[str, Any], task: str | None, label: str) -> str:
