@@ -7,10 +7,13 @@ Its options are generated from the table `python -m hpctrain.trainer` is built f
 from __future__ import annotations
 
 import inspect
+import shlex
+import sys
 from typing import Annotated, Any
 
 import typer
 
+from hpctrain.errors import HpctrainError
 from hpctrain.trainconfig.options import OPTIONS, TrainerCall, TrainerOption
 
 TRAIN_EPILOG = (
@@ -36,9 +39,20 @@ def _train(**values: Any) -> None:
     """Train a packaged task locally, without SLURM."""
     # The trainer's modules (the config models; torch and Lightning once training starts)
     # load only when the command runs: `hpctrain --help` stays fast.
-    from hpctrain.trainer.entry import run
+    try:
+        from hpctrain.trainer.entry import run
 
-    run(TrainerCall.from_values(values))
+        run(TrainerCall.from_values(values))
+    except ModuleNotFoundError as e:
+        from hpctrain.jobs.submit import install_trainer, trainer_missing
+
+        if not trainer_missing(e):
+            raise
+        raise HpctrainError(
+            f"the packaged trainer needs torch and Lightning, and this Python ({sys.executable}) "
+            f"cannot import {e.name}: hpctrain was installed without its trainer",
+            f"install it: {install_trainer(shlex.quote(sys.executable))}",
+        ) from None
 
 
 def train_command() -> Any:

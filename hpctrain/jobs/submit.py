@@ -90,9 +90,82 @@ class Submitted:
         }
 
 
+# The packaged trainer's imports, and the extra of pyproject.toml that installs them.
+TRAINER_MODULES = ("hpctrain", "torch", "lightning")
+TRAINER_EXTRA = "hpctrain[train]"
+# Seconds a Python may take to start at the place (a cold NFS home is slow); past them the
+# check gives way to the job itself, which says the same in its log.
+PYTHON_CHECK_S = 30.0
+# Prints the modules it cannot find. find_spec imports no module: torch alone takes seconds.
+_FIND_MODULES = """\
+import importlib.util, sys
+def missing(name):
+    try:
+        return importlib.util.find_spec(name) is None
+    except Exception:
+        return True
+print(" ".join(m for m in sys.argv[1:] if missing(m)))
+"""
+
+
+def install_trainer(python: str) -> str:
+    """How to give `python` the packaged trainer's packages."""
+    return (f"{python} -m pip install '{TRAINER_EXTRA}' (from a checkout of hpctrain: "
+            "pip install '.[train]')")
+
+
+def trainer_missing(error: ModuleNotFoundError) -> bool:
+    """True when `error` is the packaged trainer's own packages missing (a core install)."""
+    return (error.name or "").split(".")[0] in TRAINER_MODULES
+
+
+def _job_python(plan: JobPlan) -> str | None:
+    """The Python the job's script activates (None: the job's PATH decides, after its modules
+    and set-up lines, which a check from here cannot tell)."""
+    return plan.python_env.rstrip("/") + "/bin/python" if plan.python_env else None
+
+
+def _quoted(path: str) -> str:
+    """A path for `sh -c`, a leading ~/ left to the shell (a login's python_env)."""
+    import shlex
+
+    return '"$HOME"/' + shlex.quote(path[2:]) if path.startswith("~/") else shlex.quote(path)
+
+
+def check_trainer_python(prep: Prepared, place: Place) -> None:
+    """Refuse to queue the packaged trainer where the job's Python cannot import it."""
+    import shlex
+    import subprocess
+
+    from hpctrain.plan.restart import runs_trainer
+
+    python = _job_python(prep.plan)
+    if python is None or not runs_trainer(prep.plan.command):
+        return
+    script = (f"exec {_quoted(python)} -c {shlex.quote(_FIND_MODULES)} "
+              f"{' '.join(TRAINER_MODULES)}")
+    try:
+        out, err, code = place.slurm_client().transport.execute(
+            ("sh", "-c", script), None, PYTHON_CHECK_S, str(prep.workdir))
+    except subprocess.TimeoutExpired:
+        return
+    where = f"on {place.login}" if place.login else "here"
+    fix = (f"install the trainer into it: {install_trainer(shlex.quote(python))}; or name "
+           "an environment that has it with --python-env")
+    if code != 0:
+        said = (err or out).strip().splitlines()
+        raise HpctrainError(f"the job's Python {python} does not run {where}: "
+                            f"{said[-1] if said else f'exit {code}'}", fix)
+    if missing := out.split():
+        raise HpctrainError(
+            f"the job's Python {python} cannot import {', '.join(missing)} {where}: the "
+            "packaged trainer needs hpctrain with torch and Lightning", fix)
+
+
 def create_run_dir(prep: Prepared, place: Place) -> Origin:
     """Check, then make the run directory with its files and the job's code at `place`."""
     place.check_files(prep.run_dir, prep.files)
+    check_trainer_python(prep, place)
     place.create_run_dir(prep.run_dir, prep.files)
     try:
         snapshot = place.freeze_code(prep.code) if prep.code is not None else None
