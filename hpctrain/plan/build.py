@@ -7,6 +7,7 @@ from typing import Any
 from hpctrain.plan.access import choose_account
 from hpctrain.plan.batch import global_batch_problems
 from hpctrain.plan.inputs import check_inputs, choose_command
+from hpctrain.plan.launch_lines import adopt_launch_line
 from hpctrain.plan.launchers import LaunchMode, launcher_problems
 from hpctrain.plan.limits import choose_qos, wall_time
 from hpctrain.plan.model import JobPlan, JobRequest
@@ -51,6 +52,7 @@ def build_plan(req: JobRequest) -> JobPlan:
     # what they say about fitting that stand-in would mislead, so it is left out.
     found = Collector(check_fit=not chosen.problems)
     part = found.take(chosen)
+    req = found.take(adopt_launch_line(req))
     mode = found.take(launcher_problems(req))
     shape, tasks, fit, share = _placement(req, part, mode, found)
     cpt = found.take(cpus_per_task(req, tasks, share))

@@ -2,7 +2,9 @@
 
 The choice decides the tasks SLURM places on a node and the variables the program finds; the
 template's launch lines (templates/sbatch.sh.j2) follow `LaunchMode.name`. docs/jobs.md,
-"Choosing a launcher", and docs/tutorials.md show each with the tutorials' own programs.
+"Choosing a launcher", and docs/tutorials.md show each with the tutorials' own programs. A
+launcher at the front of the user's command (`torchrun ...`, `srun python ...`) is read into
+these by plan/launch_lines.py before any of them is chosen.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ Each rank also says how many threads torch gave it: the batch script's default, 
 training process holds, whatever the launcher (the jobs are submitted without the test
 session's OMP_NUM_THREADS).
 
+The `pasted-*` cases submit a tutorial's launch line as it shows it (`srun python ...`,
+`srun torchrun --nproc_per_node=...`) with no --launcher: the world size the ranks report must
+be the job's, not a launcher started once per GPU.
+
 All jobs are queued at once, so SLURM runs them back to back; each test waits for its own.
 """
 
@@ -50,16 +54,51 @@ PATTERNS: dict[str, tuple[str, tuple[str, ...], tuple[int, ...]]] = {
     # gives it NNODES, NODE_RANK, LOCAL_WORLD_SIZE and the master for torchrun's options.
     "per-node-torchrun": ("per-node", ("own_torchrun.py",), (1, 2)),
 }
-CASES = [(name, nodes) for name, (_, _, counts) in PATTERNS.items() for nodes in counts]
+# Each tutorial's own launch line pasted after `--` as it shows it, with no --launcher (and
+# for torchrun no --gpus-per-node): hpctrain reads the launcher in front of the command
+# (plan/launch_lines.py). name -> (hpctrain options, the line, the launcher it becomes, node
+# counts); {program} is the pattern's program. 004's and 001's lines are a bare `python ...`:
+# PATTERNS above.
+PASTED: dict[str, tuple[tuple[str, ...], tuple[str, ...], str, tuple[int, ...]]] = {
+    # Raven (000/002): `srun python src/train.py`.
+    "pasted-srun-lightning": (("--gpus-per-node", str(GPUS_PER_NODE)),
+                              ("srun", "python", "{lightning_ddp.py}"), "srun", (1, 2)),
+    "pasted-srun-env": (("--gpus-per-node", str(GPUS_PER_NODE)),
+                        ("srun", "python", "{torchrun_env.py}"), "srun", (1, 2)),
+    # 003's run_distributed.slurm line, its variables unexpanded (as the script has them) ...
+    "pasted-srun-torchrun": ((), (
+        "srun", "torchrun", "--nnodes=$SLURM_JOB_NUM_NODES", f"--nproc_per_node={GPUS_PER_NODE}",
+        "--rdzv_backend=c10d", "--rdzv_endpoint=$MASTER_ADDR:29500", "{torchrun_env.py}"),
+        "torchrun", (1, 2)),
+    # ... and as a login shell pastes it, where they are empty.
+    "pasted-torchrun-expanded": ((), (
+        "srun", "torchrun", "--nnodes=", f"--nproc_per_node={GPUS_PER_NODE}",
+        "--rdzv_backend=c10d", "--rdzv_endpoint=:29500", "{torchrun_env.py}"), "torchrun",
+        (1, 2)),
+    "pasted-python-m-run": ((), (
+        "python", "-m", "torch.distributed.run", "--nproc-per-node", str(GPUS_PER_NODE),
+        "--standalone", "{torchrun_env.py}"), "torchrun", (1,)),
+}
+CASES = [*((name, nodes) for name, (_, _, counts) in PATTERNS.items() for nodes in counts),
+         *((name, nodes) for name, (*_, counts) in PASTED.items() for nodes in counts)]
+
+
+def _job_args(name: str) -> list[str]:
+    """hpctrain's options and the job's command for a case."""
+    if name in PASTED:
+        options, line, _, _ = PASTED[name]
+        return [*options, "--", *(str(EXAMPLES / w[1:-1]) if w.startswith("{") else w
+                                  for w in line)]
+    launcher, (program, *args), _ = PATTERNS[name]
+    return ["--gpus-per-node", str(GPUS_PER_NODE), "--launcher", launcher,
+            "--", "python", str(EXAMPLES / program), *args]
 
 
 def _submit(dc: DevClusterHandle, cwd: Path, name: str, nodes: int) -> dict[str, Any]:
-    launcher, (program, *args), _ = PATTERNS[name]
     r = subprocess.run(
         [sys.executable, "-m", "hpctrain", "submit", "--json", "--profile", "local",
-         "--nodes", str(nodes), "--gpus-per-node", str(GPUS_PER_NODE), "--launcher", launcher,
-         "--time", "5", "--job-name", f"tut-{name}-{nodes}n",
-         "--", "python", str(EXAMPLES / program), *args],
+         "--nodes", str(nodes), "--time", "5", "--job-name", f"tut-{name}-{nodes}n",
+         *_job_args(name)],
         cwd=cwd, env=dc.env_default_threads(), capture_output=True, text=True, timeout=120,
         check=False,
     )
@@ -107,6 +146,10 @@ def test_every_rank_runs_exactly_once(
     logs = Path(str(job["stdout"])).read_text() + Path(str(job["stderr"])).read_text()
     assert row["State"] == "COMPLETED", f"{row}\n{logs[-4000:]}"
     world = nodes * GPUS_PER_NODE
+    if name in PASTED:
+        # The pasted launcher was read into hpctrain's, not started inside it.
+        plan = job["plan"]
+        assert (plan["launcher"], plan["gpus_per_node"]) == (PASTED[name][2], GPUS_PER_NODE), plan
     found = _rank_lines(Path(str(job["run_dir"])) / "ranks")
     assert sorted(found) == sorted(f"rank-{r}.txt" for r in range(world)), (found, logs[-4000:])
     for rank in range(world):
