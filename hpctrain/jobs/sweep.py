@@ -79,11 +79,22 @@ class PreparedSweep:
 
 
 def point_args(req: JobRequest, point: Point) -> tuple[str, ...]:
-    """A point's arguments after the job's command: `--set KEY=VALUE` for the packaged trainer,
-    `KEY=VALUE` (Hydra's override syntax) for the user's own command."""
+    """A point's arguments after the job's command: `--set KEY=VALUE` for the packaged trainer;
+    for the user's own command its arguments from the first `{KEY}` placeholder on, filled
+    in, or else `KEY=VALUE` (Hydra's override syntax)."""
+    if req.command and points_of.placeholders(req.command):
+        return points_of.fill_command(req.command, point)[1]
     if req.command:
         return tuple(f"{k}={v}" for k, v in point)
     return tuple(arg for k, v in point for arg in ("--set", f"{k}={v}"))
+
+
+def shared_command(req: JobRequest) -> JobRequest:
+    """The request the arrays' script runs: a templated command cut before its first
+    placeholder (each point's point.args holds the rest, filled in)."""
+    if not points_of.placeholders(req.command):
+        return req
+    return replace(req, command=points_of.fill_command(req.command, ())[0])
 
 
 def check_points(req: JobRequest, sweep: Sweep) -> None:
@@ -92,7 +103,8 @@ def check_points(req: JobRequest, sweep: Sweep) -> None:
     from hpctrain.plan import build_plan
 
     if req.command:
-        build_plan(req)
+        points_of.check_placeholders(req.command, sweep)
+        build_plan(shared_command(req))
         return
     from hpctrain.trainconfig.options import config_args
 
@@ -162,9 +174,10 @@ def prepare_sweep(plan: SweepPlan, place: Place, *, token: str | None = None
     arrays = points_of.chunks(count, limit, plan.max_parallel)
     # One moment and one token: every array's script shares the sweep's run directory.
     now, token = datetime.now(timezone.utc), token or os.urandom(3).hex()
+    shared = shared_command(req)
     prepared = tuple(
-        prepare(replace(req, array=a), place.workdir, environ=os.environ, now=now, token=token,
-                script_name=_script_name(k, len(arrays)))
+        prepare(replace(shared, array=a), place.workdir, environ=os.environ, now=now,
+                token=token, script_name=_script_name(k, len(arrays)))
         for k, a in enumerate(arrays))
     place.check_files(prepared[0].run_dir, prepared[0].files)
     first = prepared[0]

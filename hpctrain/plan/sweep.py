@@ -179,6 +179,58 @@ def with_fixed(sweep: Sweep, fixed: Sequence[str]) -> Sweep:
     return sweep
 
 
+# `{optim.lr}` in an argument of the user's command: the point's value there. `${VAR}` stays
+# the shell's, and `{{` and `}}` are literal braces (str.format's escapes).
+_FIELD = re.compile(r"\{\{|\}\}|(?<!\$)\{(" + _KEY.pattern + r")\}")
+
+
+def placeholders(command: Sequence[str]) -> tuple[str, ...]:
+    """The `{KEY}` placeholders of a command, in order of appearance (none: the point's
+    settings are appended Hydra-style instead)."""
+    return tuple(dict.fromkeys(m.group(1) for arg in command for m in _FIELD.finditer(arg)
+                               if m.group(1)))
+
+
+def check_placeholders(command: Sequence[str], sweep: Sweep) -> None:
+    """Refuse a placeholder no point can fill: an unknown key, a point without it, the program."""
+    names = placeholders(command)
+    if not names:
+        return
+    known = ", ".join(f"{{{k}}}" for k in sweep.keys)
+    unknown = [n for n in names if n not in sweep.keys]
+    if unknown:
+        raise HpctrainError(
+            f"the command names {', '.join(f'{{{n}}}' for n in unknown)}, which the sweep does "
+            f"not vary (its keys: {known})",
+            "use the sweep's keys; write a literal brace as {{ or }}")
+    if placeholders(command[:1]):
+        raise HpctrainError(f"the program {command[0]!r} holds a placeholder",
+                            "put placeholders in the program's arguments")
+    if any("\n" in arg for arg in fill_command(command, ())[1]):
+        raise HpctrainError("an argument from the first placeholder on holds a line break "
+                            "(a point's arguments are one per line of a file)",
+                            "move it before the first placeholder, or into a file")
+    for n, point in enumerate(sweep.points):
+        lacking = [name for name in names if name not in dict(point)]
+        if lacking:
+            raise HpctrainError(f"point {n} has no value for {', '.join(lacking)}",
+                                "give every point a value for each placeholder")
+
+
+def fill_command(command: Sequence[str], point: Point) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A command with placeholders, filled with the point's values: (the arguments before the
+    first placeholder, every point's alike; the rest, this point's), each value one argument
+    or inside one, never read by a shell."""
+    values = dict(point)
+
+    def fill(arg: str) -> str:
+        return _FIELD.sub(lambda m: values.get(m.group(1), m.group(0)) if m.group(1)
+                          else m.group(0)[0], arg)
+
+    first = next((i for i, arg in enumerate(command) if placeholders([arg])), len(command))
+    return (tuple(fill(a) for a in command[:first]), tuple(fill(a) for a in command[first:]))
+
+
 def chunks(count: int, max_array_size: int, throttle: int | None) -> tuple[SweepArray, ...]:
     """Arrays of at most `max_array_size` tasks (SLURM's limit is on the task id, which
     starts at 0); each later array waits for the one before, so `throttle` holds overall."""
