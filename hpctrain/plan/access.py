@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from hpctrain.plan.model import JobRequest
 from hpctrain.plan.outcome import Outcome
+from hpctrain.plan.sbatch import asked
 from hpctrain.plan.text import IDENT, unsafe_name
 
 
 def choose_account(req: JobRequest) -> Outcome[str | None]:
-    """The account: the profile's default unless given; some clusters require one, some refuse."""
+    """The account: --account, else SBATCH_ACCOUNT, else the profile's default; some
+    clusters require one, some refuse it."""
     profile = req.profile
-    account = req.account if req.account is not None else profile.default_account
+    found = asked(req.account, "--account", req.shell, "SBATCH_ACCOUNT")
+    account, asked_by, notes = found.value, found.by, found.notes
+    if account is None:
+        account, asked_by = profile.default_account, "default_account"
     if account is None:
         if profile.account != "required":
             return Outcome(None)
@@ -23,7 +28,9 @@ def choose_account(req: JobRequest) -> Outcome[str | None]:
         return Outcome(None, problems=(
             f"{profile.name}: an account is required on {profile.cluster}; use {fix}",))
     if profile.account == "never":
+        drop = "drop it" if asked_by == "--account" else "unset SBATCH_ACCOUNT"
         return Outcome(account, problems=(
-            f"{profile.name}: jobs on {profile.cluster} take no --account; drop it",
-        ))
-    return Outcome(account, unsafe_name(account, IDENT, "--account"))
+            f"{profile.name}: jobs on {profile.cluster} take no account ({asked_by} "
+            f"{account}); {drop}",
+        ), notes=notes)
+    return Outcome(account, unsafe_name(account, IDENT, asked_by), notes=notes)

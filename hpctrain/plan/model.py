@@ -71,6 +71,10 @@ class JobRequest:
     code_dir: str | None = None
     # `hpctrain sweep`: the job is one array of the sweep's points (None: one job).
     array: SweepArray | None = None
+    # The submitting shell's variables that sbatch reads as options (SBATCH_*, SLURM_HINT,
+    # SLURM_CLUSTERS), as the CLI found them: sbatch would let them override the script, so the
+    # plan takes each as a default or refuses it, and the client hides them from sbatch.
+    shell: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
+from hpctrain.slurm.sbatch_options import ASKS_FOR, more_options, parse_arg
 from hpctrain.units import parse_time_seconds
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -58,12 +59,74 @@ def _valid_time(value: str) -> str:
     return value
 
 
+# What a profile says instead of an sbatch option that would contradict hpctrain's own line;
+# VALUE is the option's value.
+_PROFILE_FIELD = {
+    "qos": "use default_qos: VALUE",
+    "account": "use default_account: VALUE",
+    "partition": "give partition VALUE `default: true`",
+    "time": "give the partitions default_time: VALUE",
+    "constraint": "give the partition default_constraint: VALUE",
+    "gpus": "hpctrain asks for GPUs itself, as gpu_request says; drop it",
+    "tasks": "tasks follow the GPUs and the job's --launcher; drop it",
+    "cpus": "CPUs follow the GPUs' share of the node (shared_node); drop it",
+    "memory": "memory follows the GPUs' share of the node (shared_node); drop it",
+    "nodes": "each job chooses --nodes; drop it",
+    "job name": "each job chooses --job-name; drop it",
+    "logs": "logs go to output_dir, each job into its run directory; drop it",
+    "dependency": "jobs wait for others with --after or --chain; drop it",
+    "array": "`hpctrain sweep` makes job arrays; drop it",
+    "restart": "requeue (allowed, grace_s) says how jobs outlive their limit; drop it",
+    "cluster": "a profile is one cluster (`cluster:`); write a profile per cluster",
+    "waiting": "hpctrain submits and watches jobs itself; drop it",
+    "script": "drop it",
+}
+
+
+def sbatch_default_problem(arg: str) -> str | None:
+    """Why `arg` cannot be one of a profile's sbatch_defaults (None: it can)."""
+    if re.search(r"[\x00-\x1f\x7f]", arg):
+        return f"{arg!r} contains a control character; remove it"
+    if not arg.startswith("-") or arg in ("-", "--"):
+        return f"{arg!r} is not an sbatch option; write one per entry, e.g. --threads-per-core=1"
+    if more_options(arg):
+        return f"{arg!r} holds several options; write one per entry"
+    parsed = parse_arg(arg)
+    topic = ASKS_FOR.get(parsed.name or "")
+    if topic is not None:
+        fix = _PROFILE_FIELD[topic].replace("VALUE", parsed.value or "NAME")
+        return f"{arg} sets what hpctrain writes into every script; {fix}"
+    if arg.startswith("--") and " " in arg.split("=", 1)[0]:
+        return f"{arg!r}: write it as --option=value"
+    return None
+
+
+class SbatchDefaultCheck:
+    """One extra #SBATCH option of a profile, for pydantic and the cache alike."""
+
+    def check(self, value: str) -> None:
+        problem = sbatch_default_problem(value)
+        if problem:
+            raise ValueError(problem)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_after_validator_function(_valid_default, handler(source))
+
+
+def _valid_default(value: str) -> str:
+    SbatchDefaultCheck().check(value)
+    return value
+
+
 # Far above any real node or cluster, low enough that no arithmetic on them overflows.
 GpuCount = Annotated[int, Bounds(0, 1024)]
 CpuCount = Annotated[int, Bounds(1, 1_000_000)]
 MemMb = Annotated[int, Bounds(1, 1 << 40)]
 NodeCount = Annotated[int, Bounds(1, 1_000_000)]
 SlurmTime = Annotated[str, SlurmTimeCheck()]
+SbatchDefault = Annotated[str, SbatchDefaultCheck()]
 
 
 def _check_name(kind: str, value: str) -> None:
@@ -335,6 +398,8 @@ class Profile:
     account: AccountPolicy = "optional"
     default_account: str | None = None
     qos: list[Qos] = field(default_factory=list)
+    # The QOS of jobs that name none (a partition's required_qos still wins on its partition).
+    default_qos: str | None = None
     shared_node: SharedNode = field(default_factory=SharedNode)
     environment: Environment = field(default_factory=Environment)
     nccl: Nccl = field(default_factory=Nccl)
@@ -342,8 +407,9 @@ class Profile:
     # Where job logs and run directories go, relative to the directory jobs are submitted from.
     output_dir: str = "hpctrain-runs"
     scratch_dir: str | None = None
-    # Extra #SBATCH options every job of this cluster needs (e.g. --threads-per-core=1).
-    sbatch_defaults: list[str] = field(default_factory=list)
+    # Extra #SBATCH options every job of this cluster needs (e.g. --threads-per-core=1); none
+    # of those hpctrain writes itself (a second line would contradict it, or be ignored).
+    sbatch_defaults: list[SbatchDefault] = field(default_factory=list)
     # Submitting from a laptop over ssh (docs/remote.md).
     login: Login | None = None
 
@@ -364,6 +430,9 @@ class Profile:
                 raise ValueError(f"partition {p.name} requires QOS {p.required_qos!r}, not in qos")
         if self.account == "never" and self.default_account:
             raise ValueError("default_account is set but account policy is 'never'")
+        if self.default_qos is not None and self.qos and self.default_qos not in qos_names:
+            raise ValueError(f"default_qos {self.default_qos!r} is not in qos; choose one of: "
+                             f"{', '.join(sorted(qos_names))}")
 
     @property
     def default_partition(self) -> Partition:

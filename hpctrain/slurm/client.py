@@ -17,10 +17,13 @@ from hpctrain.errors import SlurmError, SlurmUnavailableError
 from hpctrain.slurm import accounting, controller, parsers, parsers_json, starts
 from hpctrain.slurm.accounting import Accounting
 from hpctrain.slurm.parsers import JobInfo
+from hpctrain.slurm.sbatch_options import INPUT_VARIABLES, sbatch_environment
 from hpctrain.slurm.transport import (
     CONTROLLER_COMMANDS,
     DOWN_FIX,
     NO_CONF_MARKERS,
+    Answer,
+    ControllerDownError,
     LocalTransport,
     Transport,
     no_conf_error,
@@ -109,8 +112,11 @@ class SlurmClient:
         self.calls.append(argv)
         self.call_times.append(time.monotonic())
         limit = timeout_s if timeout_s is not None else self.timeout_s
+        # sbatch lets SBATCH_* variables override the script's #SBATCH lines (sbatch(1), "INPUT
+        # ENVIRONMENT VARIABLES"): the plan has taken or refused them; the script is the job.
+        transport = for_sbatch(self.transport) if argv[0] == "sbatch" else self.transport
         try:
-            stdout, stderr, code = self.transport.execute(argv, input, limit, cwd)
+            stdout, stderr, code = transport.execute(argv, input, limit, cwd)
         except subprocess.TimeoutExpired:
             raise self._timeout_error(argv[0], limit) from None
         result = Result(argv, code, stdout, stderr)
@@ -400,6 +406,55 @@ class SlurmClient:
     def cluster_name(self) -> str | None:
         """The cluster the commands talk to, as learnt without a SLURM call; None: unknown."""
         return self.transport.cluster_name()
+
+
+@dataclass(frozen=True)
+class _LocalSbatch(LocalTransport):
+    """This machine's transport, its environment as sbatch should see it."""
+
+    def env(self) -> dict[str, str]:
+        return sbatch_environment(super().env())
+
+
+@dataclass(frozen=True)
+class _UnsetFirst:
+    """A login's transport whose commands run under `env -u NAME ...`: the login's shell
+    (its ~/.bashrc) may export SBATCH_ variables, which sbatch there would prefer."""
+
+    inner: Transport
+
+    @property
+    def batches(self) -> bool:
+        return self.inner.batches
+
+    def _unset(self, argv: tuple[str, ...]) -> tuple[str, ...]:
+        return ("env", *(w for name in sorted(INPUT_VARIABLES) for w in ("-u", name)), *argv)
+
+    def execute(self, argv: tuple[str, ...], input: str | None, limit: float,
+                cwd: str | Path | None) -> Answer:
+        return self.inner.execute(self._unset(argv), input, limit, cwd)
+
+    def execute_many(self, argvs: Sequence[tuple[str, ...]], limit: float) -> list[Answer]:
+        return self.inner.execute_many([self._unset(a) for a in argvs], limit)
+
+    def conf_path(self) -> str | None:
+        return self.inner.conf_path()
+
+    def controller_down(self, command: str) -> ControllerDownError | None:
+        return self.inner.controller_down(command)
+
+    def cluster_name(self) -> str | None:
+        return self.inner.cluster_name()
+
+    def slurm_version_text(self) -> str | None:
+        return self.inner.slurm_version_text()
+
+
+def for_sbatch(transport: Transport) -> Transport:
+    """`transport` for running sbatch: without the variables it would read as options."""
+    if isinstance(transport, LocalTransport):
+        return _LocalSbatch(transport.slurm_conf)
+    return _UnsetFirst(transport)
 
 
 def has_tasks(job_ids: Sequence[str]) -> bool:

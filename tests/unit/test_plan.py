@@ -156,12 +156,12 @@ def test_required_qos_filled_and_enforced() -> None:
 @pytest.mark.parametrize(
     ("arg", "needle"),
     [
-        ("--mem-per-cpu=4G", "--mem and --mem-per-cpu conflict"),
-        ("--cpus-per-gpu=4", "--cpus-per-gpu and --cpus-per-task conflict"),
-        ("--ntasks-per-gpu=1", "--ntasks-per-gpu cannot be combined"),
-        ("--nodes=3", "use --nodes instead"),
-        ("--gres=gpu:2", "use --gpus-per-node instead"),
-        ("-p", "use --partition instead"),
+        ("--mem-per-cpu=4G", "use --mem MEMORY (per node: 4G for each of its CPUs) instead"),
+        ("--cpus-per-gpu=4", "use --cpus-per-task 4 (one task per GPU"),
+        ("--ntasks-per-gpu=1", "drop it: tasks follow the GPUs"),
+        ("--nodes=3", "use --nodes 3 instead"),
+        ("--gres=gpu:2", "use --gpus-per-node 2 (hpctrain writes"),
+        ("-p", "use --partition NAME instead"),
         ("mail", "not an sbatch option"),
     ],
 )

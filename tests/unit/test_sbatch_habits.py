@@ -80,11 +80,10 @@ def test_submit_and_sweep_take_total_gpus(env: dict[str, str], tmp_path: Path) -
 @pytest.mark.parametrize(("argv", "fix"), [
     (("render", "-P", "raven", "--mail-type=END"),
      "see `hpctrain render --help`; an sbatch option reaches sbatch as "
-     "--sbatch-arg=--mail-type=VALUE"),
+     "--sbatch-arg=--mail-type=END"),
     (("render", "-P", "raven", "--gres", "gpu:4"),
-     "hpctrain's spelling: --gpus-per-node N"),
-    (("submit", "-P", "raven", "-c", "8"), "--cpus-per-task N; or pass it to sbatch as "
-     "--sbatch-arg='-c VALUE'"),
+     "Fix: hpctrain's spelling: --gpus-per-node 4 (hpctrain writes"),
+    (("submit", "-P", "raven", "-c", "8"), "Fix: hpctrain's spelling: --cpus-per-task 8\n"),
     (("status", "--mail-type", "END"), "Fix: see `hpctrain status --help`\n"),
 ])
 def test_unknown_option_suggests_the_hpctrain_spelling(
