@@ -28,9 +28,13 @@ class ProfileError(HpctrainError):
 class PlanError(HpctrainError):
     """A job request the cluster would refuse or that would break training."""
 
-    def __init__(self, problems: list[str], *, fixes: Sequence[str] = ()) -> None:
+    def __init__(self, problems: list[str], *, fixes: Sequence[str] = (),
+                 shape: Sequence[str] = ()) -> None:
         self.problems = problems
         super().__init__("\n".join(problems))
+        # The problems about the job's shape (partition, nodes, GPUs, CPUs, memory, time,
+        # QOS): the ones a search over those options can fix.
+        self.shape: list[str] = list(shape)
         # Computed fixes (changes the plan accepts), as data: `fix` joins them for the
         # Fix: line and the --json "fix", so every display of an error shows them.
         self.fixes: list[str] = list(fixes)

@@ -263,11 +263,12 @@ def build_request(opts: JobOptions) -> JobRequest:
     """Load the profile and turn the job options into a JobRequest."""
     from hpctrain.plan import JobRequest
     from hpctrain.profiles import load_profile
+    from hpctrain.slurm.sbatch_options import input_variables
 
     launcher = _launcher(opts.launcher)
     profile = load_profile(opts.profile)
     same = {f.name: getattr(opts, f.name) for f in fields(opts) if f.name not in _CONVERTED}
-    return JobRequest(
+    req = JobRequest(
         profile=profile,
         launcher=launcher,
         env=parse_env(opts.env or []),
@@ -276,25 +277,14 @@ def build_request(opts: JobOptions) -> JobRequest:
         python_env=_python_env(opts.python_env, profile),
         invocation=invocation(),
         monitor_interval_s=opts.monitor_interval if opts.monitor else None,
-        **_layout(opts, profile),
+        nodes=opts.nodes,
+        gpus_per_node=opts.gpus_per_node,
+        shell=input_variables(os.environ),
         **same,
     )
-
-
-def _layout(opts: JobOptions, profile: Profile) -> dict[str, Any]:
-    """--nodes and --gpus-per-node, from --gpus when it is given."""
     if opts.gpus is None:
-        return {"nodes": opts.nodes, "gpus_per_node": opts.gpus_per_node}
-    from hpctrain.errors import HpctrainError
-    from hpctrain.plan.gpus import map_total_gpus
+        return req
+    from hpctrain.plan.gpus import with_total_gpus
 
-    part = profile.partition(opts.partition) if opts.partition else profile.default_partition
-    if part is None:
-        # The plan names the profile's partitions; --gpus needs the partition's node size.
-        return {"nodes": opts.nodes, "gpus_per_node": opts.gpus_per_node}
-    if not part.most_gpus:
-        raise HpctrainError(f"--gpus: partition {part.name} has no GPUs", "leave --gpus out")
     # --nodes defaults to 1, so 1 cannot be told from "not given": only more nodes fix the side.
-    nodes, each = map_total_gpus(opts.gpus, part.most_gpus, part.name,
-                                 opts.nodes if opts.nodes != 1 else None, opts.gpus_per_node)
-    return {"nodes": nodes, "gpus_per_node": each}
+    return with_total_gpus(req, opts.gpus, nodes_given=opts.nodes != 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -254,6 +255,7 @@ def probe(
     from hpctrain.plan import JobRequest
     from hpctrain.profiles import list_profiles, load_profile
     from hpctrain.profiles import probe as pr
+    from hpctrain.slurm.sbatch_options import input_variables
 
     infos = {i.name: i for i in list_profiles()}
     if name not in infos:
@@ -263,7 +265,8 @@ def probe(
     profile = load_profile(name)
     part = profile.partition(partition) if partition else profile.default_partition
     req = JobRequest(profile=profile, partition=partition, account=account, qos=qos,
-                     gpus_per_node=part.most_gpus if part else None)
+                     gpus_per_node=part.most_gpus if part else None,
+                     shell=input_variables(os.environ))
 
     def submitted(done: Any) -> None:
         err_console.print(f"probe job {done.job_id} submitted; waiting for it "

@@ -199,8 +199,6 @@ def render(
     if output is not None:
         write_script(output, script, force)
         _make_log_dir(output, logs)
-    else:
-        _tell_log_dir(request.profile.output_dir)
     if json_out:
         _print_json(plan, script, output, verdict)
     elif output is not None:
@@ -215,6 +213,8 @@ def render(
             # reaches the terminal.
             err_console.print(summary_line(plan), highlight=False, markup=False)
             show_notes(plan)
+    if output is None:
+        _tell_log_dir(request.profile.output_dir)
     if verdict is not None:
         _show_verdict(verdict)
 
@@ -223,5 +223,5 @@ def register(app: typer.Typer) -> None:
     """Add render to the root app."""
     app.command(
         context_settings={"allow_interspersed_args": False},
-        epilog="Example: hpctrain render --profile raven --nodes 2 --dry-run",
+        epilog="Example: hpctrain render --profile raven --nodes 2 -- python train.py",
     )(render)

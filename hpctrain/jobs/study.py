@@ -259,7 +259,7 @@ def check_topologies(plan: StudyPlan) -> None:
     problems: list[str] = []
     for topo, batch in plan.runs:
         try:
-            build_plan(plan.request(topo, batch))
+            build_plan(plan.request(topo, batch), suggest=False)
         except PlanError as e:
             problems += [f"{topo.label}: {p}" for p in e.problems]
     # All or nothing, as --first-of: a study missing a topology compares less than was asked,

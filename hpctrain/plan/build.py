@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hpctrain.errors import PlanError
 from hpctrain.plan.access import choose_account
 from hpctrain.plan.batch import global_batch_problems
 from hpctrain.plan.inputs import check_inputs, choose_command
@@ -16,6 +17,7 @@ from hpctrain.plan.outcome import Collector
 from hpctrain.plan.resources import NodeShare, cpus_per_task, memory, node_share
 from hpctrain.plan.restart import restart_policy
 from hpctrain.plan.sbatch import sbatch_options
+from hpctrain.plan.suggest import with_fix
 from hpctrain.plan.topology import Topology, choose_partition, topology
 from hpctrain.plan.trainer_options import cuda_graphs_problems
 from hpctrain.profiles.model import Partition, Profile
@@ -25,10 +27,11 @@ def _placement(
     req: JobRequest, part: Partition, mode: LaunchMode, found: Collector
 ) -> tuple[Topology, int, Fit, NodeShare]:
     """Where the job runs: nodes and GPUs, tasks per node, the node types that fit, their share."""
-    base = found.take(selected_types(req, part))
-    shape = found.take(topology(req, part, base))
+    base = found.take(selected_types(req, part), shape=True)
+    shape = found.take(topology(req, part, base), shape=True)
     tasks = mode.tasks_per_node(shape.gpus_per_node)
-    fit = found.take(fit_node_types(req, part, base, shape.nodes, shape.gpus_per_node, tasks))
+    fit = found.take(fit_node_types(req, part, base, shape.nodes, shape.gpus_per_node, tasks),
+                     shape=True)
     return shape, tasks, fit, node_share(req.profile, fit, shape.gpus_per_node)
 
 
@@ -44,21 +47,32 @@ def _site_environment(profile: Profile) -> dict[str, Any]:
     }
 
 
-def build_plan(req: JobRequest) -> JobPlan:
-    """Validate a request against its profile; raise PlanError listing every problem with a fix."""
+def build_plan(req: JobRequest, suggest: bool = True) -> JobPlan:
+    """Validate a request against its profile; raise PlanError listing every problem, with the
+    nearest request the profile accepts as its fix (`suggest`: searched for, plan/suggest.py)."""
+    try:
+        return _assemble(req)
+    except PlanError as e:
+        if not suggest:
+            raise
+        raise with_fix(e, req, _assemble) from None
+
+
+def _assemble(req: JobRequest) -> JobPlan:
+    """The plan, from the rules in the order their problems are reported."""
     profile = req.profile
     chosen = choose_partition(req)
     # An unknown partition is replaced by the default only so that the other rules can run;
     # what they say about fitting that stand-in would mislead, so it is left out.
     found = Collector(check_fit=not chosen.problems)
-    part = found.take(chosen)
+    part = found.take(chosen, shape=True)
     req = found.take(adopt_launch_line(req))
     mode = found.take(launcher_problems(req))
     shape, tasks, fit, share = _placement(req, part, mode, found)
-    cpt = found.take(cpus_per_task(req, tasks, share))
-    mem_mb = found.take(memory(req, share))
-    qos = found.take(choose_qos(req, part))
-    time_s = found.take(wall_time(req, part, qos))
+    cpt = found.take(cpus_per_task(req, tasks, share), shape=True)
+    mem_mb = found.take(memory(req, share), shape=True)
+    qos = found.take(choose_qos(req, part), shape=True)
+    time_s = found.take(wall_time(req, part, qos), shape=True)
     account = found.take(choose_account(req))
     inputs = found.take(check_inputs(req))
     options = found.take(sbatch_options(req, fit, shape.gpus_per_node))

@@ -137,8 +137,7 @@ def _gpu_stage(req: JobRequest, part: Partition, types: list[NodeType], gpn: int
     most = max(t.gpus for t in types)
     return types, (
         f"{req.profile.name}: no node type of partition {part.name} with --constraint {expr} "
-        f"has {number(gpn)} GPUs ({listing(part, types)}); use --gpus-per-node {most} "
-        "or another --constraint"
+        f"has {number(gpn)} GPUs (at most {most}: {listing(part, types)})"
     )
 
 
@@ -154,8 +153,7 @@ def _cpu_stage(req: JobRequest, part: Partition, types: list[NodeType], gpn: int
     most = max(t.cpus for t in types)
     return types, (
         f"{req.profile.name}: {tasks} task(s) x {number(cpt)} CPUs = {number(used)} CPUs per "
-        f"node, but {part.name} nodes have {most}; use --cpus-per-task "
-        f"{max(1, most // tasks)}" + _types_suffix(part, types)
+        f"node, but {part.name} nodes have {most}" + _types_suffix(part, types)
     )
 
 
@@ -171,7 +169,7 @@ def _mem_stage(req: JobRequest, part: Partition, types: list[NodeType], gpn: int
     most = max(t.mem_mb for t in types)
     return types, (
         f"{req.profile.name}: --mem {mem_mb} MB is more than a {part.name} node has "
-        f"({most} MB); use --mem {most} or less" + _types_suffix(part, types)
+        f"({most} MB)" + _types_suffix(part, types)
     )
 
 
@@ -229,8 +227,7 @@ def _node_limit(req: JobRequest, part: Partition, types: Sequence[NodeType],
     if not over:
         return ()
     most, why = min(over, key=lambda limit: limit[0])
-    other = " or another partition" if most <= 1 and part.max_nodes == most else ""
-    return (f"{req.profile.name}: {why}; use --nodes {most}{other}",)
+    return (f"{req.profile.name}: {why}",)
 
 
 def _partition_cap(part: Partition) -> list[tuple[int, str]]:

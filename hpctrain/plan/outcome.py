@@ -27,18 +27,23 @@ class Collector:
 
     def __init__(self, check_fit: bool) -> None:
         self.problems: list[str] = []
+        self.shape: list[str] = []
         self.notes: list[str] = []
         self._check_fit = check_fit
 
-    def take(self, outcome: Outcome[T]) -> T:
-        """Record a rule's problems and notes; hand back its value."""
-        self.problems.extend(outcome.problems)
+    def take(self, outcome: Outcome[T], shape: bool = False) -> T:
+        """Record a rule's problems and notes; hand back its value. `shape`: the rule decides
+        the job's shape, so changing the shaping options can fix its problems."""
+        found = list(outcome.problems)
         if self._check_fit:
-            self.problems.extend(outcome.misfits)
+            found.extend(outcome.misfits)
+        self.problems.extend(found)
+        if shape:
+            self.shape.extend(found)
         self.notes.extend(outcome.notes)
         return outcome.value
 
     def raise_any(self) -> None:
         """Raise one PlanError with every problem found, if there is any."""
         if self.problems:
-            raise PlanError(list(self.problems))
+            raise PlanError(list(self.problems), shape=self.shape)

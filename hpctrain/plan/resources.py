@@ -81,8 +81,8 @@ def cpus_per_task(req: JobRequest, tasks: int, share: NodeShare) -> Outcome[int]
     if share.strict and used > share.cpus:
         misfits = (
             f"{req.profile.name}: {share.gpus} GPU(s) on a shared node get at most "
-            f"{share.cpus} CPUs; use --cpus-per-task {max(1, share.cpus // tasks)}, or take "
-            f"the whole node with --gpus-per-node {share.whole_node_gpus}",
+            f"{share.cpus} CPUs ({tasks} task(s) x {number(cpt)} asked); the whole node "
+            f"({share.whole_node_gpus} GPUs) has them all",
         )
     return Outcome(cpt, problems, misfits)
 
@@ -101,7 +101,7 @@ def memory(req: JobRequest, share: NodeShare) -> Outcome[int]:
     if share.strict and mem_mb > share.mem_mb:
         misfits = (
             f"{req.profile.name}: {share.gpus} GPU(s) on a shared node get at most "
-            f"{share.mem_mb} MB; use --mem {share.mem_mb}, or take the whole node with "
-            f"--gpus-per-node {share.whole_node_gpus}",
+            f"{share.mem_mb} MB (not {mem_mb}); the whole node ({share.whole_node_gpus} GPUs) "
+            "has it all",
         )
     return Outcome(mem_mb, misfits=misfits)

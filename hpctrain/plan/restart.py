@@ -1,7 +1,7 @@
 """Rules for runs longer than a time limit: the warning signal, requeue, chains, dependencies.
 
-Only the packaged trainer knows the stop protocol (docs/trainer.md, "Time limits"), so only its
-jobs get the warning signal and --requeue; chains and --after work for any command.
+Only the packaged trainer knows the stop protocol (docs/trainer.md, "Safe stop and requeue"),
+so only its jobs get the warning signal and --requeue; chains and --after work for any command.
 """
 
 from __future__ import annotations

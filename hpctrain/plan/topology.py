@@ -41,11 +41,23 @@ def topology(req: JobRequest, part: Partition, types: Sequence[NodeType]) -> Out
     misfits = (*_gpu_misfits(name, part, nodes, gpn), *_node_misfits(name, part, nodes, gpn))
     # Past this point the request is refused; the CPU and memory rules see the node's own.
     gpn = min(gpn, part.most_gpus)
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = _default_gpus_note(req, part, types, nodes, gpn)
     if gpn == 0 and part.most_gpus:
         notes = (f"CPU-only job on GPU partition {part.name}: it gets one GPU's share of the "
                  "node's CPUs and memory",)
     return Outcome(Topology(nodes, gpn), tuple(problems), misfits, notes)
+
+
+def _default_gpus_note(req: JobRequest, part: Partition, types: Sequence[NodeType], nodes: int,
+                       gpn: int) -> tuple[str, ...]:
+    """Where several nodes get the smallest type's GPUs by default, say so: a user who counted
+    on the largest nodes' GPUs would otherwise find half of them missing."""
+    most = max((t.gpus for t in types), default=0)
+    if req.gpus_per_node is not None or nodes < 2 or gpn >= most:
+        return ()
+    return (f"{number(gpn)} GPUs per node: the fewest of partition {part.name}'s node types, "
+            f"so that every type can take the job; --gpus-per-node {most} asks for the nodes "
+            f"with {most}",)
 
 
 def _default_gpus(types: Sequence[NodeType], nodes: int) -> int:
@@ -61,21 +73,19 @@ def _gpu_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str,
     node_gpus = part.most_gpus
     if gpn > node_gpus:
         if not node_gpus:
-            return (f"{name}: partition {part.name} has no GPUs; use --gpus-per-node 0",)
+            return (f"{name}: partition {part.name} has no GPUs",)
         need = -(-gpn * nodes // node_gpus)
         if part.max_nodes is not None:
             need = min(need, part.max_nodes)
         return (
             f"{name}: {number(gpn)} GPUs on one node is impossible ({node_gpus} per node in "
-            f"partition {part.name}); use --nodes {need} --gpus-per-node {node_gpus}"
-            + _gpu_listing(part),
+            f"partition {part.name})" + _gpu_listing(part),
         )
     allowed = part.allowed_gpus_per_node
     if allowed and gpn not in allowed:
         return (
             f"{name}: {number(gpn)} GPUs per node is not allowed "
-            f"(only {', '.join(map(str, allowed))}); "
-            f"use --gpus-per-node {_nearest_allowed(gpn, allowed)}",
+            f"(only {', '.join(map(str, allowed))})",
         )
     if not allowed and gpn == 0 and node_gpus:
         # "None means 1..gpus_per_node": GPU partitions are for GPU jobs (Gilbreth requires
@@ -83,7 +93,7 @@ def _gpu_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str,
         # to CPU-only jobs with 0 in allowed_gpus_per_node.
         return (
             f"{name}: partition {part.name} is for GPU jobs and --gpus-per-node 0 asks for "
-            f"none; use --gpus-per-node 1 (or up to {node_gpus})",
+            f"none (1 to {node_gpus} per node)",
         )
     return ()
 
@@ -96,19 +106,13 @@ def _gpu_listing(part: Partition) -> str:
     return "; its node types: " + "; ".join(f"{t.name}: {t.gpus} GPUs" for t in types)
 
 
-def _nearest_allowed(wanted: int, allowed: Sequence[int]) -> int:
-    above = [a for a in sorted(allowed) if a >= max(wanted, 1)]
-    return above[0] if above else max(allowed)
-
-
 def _node_misfits(name: str, part: Partition, nodes: int, gpn: int) -> tuple[str, ...]:
     node_gpus = part.most_gpus
     misfits: list[str] = []
     if nodes > 1 and part.multinode_full_nodes and gpn != node_gpus and gpn <= node_gpus:
         misfits.append(
-            f"{name}: multi-node jobs must use whole nodes ({node_gpus} GPUs per node); use "
-            f"--nodes {number(nodes)} --gpus-per-node {node_gpus}, or --nodes 1 for "
-            f"{number(gpn * nodes)} GPU(s)"
+            f"{name}: multi-node jobs on {part.name} must use whole nodes ({node_gpus} GPUs "
+            f"per node, not {number(gpn)})"
         )
     # The partition's per-job maximum is nodetypes.py's to say, with the other node limits.
     return tuple(misfits)

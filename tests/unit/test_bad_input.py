@@ -180,7 +180,7 @@ def test_corrupted_profile_cache_is_rebuilt(cli: Cli, _home: Path) -> None:
     ],
 )
 def test_numbers_out_of_any_range(cli: Cli, args: list[str], words: list[str]) -> None:
-    refused(cli("render", "-P", "local", *args), *words, fix=False)
+    refused(cli("render", "-P", "local", *args), *words)
 
 
 def test_usage_errors_exit_2(cli: Cli) -> None:
@@ -196,8 +196,7 @@ def test_render_o_where_it_cannot_write(cli: Cli, tmp_path: Path) -> None:
     refused(cli("render", "-P", "local", "-o", "missing/job.sh"), "does not exist", "mkdir -p")
     refused(cli("render", "-P", "local", "-o", "out"), "is a directory", "out/job.sh")
     refused(cli("render", "-P", "local", "-o", "afile/job.sh"), "is a file")
-    refused(cli("render", "-P", "local", "-o", "afile", "--gpus-per-node", "9"), "impossible",
-            fix=False)
+    refused(cli("render", "-P", "local", "-o", "afile", "--gpus-per-node", "9"), "impossible")
     # An existing file is kept unless --force says to replace it (as `profiles discover -o`).
     refused(cli("render", "-P", "local", "-o", "afile"), "afile exists", "--force")
     assert _files(tmp_path) == before  # nothing written, nothing lost, no temporary file
@@ -266,7 +265,7 @@ def test_every_shipped_partition_bounds_its_nodes(cli: Cli, profile: str) -> Non
     for part in prof.partitions:
         r = cli("render", "-P", profile, "-A", "acc", "--partition", part.name,
                 "--nodes", str(10**20))
-        refused(r, f"at most {part.max_nodes} node(s)", fix=False)
+        refused(r, f"at most {part.max_nodes} node(s)")
 
 
 def test_profile_without_max_nodes_is_refused(cli: Cli, tmp_path: Path) -> None:
@@ -279,15 +278,13 @@ def test_profile_without_max_nodes_is_refused(cli: Cli, tmp_path: Path) -> None:
 
 def test_zero_gpus_get_a_share_or_a_refusal(cli: Cli) -> None:
     err = refused(cli("render", "-P", "raven", "--gpus-per-node", "0"),
-                  "0 GPUs per node is not allowed (only 1, 2, 4)", fix=False)
+                  "0 GPUs per node is not allowed (only 1, 2, 4)", "Fix: --gpus-per-node 1 is")
     assert "--mem 0" not in err
     err = refused(cli("render", "-P", "raven", "--gpus-per-node", "0", "--mem", "abc"),
-                  "invalid memory 'abc'", fix=False)
+                  "invalid memory 'abc'")
     assert "--mem 0" not in err
-    refused(cli("render", "-P", "gilbreth", "-A", "a", "--gpus-per-node", "0"), "for GPU jobs",
-            fix=False)
-    refused(cli("render", "-P", "marvin", "-A", "a", "--gpus-per-node", "0"), "for GPU jobs",
-            fix=False)
+    refused(cli("render", "-P", "gilbreth", "-A", "a", "--gpus-per-node", "0"), "for GPU jobs")
+    refused(cli("render", "-P", "marvin", "-A", "a", "--gpus-per-node", "0"), "for GPU jobs")
     r = cli("render", "-P", "local", "--gpus-per-node", "0")
     assert r.code == 0, r.err
     assert "#SBATCH --mem=2000\n" in r.out and "#SBATCH --cpus-per-task=2\n" in r.out
@@ -319,4 +316,4 @@ def test_profile_extending_itself(cli: Cli, _home: Path) -> None:
 
 def test_huge_multi_node_request_on_raven(cli: Cli) -> None:
     r = cli("render", "-P", "raven", "--nodes", "9" * 4299, "--gpus-per-node", "2")
-    refused(r, "multi-node jobs must use whole nodes", "at most 80 node(s)", fix=False)
+    refused(r, "must use whole nodes", "at most 80 node(s)")

@@ -21,9 +21,13 @@ def gil(**kw: Any) -> JobPlan:
 
 
 def gil_refused(**kw: Any) -> list[str]:
+    return gil_error(**kw).problems
+
+
+def gil_error(**kw: Any) -> PlanError:
     with pytest.raises(PlanError) as e:
         gil(**kw)
-    return e.value.problems
+    return e.value
 
 
 # The model
@@ -204,9 +208,10 @@ def test_mixed_gpu_models_leave_the_model_to_the_constraint() -> None:
 
 
 def test_no_type_has_the_cpus() -> None:
-    (msg,) = gil_refused(gpus_per_node=1, cpus_per_task=200)
+    err = gil_error(gpus_per_node=1, cpus_per_task=200)
+    (msg,) = err.problems
     assert "1 task(s) x 200 CPUs = 200 CPUs per node" in msg
-    assert "use --cpus-per-task 128" in msg
+    assert (err.fix or "").startswith("--cpus-per-task 128 is accepted")
     assert "K: 2 GPUs, 64 CPUs, 512000 MB, 52 nodes, features K" in msg
     assert "I: 2 GPUs, 32 CPUs" in msg and "J: 4 GPUs, 128 CPUs" in msg
 
@@ -218,9 +223,13 @@ def test_no_type_has_the_memory() -> None:
 
 
 def test_constraint_without_the_gpus() -> None:
-    (msg,) = gil_refused(gpus_per_node=4, constraint="K")
+    err = gil_error(gpus_per_node=4, constraint="K")
+    (msg,) = err.problems
     assert "no node type of partition a100-80gb with --constraint K has 4 GPUs" in msg
-    assert "K: 2 GPUs" in msg and "--gpus-per-node 2" in msg
+    assert "K: 2 GPUs" in msg
+    # Four GPUs in all stay four: two K nodes of two, or one node of another type.
+    assert err.fix is not None and (err.fix.startswith("--nodes 2 --gpus-per-node 2 is accepted")
+                                    or "(1 node(s) x 4 GPU(s)" in err.fix), err.fix
 
 
 def test_gpus_no_type_has() -> None:
@@ -230,9 +239,10 @@ def test_gpus_no_type_has() -> None:
 
 
 def test_node_counts_per_type() -> None:
-    (msg,) = gil_refused(gpus_per_node=4, nodes=3)
+    err = gil_error(gpus_per_node=4, nodes=3)
+    (msg,) = err.problems
     assert "3 nodes asked, but partition a100-80gb has 2 node(s) that fit" in msg
-    assert "J: 4 GPUs" in msg and "use --nodes 2" in msg
+    assert "J: 4 GPUs" in msg and err.fix is not None and " is accepted (" in err.fix
     assert gil(gpus_per_node=2, nodes=59).nodes == 59
 
 
@@ -249,3 +259,12 @@ def test_user_or_constraint_narrowed_to_fitting_types() -> None:
     p = gil(gpus_per_node=2, cpus_per_task=64, launcher="torchrun", constraint="K|I")
     assert p.constraint == "K" and p.node_types == ("K",)
     assert gil(gpus_per_node=1, constraint="K|I").constraint == "K|I"
+
+
+def test_several_nodes_say_why_they_get_the_smallest_types_gpus() -> None:
+    """Review 2026-11-27, 25: Gilbreth --nodes 2 got 2 GPUs a node without a word."""
+    p = gil(nodes=2)
+    assert p.gpus_per_node == 2
+    assert any(n.startswith("2 GPUs per node: the fewest of partition a100-80gb's node types")
+               and "--gpus-per-node 4" in n for n in p.notes), p.notes
+    assert not any("the fewest" in n for n in gil(nodes=2, gpus_per_node=2).notes)

@@ -61,7 +61,7 @@ def test_torchrun_one_task_per_node() -> None:
 def test_too_many_gpus_per_node() -> None:
     msg = refused("raven", gpus_per_node=8)
     assert "8 GPUs on one node is impossible (4 per node" in msg
-    assert "use --nodes 2 --gpus-per-node 4" in msg
+    assert " - --nodes 2 --gpus-per-node 4 is accepted" in msg
 
 
 def test_raven_allowed_counts() -> None:
@@ -71,7 +71,7 @@ def test_raven_allowed_counts() -> None:
 
 def test_raven_multinode_needs_full_nodes() -> None:
     msg = refused("raven", nodes=2, gpus_per_node=2)
-    assert "multi-node jobs must use whole nodes" in msg and "--gpus-per-node 4" in msg
+    assert "multi-node jobs on gpu must use whole nodes" in msg and "--gpus-per-node 4" in msg
 
 
 # Rules: CPUs and memory

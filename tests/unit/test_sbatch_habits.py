@@ -12,7 +12,9 @@ import pytest
 
 from hpctrain.errors import HpctrainError
 from hpctrain.history import History
-from hpctrain.plan.gpus import equivalent, map_total_gpus
+from hpctrain.plan import JobRequest
+from hpctrain.plan.gpus import with_total_gpus
+from hpctrain.profiles import load_profile
 from tests.jobs.helpers import hpctrain, track
 
 
@@ -21,27 +23,36 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "HPCTRAIN_HOME": str(tmp_path / "home")}
 
 
+def _raven(**kw: int) -> JobRequest:
+    return JobRequest(profile=load_profile("raven"), command=("python", "t.py"), **kw)
+
+
+def _layout(req: JobRequest) -> tuple[int, int | None]:
+    return req.nodes, req.gpus_per_node
+
+
 def test_total_gpus_fit_one_node_or_fill_full_nodes() -> None:
-    assert map_total_gpus(3, 4, "p") == (1, 3)
-    assert map_total_gpus(4, 4, "p") == (1, 4)
-    assert map_total_gpus(8, 4, "p") == (2, 4)
-    assert map_total_gpus(8, 4, "p", nodes=4) == (4, 2)
-    assert map_total_gpus(8, 4, "p", gpus_per_node=1) == (8, 1)
+    assert _layout(with_total_gpus(_raven(), 2, nodes_given=False)) == (1, 2)
+    assert _layout(with_total_gpus(_raven(), 4, nodes_given=False)) == (1, 4)
+    assert _layout(with_total_gpus(_raven(), 8, nodes_given=False)) == (2, 4)
+    assert _layout(with_total_gpus(_raven(nodes=4), 16, nodes_given=True)) == (4, 4)
+    assert _layout(with_total_gpus(_raven(gpus_per_node=4), 12, nodes_given=False)) == (3, 4)
 
 
 @pytest.mark.parametrize(("total", "kw", "fix"), [
-    (6, {}, "--nodes 2 --gpus-per-node 3"),
-    (5, {}, "--nodes 5 --gpus-per-node 1"),
-    (8, {"nodes": 3}, "--nodes 2 --gpus-per-node 4"),
-    (8, {"gpus_per_node": 3}, "--nodes 2 --gpus-per-node 4"),
+    (6, {}, "--gpus 8 (2 node(s) x 4 GPU(s)) or --gpus 4 (1 node(s) x 4 GPU(s)) is accepted"),
+    (3, {}, "--gpus 4 (1 node(s) x 4 GPU(s)) or --gpus 2 (1 node(s) x 2 GPU(s)) is accepted"),
+    (8, {"nodes": 4}, "--gpus 16 (4 node(s) x 4 GPU(s)) is accepted"),
+    (8, {"gpus_per_node": 3}, "no GPU count near it is accepted; see hpctrain profiles show "
+                              "raven"),
 ])
-def test_total_gpus_that_do_not_map_are_refused_with_the_layout(
+def test_total_gpus_that_do_not_map_are_refused_with_accepted_totals(
         total: int, kw: dict[str, int], fix: str) -> None:
+    """The fix names totals the profile accepts (the old one named layouts it refused)."""
     with pytest.raises(HpctrainError) as e:
-        map_total_gpus(total, 4, "a100", **kw)
-    assert f"--gpus {total}" in e.value.what and "a100" in e.value.what
-    assert e.value.fix is not None and e.value.fix.endswith(fix)
-    assert equivalent(7, 8) == "--nodes 1 --gpus-per-node 7"
+        with_total_gpus(_raven(**kw), total, nodes_given="nodes" in kw)
+    assert f"--gpus {total}" in e.value.what and "partition gpu" in e.value.what
+    assert e.value.fix == fix
 
 
 def _sbatch_lines(r: subprocess.CompletedProcess[str]) -> set[str]:
@@ -61,11 +72,18 @@ def test_render_takes_sbatch_spellings(env: dict[str, str], tmp_path: Path) -> N
     assert {"#SBATCH --nodes=2", "#SBATCH --gres=gpu:a100:4"} <= lines
 
 
+def test_render_splits_gpus_into_the_fewest_nodes_the_profile_takes(
+        env: dict[str, str], tmp_path: Path) -> None:
+    """--gpus 6 on 4-GPU nodes that take any count: two nodes of three, as sbatch would."""
+    lines = _sbatch_lines(hpctrain("render", "-P", "gilbreth", "-A", "lab", "-p", "a100-80gb",
+                                   "--gpus", "6", env=env, cwd=tmp_path))
+    assert {"#SBATCH --nodes=2", "#SBATCH --gpus-per-node=3"} <= lines
+
+
 def test_render_refuses_gpus_that_do_not_map(env: dict[str, str], tmp_path: Path) -> None:
-    r = hpctrain("render", "-P", "gilbreth", "-A", "lab", "-p", "a100-80gb", "--gpus", "6",
-                 env=env, cwd=tmp_path)
+    r = hpctrain("render", "-P", "raven", "--gpus", "6", env=env, cwd=tmp_path)
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert "--gpus 6" in r.stderr and "Fix: give the layout itself: --nodes 2 --gpus-per-node 3" \
+    assert "--gpus 6" in r.stderr and "Fix: --gpus 8 (2 node(s) x 4 GPU(s)) or --gpus 4" \
         in r.stderr
 
 
