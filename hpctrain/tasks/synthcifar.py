@@ -7,7 +7,7 @@ random background of the same kind (twice as strong), plus Gaussian noise of sta
 data.noise. The small CNN reaches a validation accuracy of about 0.75 in its first epoch on a CPU
 (chance: 0.1) and climbs slowly from there, so it stands in for CIFAR-10 where a real dataset is
 not at hand: an image task with convolutions for tests, benchmarks and a first run on a cluster.
-It is also the worked example of adding a task (docs/trainer.md, "Adding a task").
+It is also the worked example of adding a task (docs/trainer-tasks.md, "Adding a task").
 """
 
 from __future__ import annotations

@@ -212,7 +212,7 @@ def test_rerun_on_another_topology_plans_the_same_job_again(
     assert (kept["nodes"], kept["time"], kept["config"]) == (2, "4", None)
     # Planned again like any submit: the dev cluster's nodes each have GPUs to ask for, and
     # more than they have is refused by name.
-    gpu = json.loads(cli.ok("rerun", first["job_id"], "-G", "1", "--json").stdout)
+    gpu = json.loads(cli.ok("rerun", first["job_id"], "--gpus-per-node", "1", "--json").stdout)
     devcluster.client().scancel([gpu["job_id"]])
     assert cli.job(gpu["job_id"])["gpus_per_node"] == 1
     res = cli("rerun", first["job_id"], "--gpus-per-node", "64")

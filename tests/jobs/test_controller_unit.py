@@ -313,10 +313,10 @@ def test_an_unknown_cluster_is_an_error_not_another_cluster(
     res = runner.invoke(app, ["status", "--json"])
     data = json.loads(res.stdout)
     assert res.exit_code == 1 and data["warnings"] == [] and data["jobs"][0]["stale"]
-    assert "cannot tell which SLURM cluster this is" in str(res.exception)
+    assert "no slurm.conf is readable here" in str(res.exception)
     res = runner.invoke(app, ["cancel", "--all", "--yes"])
-    assert res.exit_code == 1 and "cannot tell which SLURM cluster" in str(res.exception)
+    assert res.exit_code == 1 and "no slurm.conf is readable here" in str(res.exception)
     res = runner.invoke(app, ["logs", "-f", "5"])
     assert res.exit_code == 1 and res.stdout == "hello\n"
-    assert "cannot tell which SLURM cluster" in str(res.exception)
+    assert "no slurm.conf is readable here" in str(res.exception)
     assert client.calls == []

@@ -61,7 +61,7 @@ def test_validate_json_says_valid_with_name_and_path(tmp_path: Path) -> None:
     verdict = json.loads(refused.stdout)
     assert refused.returncode == 1 and verdict["valid"] is False and verdict["path"] == str(bad)
     assert [p for p in verdict["problems"] if "gpu_requets" in p] == [
-        f"{bad}:9: gpu_requets: unknown field (typo?)"], verdict
+        f"{bad}:9: gpu_requets: unknown field (did you mean gpu_request?)"], verdict
 
 
 def test_discover_overwrites_output_only_with_force(two_partitions: DevClusterHandle,

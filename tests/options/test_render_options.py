@@ -104,7 +104,7 @@ def test_grace_and_requeue_set_the_warning_and_the_requeue() -> None:
     on = _script(["render", "-P", "local", "--time", "10", "--grace", "45", "--requeue",
                   "--dry-run"])
     assert _sbatch(on)["--signal"] == "B:USR1@45"
-    assert "--requeue" in _sbatch(on) and 'scontrol requeue "$SLURM_JOB_ID"' in on
+    assert "--requeue" in _sbatch(on) and 'scontrol requeue "$hpctrain_self"' in on
     off = _script(["render", "-P", "local", "--time", "10", "--grace", "45", "--no-requeue",
                    "--dry-run"])
     assert "--no-requeue" in _sbatch(off) and "--requeue" not in _sbatch(off)

@@ -53,7 +53,7 @@ def test_real_cluster_without_module_system_fails_loudly(tmp_path: Path) -> None
 def test_failing_module_load_stops_the_job(tmp_path: Path) -> None:
     r = _run(tmp_path, "raven", 'if [ "$2" = cuda/12.6 ]; then return 1; fi')
     assert r.returncode == 1
-    assert "hpctrain: module load cuda/12.6 failed" in r.stderr
+    assert "hpctrain: module load failed: cuda/12.6" in r.stderr
 
 
 def test_working_modules_load_and_job_runs(tmp_path: Path) -> None:

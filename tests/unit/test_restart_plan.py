@@ -33,7 +33,7 @@ def test_trainer_jobs_get_the_profile_grace_and_requeue() -> None:
     script = render_script(p)
     assert f"#SBATCH --signal=B:USR1@{p.grace_s}\n" in script
     assert "#SBATCH --requeue\n" in script and "#SBATCH --open-mode=append\n" in script
-    assert 'scontrol requeue "$SLURM_JOB_ID"' in script
+    assert 'scontrol requeue "$hpctrain_self"' in script
 
 
 def test_grace_and_no_requeue_from_the_request() -> None:

@@ -36,8 +36,8 @@ if ! command -v module >/dev/null 2>&1; then
   done
 fi
 if command -v module >/dev/null 2>&1; then
-  module load external || { echo "hpctrain: module load "external" failed" >&2; exit 1; }
-  module load cuda/12.6.0 || { echo "hpctrain: module load "cuda/12.6.0" failed" >&2; exit 1; }
+  module load external || { echo "hpctrain: module load failed: "external >&2; exit 1; }
+  module load cuda/12.6.0 || { echo "hpctrain: module load failed: "cuda/12.6.0 >&2; exit 1; }
 elif [[ "${SLURM_CLUSTER_NAME:-}" == hpctrain-dev* ]]; then
   # The local dev cluster has no module system; everything the job needs is on the host.
   echo "hpctrain: dev cluster without modules; skipping: "'external cuda/12.6.0' >&2
@@ -46,7 +46,7 @@ else
   exit 1
 fi
 
-# The Python environment hpctrain was run from.
+# The job's Python environment (--python-env; by default the one hpctrain ran from).
 if [ -r /opt/venv/bin/activate ]; then
   . /opt/venv/bin/activate
 else
@@ -144,12 +144,7 @@ if [ "$hpctrain_rc" != 0 ] && [ -e "$HPCTRAIN_RUN_DIR/stop-saved" ]; then
     scontrol requeue "$hpctrain_self"
     exit 0
   fi
-  # `hpctrain why` tells the time limit's warning from another stop request by this line.
-  if [ "$hpctrain_warned" = 1 ]; then
-    echo "hpctrain: the time limit's warning came: checkpoint saved and stopped; a next job continues the run"
-  else
-    echo "hpctrain: checkpoint saved and stopped; a requeued or next job continues the run"
-  fi
+  echo "hpctrain: checkpoint saved and stopped; a requeued or next job continues the run"
   exit 0
 fi
 exit "$hpctrain_rc"

@@ -22,7 +22,7 @@ set -eo pipefail
 
 echo "hpctrain: job ${SLURM_JOB_ID:-?} (${SLURM_JOB_NAME:-?}) on ${SLURM_JOB_NUM_NODES:-1} node(s): ${SLURM_JOB_NODELIST:-?}"
 
-# The Python environment hpctrain was run from.
+# The job's Python environment (--python-env; by default the one hpctrain ran from).
 if [ -r /opt/venv/bin/activate ]; then
   . /opt/venv/bin/activate
 else
@@ -117,12 +117,7 @@ if [ "$hpctrain_rc" != 0 ] && [ -e "$HPCTRAIN_RUN_DIR/stop-saved" ]; then
     scontrol requeue "$hpctrain_self"
     exit 0
   fi
-  # `hpctrain why` tells the time limit's warning from another stop request by this line.
-  if [ "$hpctrain_warned" = 1 ]; then
-    echo "hpctrain: the time limit's warning came: checkpoint saved and stopped; a next job continues the run"
-  else
-    echo "hpctrain: checkpoint saved and stopped; a requeued or next job continues the run"
-  fi
+  echo "hpctrain: checkpoint saved and stopped; a requeued or next job continues the run"
   exit 0
 fi
 exit "$hpctrain_rc"

@@ -30,8 +30,8 @@ if ! command -v module >/dev/null 2>&1; then
   done
 fi
 if command -v module >/dev/null 2>&1; then
-  module load gcc/13 || { echo "hpctrain: module load "gcc/13" failed" >&2; exit 1; }
-  module load cuda/12.6 || { echo "hpctrain: module load "cuda/12.6" failed" >&2; exit 1; }
+  module load gcc/13 || { echo "hpctrain: module load failed: "gcc/13 >&2; exit 1; }
+  module load cuda/12.6 || { echo "hpctrain: module load failed: "cuda/12.6 >&2; exit 1; }
 elif [[ "${SLURM_CLUSTER_NAME:-}" == hpctrain-dev* ]]; then
   # The local dev cluster has no module system; everything the job needs is on the host.
   echo "hpctrain: dev cluster without modules; skipping: "'gcc/13 cuda/12.6' >&2
@@ -40,7 +40,7 @@ else
   exit 1
 fi
 
-# The Python environment hpctrain was run from.
+# The job's Python environment (--python-env; by default the one hpctrain ran from).
 if [ -r /opt/venv/bin/activate ]; then
   . /opt/venv/bin/activate
 else

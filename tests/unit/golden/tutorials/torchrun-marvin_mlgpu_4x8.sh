@@ -32,9 +32,9 @@ if ! command -v module >/dev/null 2>&1; then
   done
 fi
 if command -v module >/dev/null 2>&1; then
-  module use /opt/software/easybuild-AMD/modules/all || { echo "hpctrain: module use "/opt/software/easybuild-AMD/modules/all" failed" >&2; exit 1; }
-  module load CUDA/12.6.0 || { echo "hpctrain: module load "CUDA/12.6.0" failed" >&2; exit 1; }
-  module load Python/3.11.5-GCCcore-13.2.0 || { echo "hpctrain: module load "Python/3.11.5-GCCcore-13.2.0" failed" >&2; exit 1; }
+  module use /opt/software/easybuild-AMD/modules/all || { echo "hpctrain: module use failed: "/opt/software/easybuild-AMD/modules/all >&2; exit 1; }
+  module load CUDA/12.6.0 || { echo "hpctrain: module load failed: "CUDA/12.6.0 >&2; exit 1; }
+  module load Python/3.11.5-GCCcore-13.2.0 || { echo "hpctrain: module load failed: "Python/3.11.5-GCCcore-13.2.0 >&2; exit 1; }
 elif [[ "${SLURM_CLUSTER_NAME:-}" == hpctrain-dev* ]]; then
   # The local dev cluster has no module system; everything the job needs is on the host.
   echo "hpctrain: dev cluster without modules; skipping: "'CUDA/12.6.0 Python/3.11.5-GCCcore-13.2.0' >&2
@@ -43,7 +43,7 @@ else
   exit 1
 fi
 
-# The Python environment hpctrain was run from.
+# The job's Python environment (--python-env; by default the one hpctrain ran from).
 if [ -r /opt/venv/bin/activate ]; then
   . /opt/venv/bin/activate
 else
