@@ -22,9 +22,9 @@ OutputOpt = Annotated[
     Path | None, typer.Option("--output", "-o", help="Write the script to FILE (`-`: stdout), "
                               "its log directory made and named absolutely.")
 ]
-DryRunOpt = Annotated[
-    bool, typer.Option("--dry-run", help="Print only; never submits (render never does).")
-]
+# render never submits: --dry-run is accepted for those who type it out of habit (submit's
+# own), and left out of the help, where it read as if render alone might submit.
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", hidden=True)]
 CheckOpt = Annotated[
     bool, typer.Option("--check", help="Ask the SLURM in reach (sbatch --test-only) too.")
 ]
