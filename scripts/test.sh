@@ -145,6 +145,7 @@ slurm24_tests=(
   tests/sweeps/test_sweep_cluster.py tests/cluster/test_requeue.py
   tests/monitor/test_monitor_cluster.py tests/cluster/test_tutorial_patterns.py
   tests/cluster/test_training_jobs.py::test_hostile_job_name_round_trips_through_sbatch
+  tests/cluster/test_shell_variables.py tests/cluster/test_plain_sbatch.py
 )
 slurm24_omit="torchrun or test_long_training or scaling_study or lightning or 1node"
 lane_24() {

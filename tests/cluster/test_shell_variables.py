@@ -23,7 +23,8 @@ def test_sbatch_variables_in_the_shell_leave_the_job_as_planned(
     client = devcluster.client()
     try:
         shown = client.run(["scontrol", "show", "job", job_id]).stdout
-        assert "JobName=mine " in shown and "TimeLimit=00:10:00" in shown, shown
+        # scontrol ends a line after JobName: compare whole words.
+        assert {"JobName=mine", "TimeLimit=00:10:00"} <= set(shown.split()), shown
         listed = client.run(["squeue", "--noheader", "--jobs", job_id,
                              "--format=%j|%l"]).stdout.strip()
         assert listed == "mine|10:00", listed
