@@ -2,9 +2,10 @@
 
 Fixes are not written beside the checks: a hand-made "use --gpus-per-node 4" can itself be
 refused by another rule (issue 39). Here the options that shape the job (partition, nodes, GPUs,
-CPUs, memory, time, QOS, account, constraint) are varied over what the profile offers, fewest
-changes first and the nearest values first; each candidate goes through the whole plan, and the
-first one it accepts is the fix. Where nothing near is accepted, there is no fix to give.
+CPUs, memory, time, QOS, constraint) are varied over what the profile offers, one change at a
+time and the nearest values first; each candidate goes through the whole plan, and only one it
+accepts is offered. A request too far off for a few steps is rebuilt from the profile's
+defaults, taking back each option as asked or as near as is accepted.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from hpctrain.units import format_time, parse_mem_mb, parse_time_seconds
 OPTIONS = {
     "partition": "--partition", "nodes": "--nodes", "gpus_per_node": "--gpus-per-node",
     "cpus_per_task": "--cpus-per-task", "mem": "--mem", "time": "--time", "qos": "--qos",
-    "account": "--account", "constraint": "--constraint",
+    "constraint": "--constraint",
 }
 # A step costs one plan per value of every option (about 50); an option changed early may be
 # changed again. Past three steps the request is rebuilt from the profile's defaults instead.
@@ -63,10 +64,6 @@ class Fix:
         shape = (f"{p.nodes} node(s) x {p.gpus_per_node} GPU(s), {p.cpus_per_task} CPUs a task, "
                  f"{format_time(p.time_seconds)}, partition {p.partition}")
         return f"{', '.join(parts)} is accepted ({shape})"
-
-    def apply(self, req: JobRequest) -> JobRequest:
-        """`req` with the fix's options changed, as a user retyping them would get."""
-        return _changed(req, self.changes)
 
 
 def nearest_accepted(req: JobRequest, build: Build, others: Sequence[str] = ()) -> Fix | None:
@@ -107,7 +104,7 @@ def nearest_accepted(req: JobRequest, build: Build, others: Sequence[str] = ()) 
 
 # The order in which a rebuilt request takes back the user's options: where and how big first.
 _REBUILD = ("partition", "nodes", "gpus_per_node", "qos", "time", "constraint",
-            "cpus_per_task", "mem", "account")
+            "cpus_per_task", "mem")
 
 
 def _rebuilt(req: JobRequest, values: dict[str, list[Value]], build: Build,
@@ -164,7 +161,6 @@ class _Tried:
 
 
 def _try(req: JobRequest, changes: Changes, build: Build, others: Sequence[str]) -> _Tried:
-    distance = _distance(req, changes)
     try:
         plan = build(_changed(req, changes))
     except PlanError as e:
@@ -172,17 +168,18 @@ def _try(req: JobRequest, changes: Changes, build: Build, others: Sequence[str])
         left = 0 if stuck and others else max(len(e.shape), 1)
         # Problems by their kind: "3 x 200 CPUs" and "1 x 200 CPUs" are the same problem.
         kinds = frozenset(re.sub(r"\d+", "#", p) for p in e.shape)
-        return _Tried(changes, left, distance, None, kinds)
+        return _Tried(changes, left, _distance(req, changes), None, kinds)
+    # An option left out is a step to what the plan chose for it (leaving out --time: the
+    # partition's default time, near or far from the time asked).
     return _Tried(changes, 0, _distance(req, _resolved(changes, plan)), plan)
 
 
 def _resolved(changes: Changes, plan: JobPlan) -> Changes:
-    """Options left out, as the plan filled them in: leaving out --time is a step to the
-    partition's default time, near or far from the time asked."""
-    chosen: dict[str, Value] = {"cpus_per_task": plan.cpus_per_task,
+    """`changes` with each option left out given the value the plan chose for it."""
+    chosen: dict[str, Value] = {"cpus_per_task": plan.cpus_per_task, "mem": f"{plan.mem_mb}M",
                                 "gpus_per_node": plan.gpus_per_node,
                                 "time": format_time(plan.time_seconds)}
-    return tuple((n, chosen.get(n) if v is None and n in chosen else v) for n, v in changes)
+    return tuple((n, chosen[n] if v is None and n in chosen else v) for n, v in changes)
 
 
 def _plus(kept: Changes, name: str, value: Value) -> Changes:
@@ -194,11 +191,7 @@ def _concrete(req: JobRequest, changes: Changes, plan: JobPlan,
               build: Build) -> Fix:
     """A dropped option the user gave is shown with the value the plan chose, if that value,
     given, is accepted too (a fix that says "--cpus-per-task 18" reads better than "without")."""
-    chosen: dict[str, Value] = {"cpus_per_task": plan.cpus_per_task, "mem": f"{plan.mem_mb}M",
-                                "gpus_per_node": plan.gpus_per_node,
-              "time": format_time(plan.time_seconds)}
-    concrete: Changes = tuple((n, chosen[n] if v is None and n in chosen else v)
-                              for n, v in changes)
+    concrete = _resolved(changes, plan)
     if concrete == changes:
         return Fix(changes, plan)
     try:
@@ -267,7 +260,6 @@ _VALUES: dict[str, Callable[[JobRequest, Profile], Sequence[Value]]] = {
     "mem": lambda req, pr: [None, *(f"{m}M" for m in _per_node(pr, "mem_mb"))],
     "time": _time_values,
     "qos": lambda req, pr: [None, *(q.name for q in pr.qos)],
-    "account": lambda req, pr: [None],
     "constraint": lambda req, pr: [None],
 }
 

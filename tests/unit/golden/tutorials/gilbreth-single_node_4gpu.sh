@@ -89,8 +89,17 @@ else
 fi
 hpctrain_stop_monitor() {
   [ -n "$hpctrain_monitor" ] || return 0
-  # srun forwards USR2 to its tasks; TERM would make it kill them before the last sample.
-  kill -USR2 "$hpctrain_monitor" 2>/dev/null || true
+  # srun forwards USR2 to its tasks; TERM would make it kill them before the last sample. A
+  # USR2 that comes before srun has started its tasks (a job over in a moment, a busy node) is
+  # lost, and the sampler would run until the time limit: ask again each second, for 10 s.
+  for hpctrain_ask in 1 2 3 4 5 6 7 8 9 10; do
+    kill -USR2 "$hpctrain_monitor" 2>/dev/null || break
+    for hpctrain_poll in 1 2 3 4 5 6 7 8 9 10; do
+      kill -0 "$hpctrain_monitor" 2>/dev/null || break 2
+      sleep 0.1
+    done
+  done
+  kill -TERM "$hpctrain_monitor" 2>/dev/null || true
   wait "$hpctrain_monitor" 2>/dev/null || true
   hpctrain_monitor=""
   python -m hpctrain.monitor summarize --run-dir "$HPCTRAIN_RUN_DIR" || true
