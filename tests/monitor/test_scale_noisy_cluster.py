@@ -20,7 +20,14 @@ if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
 
 # quiet: its hogs would slow the other lanes' jobs, and their load would blur its own.
-pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.quiet]
+pytestmark = [
+    pytest.mark.cluster, pytest.mark.slow, pytest.mark.quiet,
+    # Load is this test's variable: it loads the 1x1 runs alone and expects 1x2 to look better
+    # than ideal. scripts/test-under-load.sh loads every run (1x2 came out at 1.086, not over
+    # 1.1), so there the premise is gone and the test says so instead of failing.
+    pytest.mark.skipif(os.environ.get("HPCTRAIN_TEST_UNDER_LOAD") == "1",
+                       reason="needs a machine loaded only by its own hogs"),
+]
 # About 0.2 s of training per quiet 1x1 epoch (one thread, 400,000 samples) on this machine,
 # twice that or more beside the hogs: long next to the hogs' switching (a poll every 20 ms),
 # short enough for four runs in a minute.
