@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 
 from hpctrain.history import History, NewJob, StateUpdate
-from hpctrain.jobs import logs
-from hpctrain.jobs.watcher import JobWatcher
 from hpctrain.slurm.client import SlurmClient, resolve_slurm_conf
+from hpctrain.tracking import logs
+from hpctrain.tracking.watcher import JobWatcher
 
 MAX_CALLS = 2
 LOGS_INTERVAL_S = 5.0

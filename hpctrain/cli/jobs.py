@@ -15,9 +15,9 @@ from hpctrain.errors import HpctrainError
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
-    from hpctrain.jobs.watcher import CancelReport, JobWatcher, RefreshReport
     from hpctrain.places import Place
     from hpctrain.remote.connection import Connection
+    from hpctrain.tracking.watcher import CancelReport, JobWatcher, RefreshReport
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/jobs.md).")]
 StudyOpt = Annotated[str | None, typer.Option(
@@ -31,7 +31,7 @@ _COPY_CHUNK = 1 << 16
 
 def _watcher(history: History, place: Place | None = None, known: str = "") -> JobWatcher:
     """The job watcher for this cluster's SLURM, or a login's (`place`)."""
-    from hpctrain.jobs import watchers
+    from hpctrain.tracking import byplace as watchers
 
     return watchers.watcher(history, place or backends.local_place(), known)
 
@@ -66,7 +66,8 @@ def status(
     """Show tracked jobs: unfinished ones and the last 20 (or the given ids, or --all); a
     sweep's points as one row (--study NAME: its points)."""
     from hpctrain.cli import jobview
-    from hpctrain.jobs import tracking, watchers
+    from hpctrain.tracking import byplace as watchers
+    from hpctrain.tracking import selection as tracking
 
     if watch and json_out:
         raise HpctrainError("--watch and --json do not mix", "run --json in a loop instead")
@@ -85,7 +86,7 @@ def status(
     starts: dict[str, str | None] = {}
 
     def load() -> tuple[list[JobRecord], RefreshReport]:
-        from hpctrain.jobs.why import verdicts
+        from hpctrain.tracking.why import verdicts
 
         local = backends.local_place()
         records, report, clusters[0] = watchers.refresh(history, local, select(), login,
@@ -146,7 +147,7 @@ def _follow(watcher: JobWatcher, record: JobRecord, path: Path, offset: int, err
             tail: int | None) -> None:
     """Follow the file while the job runs (on this cluster), then say how the job ended."""
     from hpctrain.cli.jobview import final_line
-    from hpctrain.jobs import logs as lg
+    from hpctrain.tracking import logs as lg
 
     out = sys.stdout.buffer
     if record.cluster != watcher.cluster or not watcher.cluster:
@@ -158,7 +159,7 @@ def _follow(watcher: JobWatcher, record: JobRecord, path: Path, offset: int, err
             _copy(path, out)
         watcher.require_cluster()
         return
-    from hpctrain.jobs.filewait import waiter_for
+    from hpctrain.tracking.filewait import waiter_for
 
     waiter = waiter_for(path)
     try:
@@ -175,8 +176,8 @@ def _remote_logs(history: History, conn: Connection, record: JobRecord, err: boo
                  tail: int | None, follow: bool) -> None:
     """logs over the login's master: the file as it is, then (-f) what it gains until the end."""
     from hpctrain.cli.jobview import final_line
-    from hpctrain.jobs import logs as lg
     from hpctrain.remote import site as sites
+    from hpctrain.tracking import logs as lg
 
     out, path = sys.stdout.buffer, lg.log_path(record, err)
     conn.require()
@@ -220,9 +221,9 @@ def logs(
     login: LoginOpt = None,
 ) -> None:
     """Print a job's output file; with -f follow it until the job ends."""
-    from hpctrain.jobs import logs as lg
-    from hpctrain.jobs import tracking
     from hpctrain.remote.site import record_connection
+    from hpctrain.tracking import logs as lg
+    from hpctrain.tracking import selection as tracking
 
     history = backends.history()
     record = tracking.pick(history, job_id)
@@ -263,8 +264,9 @@ def cancel(
 ) -> None:
     """Cancel tracked jobs by id (a chain's or a race's job: all of it), a sweep
     (--study NAME: all its arrays), or all with --all."""
-    from hpctrain.jobs import tracking, watchers
-    from hpctrain.jobs.watcher import CancelReport
+    from hpctrain.tracking import byplace as watchers
+    from hpctrain.tracking import selection as tracking
+    from hpctrain.tracking.watcher import CancelReport
 
     if sum((bool(job_ids), all_jobs, study is not None)) != 1:
         raise HpctrainError(

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from hpctrain.history import JobRecord
-    from hpctrain.jobs.watcher import RefreshReport
+    from hpctrain.tracking.watcher import RefreshReport
 
     Load = Callable[[], tuple[list[JobRecord], RefreshReport]]
 
@@ -62,7 +62,7 @@ def final_line(record: JobRecord) -> str:
 
 def job_dict(record: JobRecord) -> dict[str, object]:
     """One job in the documented --json shape (docs/jobs.md)."""
-    from hpctrain.jobs.tracking import restarts
+    from hpctrain.tracking.selection import restarts
 
     return {
         "job_id": record.job_id, "cluster": record.cluster, "name": record.job_name,
@@ -91,7 +91,7 @@ def _race_dict(record: JobRecord) -> dict[str, object] | None:
     """A --first-of alternative: the race's first id, its topologies, who claimed the run."""
     if record.race_head is None:
         return None
-    from hpctrain.jobs.tracking import winner
+    from hpctrain.tracking.selection import winner
 
     won = winner(record.run_dir)
     return {"head": record.race_head, "first_of": record.race_of,
@@ -104,7 +104,7 @@ def one_row_per_chain(records: list[JobRecord]) -> list[JobRecord]:
 
     A race's alternatives (--first-of) become one row too: the winner's.
     """
-    from hpctrain.jobs.tracking import one_row_per_race
+    from hpctrain.tracking.selection import one_row_per_race
 
     shown: dict[tuple[str, str], JobRecord] = {}
     out: list[JobRecord] = []
@@ -132,7 +132,7 @@ def _chain_rank(r: JobRecord) -> tuple[int, int]:
 
 def _info(r: JobRecord, starts: Mapping[str, str | None] | None = None) -> str:
     """The column that says why: the pending reason, or how the job ended; and its requeues."""
-    from hpctrain.jobs.tracking import restarts
+    from hpctrain.tracking.selection import restarts
 
     count = restarts(r)
     start = _expected(r, starts)

@@ -250,12 +250,12 @@ def probe(
     from hpctrain import places
     from hpctrain.cli import backends
     from hpctrain.errors import ProfileError
-    from hpctrain.jobs.kinds import ProbeKind
-    from hpctrain.jobs.pipeline import run
     from hpctrain.plan import JobRequest
     from hpctrain.profiles import list_profiles, load_profile
     from hpctrain.profiles import probe as pr
     from hpctrain.slurm.sbatch_options import input_variables
+    from hpctrain.submission.kinds import ProbeKind
+    from hpctrain.submission.pipeline import run
 
     infos = {i.name: i for i in list_profiles()}
     if name not in infos:

@@ -12,11 +12,11 @@ import typer
 from hpctrain.cli.output import console, err_console, print_code, print_json
 
 if TYPE_CHECKING:
-    from hpctrain.jobs.alternatives import Race, RaceSubmitted
-    from hpctrain.jobs.pipeline import Outcome
     from hpctrain.places import Place
     from hpctrain.plan import JobPlan, JobRequest
     from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
+    from hpctrain.submission.pipeline import Outcome
+    from hpctrain.submission.race import Race, RaceSubmitted
 
 FirstOfOpt = Annotated[
     str | None,
@@ -45,8 +45,8 @@ def ask_slurm(scripts: Sequence[str], required: bool, client: SlurmClient | None
     """`sbatch --test-only` for each script (here, or through `client`); None (with a warning)
     if SLURM is out of reach and the caller can do without it."""
     from hpctrain.errors import SlurmUnavailableError
-    from hpctrain.jobs.alternatives import ask_test_only
     from hpctrain.slurm.client import SlurmClient
+    from hpctrain.submission.race import ask_test_only
 
     client = client or SlurmClient.from_environment()
     try:
@@ -106,7 +106,7 @@ def render_race(request: JobRequest, first_of: str, output: Path | None, check: 
                 json_out: bool) -> None:
     """`render --first-of`: every alternative's script, one after the other, and its plan."""
     from hpctrain.errors import HpctrainError
-    from hpctrain.jobs.alternatives import parse_first_of, plan_race
+    from hpctrain.submission.race import parse_first_of, plan_race
 
     if output is not None:
         raise HpctrainError("--output and --first-of do not mix: each alternative has a script",

@@ -14,7 +14,7 @@ from hpctrain.cli.output import console, err_console, print_json
 
 if TYPE_CHECKING:
     from hpctrain.history import JobRecord, StudyRecord
-    from hpctrain.jobs.study import Studies
+    from hpctrain.studies.scaling_study import Studies
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="The table as JSON (one object per "
                                        "topology, and the plot's path).")]
@@ -65,7 +65,7 @@ def _table_row(r: dict[str, Any], target: str | None) -> tuple[str, ...]:
 
 def _notes(rows: list[dict[str, Any]]) -> list[str]:
     """What makes a row's numbers not a plain result, and why."""
-    from hpctrain.jobs.scale import NOISY_RATIO
+    from hpctrain.studies.scaling import NOISY_RATIO
 
     noisy = [f"{r['topology']} is noisy: its epochs' samples/s differ by x{r['rate_ratio']:.1f} "
              f"(more than x{NOISY_RATIO:g}): other work shared the node"
@@ -77,7 +77,7 @@ def _notes(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _show(data: dict[str, Any], json_out: bool, pending: list[str]) -> None:
-    from hpctrain.jobs.study import can_plot
+    from hpctrain.studies.scaling_study import can_plot
 
     if json_out:
         print_json({**data, "pending": pending})
@@ -120,7 +120,7 @@ def _print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...
 
 def _report(studies: Studies, study: StudyRecord, records: dict[str, JobRecord],
             json_out: bool, target: str | None = None) -> None:
-    from hpctrain.jobs.scale import parse_target
+    from hpctrain.studies.scaling import parse_target
 
     data, pending = studies.report(study, records, parse_target(target) if target else None)
     _show(data, json_out, pending)
@@ -189,9 +189,15 @@ def scale(
     """Run the packaged trainer at each topology; compare throughput, speedup, efficiency."""
     from hpctrain import places
     from hpctrain.cli.options import JobOptions, build_request
-    from hpctrain.jobs.pipeline import run
-    from hpctrain.jobs.scale import parse_target
-    from hpctrain.jobs.study import Studies, StudyKind, StudyPlan, plan_runs, study_settings
+    from hpctrain.studies.scaling import parse_target
+    from hpctrain.studies.scaling_study import (
+        Studies,
+        StudyKind,
+        StudyPlan,
+        plan_runs,
+        study_settings,
+    )
+    from hpctrain.submission.pipeline import run
 
     extra = list(sets or [])
     goal = parse_target(target) if target else None
@@ -228,7 +234,7 @@ def scale_report(
 ) -> None:
     """The table and plot of a scaling study (runs still going are shown as they are)."""
     from hpctrain import places
-    from hpctrain.jobs.study import Studies
+    from hpctrain.studies.scaling_study import Studies
 
     history = backends.history()
     found = Studies(history, backends.local_place()).find(study)

@@ -16,8 +16,8 @@ from hpctrain.cli.output import console, print_json
 
 if TYPE_CHECKING:
     from hpctrain.history import JobRecord
-    from hpctrain.jobs.compare import Change, Comparison, Reader
     from hpctrain.places import Place
+    from hpctrain.studies.compare import Change, Comparison, Reader
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
@@ -118,8 +118,8 @@ def diff(
 ) -> None:
     """What differs between two runs: code (a unified diff), settings, topology, Python
     packages, profile."""
-    from hpctrain.jobs import tracking
-    from hpctrain.jobs.compare import compare, read_facts
+    from hpctrain.studies.compare import compare, read_facts
+    from hpctrain.tracking import selection as tracking
 
     history = backends.history()
     records = [tracking.pick(history, job) for job in (job_a, job_b)]
@@ -175,8 +175,8 @@ def rerun(
     and settings, whatever was edited since. As it was, its script byte for byte; with
     --nodes, --gpus-per-node or --time, planned again from its stored request."""
     from hpctrain import places
-    from hpctrain.jobs import rerun as again
-    from hpctrain.jobs import tracking
+    from hpctrain.submission import rerun as again
+    from hpctrain.tracking import selection as tracking
 
     history = backends.history()
     record = tracking.pick(history, job)

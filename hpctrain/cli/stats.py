@@ -80,7 +80,7 @@ def stats(
 ) -> None:
     """Per node and per GPU: utilization, memory, power and energy, with notes on waste."""
     from hpctrain.cli import backends
-    from hpctrain.jobs.tracking import monitor_summary
+    from hpctrain.tracking.selection import monitor_summary
 
     summary, run_dir = monitor_summary(job, backends.history)
     job_id = summary["job_id"]

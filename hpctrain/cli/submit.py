@@ -14,10 +14,10 @@ from hpctrain.cli.race import FirstOfOpt
 from hpctrain.cli.render import show_script, show_summary
 
 if TYPE_CHECKING:
-    from hpctrain.jobs.pipeline import Outcome
-    from hpctrain.jobs.prepare import Prepared
-    from hpctrain.jobs.submit import Submitted
     from hpctrain.places import Place
+    from hpctrain.submission.pipeline import Outcome
+    from hpctrain.submission.prepare import Prepared
+    from hpctrain.submission.submit import Submitted
 
 DryRunOpt = Annotated[
     bool,
@@ -118,8 +118,8 @@ def submit(
     from dataclasses import replace
 
     from hpctrain import places
-    from hpctrain.jobs.kinds import submission
-    from hpctrain.jobs.pipeline import run
+    from hpctrain.submission.kinds import submission
+    from hpctrain.submission.pipeline import run
 
     _register_displays()
     if in_place and not snapshot:
@@ -138,9 +138,9 @@ def submit(
 def _register_displays() -> None:
     # Filled on first use: the value types live in modules that `--help` need not import.
     from hpctrain.cli import race
-    from hpctrain.jobs.alternatives import Race, RaceSubmitted
-    from hpctrain.jobs.prepare import Prepared
-    from hpctrain.jobs.submit import Submitted
+    from hpctrain.submission.prepare import Prepared
+    from hpctrain.submission.race import Race, RaceSubmitted
+    from hpctrain.submission.submit import Submitted
 
     DRY_RUNS.update({Prepared: show_dry_run, Race: race.race_dry_run})
     RESULTS.update({Submitted: show_submitted, RaceSubmitted: race.show_race_submitted})

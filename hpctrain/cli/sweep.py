@@ -12,9 +12,9 @@ from hpctrain.cli.output import console, err_console, print_json
 from hpctrain.errors import HpctrainError
 
 if TYPE_CHECKING:
-    from hpctrain.jobs.pipeline import Outcome
-    from hpctrain.jobs.sweep import PreparedSweep, SweepSubmitted
     from hpctrain.plan.sweep import Sweep
+    from hpctrain.submission.pipeline import Outcome
+    from hpctrain.submission.sweep import PreparedSweep, SweepSubmitted
 
 GridOpt = Annotated[list[str] | None, typer.Option(
     "--grid", metavar="KEY=V1,V2", help="A setting and its values; every combination of the "
@@ -109,8 +109,8 @@ def sweep(
     from dataclasses import replace
 
     from hpctrain import places
-    from hpctrain.jobs.pipeline import run
-    from hpctrain.jobs.sweep import SweepKind, SweepPlan
+    from hpctrain.submission.pipeline import run
+    from hpctrain.submission.sweep import SweepKind, SweepPlan
 
     made = _points(grid or [], points, sample or [], samples, seed, sets or [])
     # The default job name says what it is: the points are `sweep#0`, `sweep#1`, ...
@@ -184,7 +184,7 @@ def sweep_report(
     """The table of a sweep's points (settings, final and best metric, time, state, why it
     failed), the best point, and a plot of the metric against each swept setting."""
     from hpctrain.cli import sweepview
-    from hpctrain.jobs.sweep_report import Sweeps
+    from hpctrain.studies.sweep_report import Sweeps
 
     sweeps = Sweeps(backends.history(), backends.local_place())
     found = sweeps.find(study)

@@ -44,7 +44,7 @@ def _train(**values: Any) -> None:
 
         run(TrainerCall.from_values(values))
     except ModuleNotFoundError as e:
-        from hpctrain.jobs.submit import install_trainer, trainer_missing
+        from hpctrain.submission.submit import install_trainer, trainer_missing
 
         if not trainer_missing(e):
             raise

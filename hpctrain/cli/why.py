@@ -10,7 +10,7 @@ from hpctrain.cli import backends
 from hpctrain.cli.output import console, print_json
 
 if TYPE_CHECKING:
-    from hpctrain.jobs.why import Why
+    from hpctrain.tracking.why import Why
 
 
 def _show(found: Why) -> None:
@@ -41,8 +41,8 @@ def why(
     """Why a job failed, waits or wasted what it asked for: one diagnosis with the lines it
     stands on, one fix, and what to ask for next time."""
     from hpctrain import places
-    from hpctrain.jobs import tracking
-    from hpctrain.jobs.why import why as explain
+    from hpctrain.tracking import selection as tracking
+    from hpctrain.tracking.why import why as explain
 
     history = backends.history()
     record = tracking.pick(history, job)

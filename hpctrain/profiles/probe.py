@@ -1,5 +1,5 @@
 """`profiles probe`'s findings: what a compute node said (parsed from the probe job's output,
-hpctrain.jobs.probe), and how they go into the user's profile (one that `extends:` the shipped
+hpctrain.submission.probe), and how they go into the user's profile (one that `extends:` the shipped
 one; a shipped file is never edited). Pure but for writing that profile.
 """
 

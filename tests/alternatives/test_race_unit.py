@@ -17,12 +17,12 @@ from hpctrain.cli import app
 from hpctrain.cli.jobview import one_row_per_chain, plain_table
 from hpctrain.errors import HpctrainError, PlanError
 from hpctrain.history import MIGRATIONS, History
-from hpctrain.jobs import alternatives as alt
-from hpctrain.jobs import tracking
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
 from hpctrain.slurm import starts
 from hpctrain.slurm.client import Result, parse_test_only
+from hpctrain.submission import race as alt
+from hpctrain.tracking import selection as tracking
 from tests.jobs.helpers import ReplayClient, here, track
 from tests.recorded import SLURM
 
@@ -70,7 +70,7 @@ def test_prepare_race_shares_one_run_dir_with_a_script_each(tmp_path: Path) -> N
 
 
 def test_a_plain_job_has_no_claim_block(tmp_path: Path) -> None:
-    from hpctrain.jobs.prepare import prepare
+    from hpctrain.submission.prepare import prepare
 
     assert "race-claim" not in prepare(request(), tmp_path, environ={}).script
 

@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 from hpctrain.history import MIGRATIONS, History, StateUpdate
-from hpctrain.jobs.why import verdicts
 from hpctrain.places.local import LocalPlace
+from hpctrain.tracking.why import verdicts
 from tests.diagnosis.test_recorded import SETS
 from tests.jobs.helpers import track
 

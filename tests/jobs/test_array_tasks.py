@@ -9,9 +9,9 @@ import json
 import pytest
 
 from hpctrain.history import History
-from hpctrain.jobs.watcher import JobWatcher
 from hpctrain.slurm import parsers
 from hpctrain.slurm.states import JobState
+from hpctrain.tracking.watcher import JobWatcher
 
 from .helpers import RECORDED, ReplayClient, recording, track
 

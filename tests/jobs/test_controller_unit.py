@@ -16,8 +16,6 @@ from typer.testing import CliRunner
 from hpctrain.cli import app
 from hpctrain.errors import SlurmUnavailableError
 from hpctrain.history import History
-from hpctrain.jobs import logs
-from hpctrain.jobs.watcher import JobWatcher
 from hpctrain.slurm import controller
 from hpctrain.slurm.client import (
     AccountingUnavailableError,
@@ -27,6 +25,8 @@ from hpctrain.slurm.client import (
 )
 from hpctrain.slurm.parsers import parse_cluster_name, parse_controllers
 from hpctrain.slurm.transport import ControllerDownError, LocalTransport
+from hpctrain.tracking import logs
+from hpctrain.tracking.watcher import JobWatcher
 
 from .helpers import SETS, ReplayClient, recorded_jobs, recording, track
 from .test_logs_unit import FakeTime

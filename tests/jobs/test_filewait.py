@@ -1,5 +1,5 @@
 """Waiting for a log to grow: inotify on a local file system, a short poll on a network one
-(jobs/filewait.py); `logs -f` wakes on the write itself, not on its next poll."""
+(tracking/filewait.py); `logs -f` wakes on the write itself, not on its next poll."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain.jobs import filewait
-from hpctrain.jobs.logs import FileFollower
+from hpctrain.tracking import filewait
+from hpctrain.tracking.logs import FileFollower
 
 
 def test_a_local_directory_is_watched_with_inotify(tmp_path: Path) -> None:

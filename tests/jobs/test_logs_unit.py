@@ -12,9 +12,10 @@ from hpctrain.cli.jobview import final_line
 from hpctrain.errors import HpctrainError
 from hpctrain.files import tail_bytes
 from hpctrain.history import History
-from hpctrain.jobs import logs, tracking
-from hpctrain.jobs.watcher import POLL_INTERVAL_S, JobWatcher
 from hpctrain.slurm.client import Result
+from hpctrain.tracking import logs
+from hpctrain.tracking import selection as tracking
+from hpctrain.tracking.watcher import POLL_INTERVAL_S, JobWatcher
 
 from .helpers import ReplayClient, recorded_jobs, recording, track
 

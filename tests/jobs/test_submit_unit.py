@@ -15,12 +15,12 @@ import yaml
 from hpctrain import rundir
 from hpctrain.errors import HpctrainError, SlurmError
 from hpctrain.history import History
-from hpctrain.jobs import prepare as pre
-from hpctrain.jobs import submit as sub
 from hpctrain.places import git_state
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
 from hpctrain.slurm.client import Result, SlurmTimeoutError
+from hpctrain.submission import prepare as pre
+from hpctrain.submission import submit as sub
 
 from .helpers import ReplayClient, here, recorded_jobs, recording
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from hpctrain.cli.jobview import display_state
 from hpctrain.history import History, StateUpdate
-from hpctrain.jobs.watcher import JobWatcher
 from hpctrain.slurm.client import Result
+from hpctrain.tracking.watcher import JobWatcher
 
 from .helpers import ReplayClient, recorded_jobs, recording, track
 
@@ -243,7 +243,7 @@ def test_wait_until_ended_rides_out_a_slurm_outage_and_keeps_its_timeout(
 def test_restarts_come_from_the_trainers_metrics(history: History, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from hpctrain.jobs.tracking import restarts
+    from hpctrain.tracking.selection import restarts
 
     (rec,) = track(history, J["running2"])
     assert restarts(replace(rec, run_dir=None)) is None

@@ -12,8 +12,8 @@ import pytest
 from hpctrain import rundir
 from hpctrain.errors import ConfigError, HistoryError, HpctrainError
 from hpctrain.history import History, StudyRecord
-from hpctrain.jobs import scale
-from hpctrain.jobs.study import plan_runs
+from hpctrain.studies import scaling as scale
+from hpctrain.studies.scaling_study import plan_runs
 
 RECORDED = Path(__file__).parent / "recorded"
 

@@ -208,10 +208,10 @@ def test_check_reports_each_difference(changes: dict[str, object], fatal: bool,
 
 def test_probe_script_runs_here(tmp_path: Path) -> None:
     """The probe's body on this machine (real /sys, no nvidia-smi or IB): JSON comes back."""
-    from hpctrain.jobs.probe import probe_script
     from hpctrain.plan import build_plan
     from hpctrain.profiles.probe import parse_findings
     from hpctrain.render import render_script
+    from hpctrain.submission.probe import probe_script
 
     rendered = render_script(build_plan(JobRequest(profile=load_profile("raven"),
                                                    gpus_per_node=4, account="x")))

@@ -9,11 +9,11 @@ import pytest
 
 from hpctrain.errors import HpctrainError
 from hpctrain.history import History, JobRecord, StateUpdate, StudyRecord
-from hpctrain.jobs import sweep_report as report
-from hpctrain.jobs import tracking
-from hpctrain.jobs.sweep import point_args
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
+from hpctrain.studies import sweep_report as report
+from hpctrain.submission.sweep import point_args
+from hpctrain.tracking import selection as tracking
 from hpctrain.trainconfig.options import TrainerCall, config_args, parse_call
 from tests.jobs.helpers import new_job
 

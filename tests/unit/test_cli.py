@@ -209,8 +209,8 @@ def test_build_request_passes_every_option_through() -> None:
 def test_cli_import_leaves_the_library_unloaded() -> None:
     """`hpctrain --help` stays fast: the CLI modules load the plan, profiles and templates
     only inside commands."""
-    heavy = ["hpctrain.plan", "hpctrain.profiles", "hpctrain.render", "hpctrain.jobs", "jinja2",
-             "pydantic", "yaml"]
+    heavy = ["hpctrain.plan", "hpctrain.profiles", "hpctrain.render", "hpctrain.submission",
+             "hpctrain.tracking", "hpctrain.studies", "jinja2", "pydantic", "yaml"]
     code = f"import sys, hpctrain.cli; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.check_output([sys.executable, "-c", code], text=True, timeout=60)
     assert out.strip() == "[]"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hpctrain.jobs.compare import RunFacts, environment_changes
+from hpctrain.studies.compare import RunFacts, environment_changes
 
 
 def _facts(packages: dict[str, str], imported: list[str] | None, python: str = "3.11.7"

@@ -55,7 +55,7 @@ def test_render_refuses_a_missing_or_misspelt_config_as_submit_does(cli: Cli,
 
 def test_scale_plans_every_topology_before_submitting_any(
         cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hpctrain.jobs.study import Studies
+    from hpctrain.studies.scaling_study import Studies
 
     submitted: list[Any] = []
     monkeypatch.setattr(Studies, "submit_run", lambda self, *a, **k: submitted.append(a))

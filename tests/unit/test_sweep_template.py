@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from hpctrain.errors import HpctrainError
-from hpctrain.jobs.submit import create_run_dir
-from hpctrain.jobs.sweep import SweepPlan, point_args, prepare_sweep
 from hpctrain.places import LocalPlace
 from hpctrain.plan import JobRequest
 from hpctrain.plan import sweep as points_of
 from hpctrain.plan.sweep import Sweep
 from hpctrain.profiles import load_profile
+from hpctrain.submission.submit import create_run_dir
+from hpctrain.submission.sweep import SweepPlan, point_args, prepare_sweep
 
 TRAIN_PY = """\
 import argparse, json, os, sys

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from hpctrain.errors import HpctrainError
-from hpctrain.jobs.prepare import Prepared, prepare
-from hpctrain.jobs.submit import TRAINER_EXTRA, check_trainer_python
 from hpctrain.places import LocalPlace
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
+from hpctrain.submission.prepare import Prepared, prepare
+from hpctrain.submission.submit import TRAINER_EXTRA, check_trainer_python
 
 BLOCKER = """\
 import sys

@@ -1,7 +1,8 @@
 import pytest
 
 from hpctrain.errors import HpctrainError
-from hpctrain.jobs import alternatives, scale
+from hpctrain.studies import scaling as scale
+from hpctrain.submission import race as alternatives
 from hpctrain.units import (
     Topology,
     format_time,

@@ -12,11 +12,11 @@ from pathlib import Path
 from hpctrain import __version__, rundir
 from hpctrain.errors import HistoryError, HpctrainError
 from hpctrain.history import History, JobRecord, NewJob
-from hpctrain.jobs.prepare import Prepared, segment_options
 from hpctrain.places import GitState, Place
 from hpctrain.plan import JobPlan
 from hpctrain.slurm.client import SlurmTimeoutError
 from hpctrain.snapshots.store import Snapshot
+from hpctrain.submission.prepare import Prepared, segment_options
 
 
 def expand_log_pattern(pattern: str, job_id: str, job_name: str, user: str,

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpctrain.errors import HpctrainError
-from hpctrain.jobs.prepare import Prepared, prepare
-from hpctrain.jobs.submit import Submitted, submit
-from hpctrain.jobs.watcher import JobWatcher
 from hpctrain.profiles.probe import MARKER
 from hpctrain.rundir import RunFile
+from hpctrain.submission.prepare import Prepared, prepare
+from hpctrain.submission.submit import Submitted, submit
+from hpctrain.tracking.watcher import JobWatcher
 
 if TYPE_CHECKING:
     from hpctrain.history import History

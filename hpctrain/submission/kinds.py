@@ -1,7 +1,7 @@
 """Submission kinds: each is planned as a value (`prepare`, the dry run), then executed.
 
 A kind never asks where it runs: the place (hpctrain.places) is a parameter, so `--login`
-combines with every kind. A scaling study's kind is jobs/study.py's StudyKind.
+combines with every kind. A scaling study's kind is studies/scaling_study.py's StudyKind.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from hpctrain.history import History
-    from hpctrain.jobs.alternatives import Race, RaceSubmitted
-    from hpctrain.jobs.prepare import Prepared
-    from hpctrain.jobs.submit import Submitted
     from hpctrain.places import Place
     from hpctrain.plan import JobRequest
+    from hpctrain.submission.prepare import Prepared
+    from hpctrain.submission.race import Race, RaceSubmitted
+    from hpctrain.submission.submit import Submitted
     from hpctrain.units import Topology
 
 P = TypeVar("P")
@@ -49,7 +49,7 @@ class JobKind:
     request: JobRequest
 
     def prepare(self, place: Place) -> Prepared:
-        from hpctrain.jobs.prepare import prepare
+        from hpctrain.submission.prepare import prepare
 
         prep = prepare(place.adapt(self.request), place.workdir, environ=os.environ)
         # The dry run must fail wherever the real submit would, before SLURM is asked.
@@ -59,7 +59,7 @@ class JobKind:
         return prep
 
     def execute(self, prepared: Prepared, place: Place, history: History) -> Submitted:
-        from hpctrain.jobs.submit import submit
+        from hpctrain.submission.submit import submit
 
         return submit(prepared, place, history)
 
@@ -72,7 +72,7 @@ class RaceKind:
     shapes: tuple[Topology, ...]
 
     def prepare(self, place: Place) -> Race:
-        from hpctrain.jobs.alternatives import prepare_race
+        from hpctrain.submission.race import prepare_race
 
         race = prepare_race(place.adapt(self.request), self.shapes, place.workdir,
                             environ=os.environ)
@@ -85,7 +85,7 @@ class RaceKind:
         return race
 
     def execute(self, prepared: Race, place: Place, history: History) -> RaceSubmitted:
-        from hpctrain.jobs.alternatives import submit_race
+        from hpctrain.submission.race import submit_race
 
         return submit_race(prepared, place, history)
 
@@ -99,7 +99,7 @@ class ProbeKind:
     on_submit: Callable[[Submitted], None] = lambda _: None
 
     def prepare(self, place: Place) -> Prepared:
-        from hpctrain.jobs.probe import prepare_probe
+        from hpctrain.submission.probe import prepare_probe
 
         prep = prepare_probe(place.adapt(self.request), place.workdir)
         place.check_files(prep.run_dir, prep.files)
@@ -107,7 +107,7 @@ class ProbeKind:
 
     def execute(self, prepared: Prepared, place: Place, history: History
                 ) -> tuple[Submitted, str]:
-        from hpctrain.jobs.probe import run_probe
+        from hpctrain.submission.probe import run_probe
 
         return run_probe(prepared, place, history, on_submit=self.on_submit)
 
@@ -116,6 +116,6 @@ def submission(request: JobRequest, first_of: str | None) -> Kind[Any, Any]:
     """`submit`'s kind: a race with --first-of NxG,..., else one job (or a chain)."""
     if first_of is None:
         return JobKind(request)
-    from hpctrain.jobs.alternatives import parse_first_of
+    from hpctrain.submission.race import parse_first_of
 
     return RaceKind(request, parse_first_of(first_of))

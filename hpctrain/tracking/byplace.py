@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hpctrain import places
-from hpctrain.jobs.watcher import CancelReport, JobWatcher, RefreshReport
+from hpctrain.tracking.watcher import CancelReport, JobWatcher, RefreshReport
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord

@@ -26,10 +26,10 @@ from hpctrain.rundir import RunFile
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, NewJob, StudyRecord
-    from hpctrain.jobs.prepare import Prepared
-    from hpctrain.jobs.submit import Origin
     from hpctrain.places import Place
     from hpctrain.plan import JobRequest
+    from hpctrain.submission.prepare import Prepared
+    from hpctrain.submission.submit import Origin
     from hpctrain.trainconfig.model import TrainConfig
 
 
@@ -165,7 +165,7 @@ def prepare_sweep(plan: SweepPlan, place: Place, *, token: str | None = None
     """Decide the sweep: its run directory, one script per array, every point's files."""
     from datetime import datetime, timezone
 
-    from hpctrain.jobs.prepare import prepare
+    from hpctrain.submission.prepare import prepare
 
     req = place.adapt(plan.base)
     check_points(req, plan.sweep)
@@ -233,7 +233,7 @@ def submit_sweep(prep: PreparedSweep, place: Place, history: History,
                  on_array: Callable[[str, SweepArray], None] = lambda *_: None
                  ) -> SweepSubmitted:
     """Write the run directory, sbatch each array (and its chain), record every point."""
-    from hpctrain.jobs.submit import create_run_dir
+    from hpctrain.submission.submit import create_run_dir
 
     first = prep.arrays[0]
     origin = create_run_dir(dataclasses.replace(first, files=prep.files), place)
@@ -310,7 +310,7 @@ def _record_points(prep: PreparedSweep, prepared: Prepared, ids: Sequence[str], 
 def _point_job(prep: PreparedSweep, prepared: Prepared, ids: Sequence[str],
                where: tuple[int, int], place: Place, cluster: str, study: StudyRecord,
                origin: Origin) -> NewJob:
-    from hpctrain.jobs.submit import Queued, expand_log_pattern, new_job
+    from hpctrain.submission.submit import Queued, expand_log_pattern, new_job
 
     segment, task = where
     plan = prepared.plan

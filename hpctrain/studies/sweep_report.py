@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpctrain import rundir
 from hpctrain.errors import HpctrainError
-from hpctrain.jobs import scale
+from hpctrain.studies import scaling as scale
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, StudyRecord
@@ -166,7 +166,7 @@ class Sweeps:
 
     def find(self, name: str | None) -> StudyRecord:
         """The sweep by name or id (None: the last one)."""
-        from hpctrain.jobs.tracking import find_study
+        from hpctrain.tracking.selection import find_study
 
         return find_study(self.history, name, "sweep", "sweep",
                           "hpctrain sweep --profile P --grid optim.lr=0.1,0.03")
@@ -178,7 +178,7 @@ class Sweeps:
 
     def refresh(self, study: StudyRecord) -> tuple[list[JobRecord], Place]:
         """The points with states fresh from SLURM (two calls at most, whatever their count)."""
-        from hpctrain.jobs import watchers
+        from hpctrain.tracking import byplace as watchers
 
         points = self.history.study_jobs(study.id or 0)
         place = self.place(points)
@@ -189,8 +189,8 @@ class Sweeps:
 
     def report(self, study: StudyRecord, metric: str | None) -> dict[str, Any]:
         """The table, the best point, and (every point ended) the report and plot written."""
-        from hpctrain.jobs.tracking import latest_segments
-        from hpctrain.jobs.why import verdicts
+        from hpctrain.tracking.selection import latest_segments
+        from hpctrain.tracking.why import verdicts
 
         points, place = self.refresh(study)
         points = latest_segments(verdicts(self.history, points, self.local))
@@ -210,7 +210,7 @@ class Sweeps:
 def report_data(study: StudyRecord, points: Sequence[JobRecord], info: dict[str, Any],
                 read: Callable[[Path], bytes | None], metric: str | None) -> dict[str, Any]:
     """The report as a value: rows in point order, the metric, the best point, the counts."""
-    from hpctrain.jobs.tracking import study_counts
+    from hpctrain.tracking.selection import study_counts
 
     settings = info.get("points") or []
     files = [scale.read_json(read, r.run_dir, rundir.METRICS) for r in points]

@@ -11,9 +11,9 @@ from typing import Protocol
 
 from hpctrain.errors import HpctrainError
 from hpctrain.history import JobRecord
-from hpctrain.jobs.filewait import Waiter
-from hpctrain.jobs.watcher import MAX_POLL_INTERVAL_S, JobWatcher, Poll
 from hpctrain.slurm.states import JobState
+from hpctrain.tracking.filewait import Waiter
+from hpctrain.tracking.watcher import MAX_POLL_INTERVAL_S, JobWatcher, Poll
 
 FILE_POLL_S = 0.25
 # After the job ends the node may still be flushing the file (NFS attribute caches on real
@@ -139,7 +139,7 @@ def follow(
 
     A SLURM that does not answer (controller down or stopped) is said once and asked again
     with back-off; following goes on until SLURM, back, says the job has ended. `waiter`
-    (jobs/filewait.py) wakes the loop when the file is written; without one it sleeps `poll_s`.
+    (tracking/filewait.py) wakes the loop when the file is written; without one it sleeps `poll_s`.
     """
     pause: Callable[[float], object] = waiter.wait if waiter is not None else sleep
     # A login's file is read over ssh (hpctrain.remote.site.RemoteFollower, same interface).

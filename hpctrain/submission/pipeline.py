@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from hpctrain.history import History
-    from hpctrain.jobs.kinds import Kind
     from hpctrain.places import Place
+    from hpctrain.submission.kinds import Kind
 
 P = TypeVar("P")
 R = TypeVar("R")

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 from hpctrain import rundir, units
 from hpctrain.errors import HpctrainError, PlanError
-from hpctrain.jobs.prepare import Prepared, prepare, segment_options
 from hpctrain.plan import JobPlan, JobRequest
 from hpctrain.rundir import RunFile
+from hpctrain.submission.prepare import Prepared, prepare, segment_options
 from hpctrain.units import Topology
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ def submit_race(race: Race, place: Place, history: History) -> RaceSubmitted:
     Held until their ids are on disk: an alternative that started before would not know
     which siblings to cancel.
     """
-    from hpctrain.jobs.submit import create_run_dir, queued, record_job
+    from hpctrain.submission.submit import create_run_dir, queued, record_job
 
     # One directory for all: the first alternative's, holding every alternative's files.
     origin = create_run_dir(dataclasses.replace(race.alternatives[0], files=race.files()), place)

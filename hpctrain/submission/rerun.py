@@ -80,7 +80,7 @@ class Changes:
 def rerun(record: JobRecord, place: Place, history: History,
           changes: Changes = Changes()) -> Rerun:
     """Submit `record`'s script again in a new run directory, against its snapshot."""
-    from hpctrain.jobs.prepare import run_dir_for
+    from hpctrain.submission.prepare import run_dir_for
 
     if not record.snapshot or not record.run_dir or not record.script_path:
         raise HpctrainError(
@@ -123,9 +123,9 @@ def _replanned(record: JobRecord, place: Place, changes: Changes
                ) -> tuple[Path, tuple[RunFile, ...], JobPlan]:
     """The job planned again from its request.json and profile, with `changes`: its new run
     directory, files (the config's copy carried over) and plan."""
-    from hpctrain.jobs.prepare import prepare
     from hpctrain.plan.stored import request_from_json
     from hpctrain.profiles.loader import profile_from_text
+    from hpctrain.submission.prepare import prepare
 
     old = Path(record.run_dir or "")
     got = place.read_file(old / rundir.REQUEST, None)
@@ -150,8 +150,8 @@ def _replanned(record: JobRecord, place: Place, changes: Changes
 
 def _record(old: JobRecord, history: History, job_id: str, run_dir: Path, user: str,
             plan: JobPlan | None = None) -> JobRecord:
-    from hpctrain.jobs.submit import expand_log_pattern
     from hpctrain.render import logs_in
+    from hpctrain.submission.submit import expand_log_pattern
 
     logs = logs_in(str(run_dir))
     facts = {f.name: getattr(old, f.name) for f in dataclasses.fields(JobFacts)}

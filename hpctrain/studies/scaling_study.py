@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 from hpctrain import rundir
 from hpctrain.errors import HpctrainError
-from hpctrain.jobs import scale
-from hpctrain.jobs.scale import Topology
+from hpctrain.studies import scaling as scale
+from hpctrain.studies.scaling import Topology
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, StudyRecord
-    from hpctrain.jobs.watcher import JobWatcher
     from hpctrain.places import Place
     from hpctrain.plan import JobRequest
     from hpctrain.slurm.client import SlurmClient
+    from hpctrain.tracking.watcher import JobWatcher
     from hpctrain.trainconfig.model import TrainConfig
 
 
@@ -95,7 +95,7 @@ class StudyPlan:
 
 def study_dir(profile_dir: str, name: str | None) -> Path:
     """Where the study's table and plot go (its name's run directory)."""
-    from hpctrain.jobs.prepare import run_dir_for
+    from hpctrain.submission.prepare import run_dir_for
 
     return run_dir_for(profile_dir, name or "scale", Path.cwd())
 
@@ -115,7 +115,7 @@ class Studies:
 
     def watcher(self) -> JobWatcher:
         """The one job watcher for the study's runs."""
-        from hpctrain.jobs.watcher import JobWatcher
+        from hpctrain.tracking.watcher import JobWatcher
 
         if self._watcher is None:
             client, cluster = self.slurm()
@@ -124,7 +124,7 @@ class Studies:
 
     def find(self, name: str | None) -> StudyRecord:
         """The scaling study by name or id (None: the last one; a sweep is not one)."""
-        from hpctrain.jobs.tracking import find_study
+        from hpctrain.tracking.selection import find_study
 
         return find_study(self.history, name, "scale", "scaling study",
                           "hpctrain scale --profile P --topologies 1x1,1x2")
@@ -148,7 +148,7 @@ class Studies:
     def submit_run(self, plan: StudyPlan, repeat: int, topo: Topology, batch: int,
                    study_id: int | None = None) -> dict[str, Any]:
         """Submit one run of a topology; a refused one is recorded with its error, not hidden."""
-        from hpctrain.jobs.kinds import JobKind
+        from hpctrain.submission.kinds import JobKind
 
         _client, cluster = self.slurm()
         kind = JobKind(plan.request(topo, batch))

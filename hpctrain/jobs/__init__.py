@@ -1,1 +1,0 @@
-"""The everyday job loop: submit, follow the state, read the log, cancel (no CLI here)."""

@@ -1,0 +1,1 @@
+"""Runs read together: scaling studies, sweep reports, two runs compared, their plots."""
