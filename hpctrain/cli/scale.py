@@ -77,7 +77,7 @@ def _notes(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _show(data: dict[str, Any], json_out: bool, pending: list[str]) -> None:
-    from hpctrain.studies.scaling_study import can_plot
+    from hpctrain.studies.plot import can_plot
 
     if json_out:
         print_json({**data, "pending": pending})

@@ -291,65 +291,6 @@ def table(results: Sequence[RunResult], target: Target | None = None
     return rows
 
 
-def _errors(rows: Sequence[dict[str, Any]], factor: Callable[[dict[str, Any]], float]
-            ) -> list[list[float]]:
-    """matplotlib's yerr (below, above) from each row's speedup range, times `factor`."""
-    return [[factor(r) * (r["speedup"] - r["speedup_range"][0]) for r in rows],
-            [factor(r) * (r["speedup_range"][1] - r["speedup"]) for r in rows]]
-
-
-def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> Path | None:
-    """Speedup against GPUs with the ideal line, and efficiency, each with its min..max; an
-    implausible efficiency is a hollow marker, not a point of the line. None without
-    matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    shown = sorted((r for r in rows if r["speedup"] is not None), key=lambda r: r["gpus"])
-    if not shown:
-        return None
-    good = [r for r in shown if not r["implausible"]]
-    odd = [r for r in shown if r["implausible"]]
-    base = shown[0]["gpus"]  # the table's base: the fewest GPUs measured
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
-    ideal = sorted({base, *(r["gpus"] for r in shown)})
-    ax1.plot(ideal, [g / base for g in ideal], "--", color="grey", label="ideal")
-    ax2.axhline(100, linestyle="--", color="grey", label="ideal")
-    if good:
-        ax1.errorbar([r["gpus"] for r in good], [r["speedup"] for r in good], fmt="o-",
-                     yerr=_errors(good, lambda r: 1.0), capsize=3,
-                     label="measured (median, min..max)")
-        ax2.errorbar([r["gpus"] for r in good], [100 * r["efficiency"] for r in good],
-                     fmt="o-", color="C1", yerr=_errors(good, lambda r: 100 * base / r["gpus"]),
-                     capsize=3, label="measured (median, min..max)")
-    if odd:
-        ax1.plot([r["gpus"] for r in odd], [r["speedup"] for r in odd], "o", mfc="none",
-                 color="C3", label="implausible, not a result")
-        ax2.plot([r["gpus"] for r in odd], [100 * r["efficiency"] for r in odd], "o",
-                 mfc="none", color="C3", label="implausible, not a result")
-    for r in shown:
-        mark = " (noisy)" if r["noisy"] else ""
-        ax1.annotate(r["topology"] + mark, (r["gpus"], r["speedup"]),
-                     textcoords="offset points", xytext=(4, -12), fontsize=8)
-    for ax, label in ((ax1, "speedup (samples/s vs the first)"), (ax2, "efficiency (%)")):
-        ax.set_xlabel("GPUs (nodes x GPUs per node)")
-        ax.set_ylabel(label)
-        ax.set_xticks(ideal)
-        ax.margins(x=0.12)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    ax2.set_ylim(0, max(110, *(100 * r["efficiency"] + 10 for r in shown)))
-    fig.suptitle(title + plot_notes(rows), fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def plot_notes(rows: Sequence[dict[str, Any]]) -> str:
     """The plot title's lines on what is not a result."""
     failed = [f"{r['topology']}: {r['state']}" for r in rows if r["speedup"] is None]
@@ -365,7 +306,10 @@ def report(name: str, mode: str, rows: list[dict[str, Any]], directory: Path,
     from hpctrain.files import write_atomic
 
     directory.mkdir(parents=True, exist_ok=True)
-    png = plot(rows, directory / rundir.SCALING_PLOT, f"study {name} ({mode} scaling)")
+    from hpctrain.studies import plot
+
+    png = plot.scaling(rows, directory / rundir.SCALING_PLOT,
+                       f"study {name} ({mode} scaling)" + plot_notes(rows))
     data = {"study": name, "mode": mode, "directory": str(directory),
             "plot": str(png) if png else None, "target": target.label if target else None,
             "runs": rows}

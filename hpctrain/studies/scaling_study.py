@@ -244,13 +244,6 @@ def results(study: StudyRecord, records: dict[str, JobRecord],
     return out
 
 
-def can_plot() -> bool:
-    """True when matplotlib is installed (the plot's optional dependency)."""
-    import importlib.util
-
-    return importlib.util.find_spec("matplotlib") is not None
-
-
 def check_topologies(plan: StudyPlan) -> None:
     """Plan every topology's run; one PlanError with every impossible one's problems."""
     from hpctrain.errors import PlanError

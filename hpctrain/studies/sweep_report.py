@@ -106,57 +106,6 @@ def best(rows: Sequence[dict[str, Any]], metric: Metric | None) -> dict[str, Any
     return found
 
 
-def plot(rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: Metric, path: Path,
-         title: str) -> Path | None:
-    """The metric's best value against each swept setting, one panel per key (log scale for
-    a positive range over two decades); None without matplotlib or a measured point."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    good = [r for r in rows if r["best"] is not None]
-    if not good or not keys:
-        return None
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.8), squeeze=False)
-    for ax, key in zip(axes[0], keys, strict=True):
-        _panel(ax, good, key, metric)
-    failed = len(rows) - len(good)
-    fig.suptitle(title + (f"\n{failed} point(s) without a value" if failed else ""),
-                 fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def _panel(ax: Any, rows: Sequence[dict[str, Any]], key: str, metric: Metric) -> None:
-    raw = [r["settings"].get(key) for r in rows]
-    numbers = [_number(v) for v in raw]
-    y = [r["best"] for r in rows]
-    if all(n is not None for n in numbers):
-        xs = [float(n) for n in numbers if n is not None]
-        ax.scatter(xs, y, alpha=0.8)
-        if min(xs) > 0 and max(xs) / min(xs) >= 100:
-            ax.set_xscale("log")
-    else:
-        labels = list(dict.fromkeys(str(v) for v in raw))
-        ax.scatter([labels.index(str(v)) for v in raw], y, alpha=0.8)
-        ax.set_xticks(range(len(labels)), labels, rotation=30)
-    ax.set_xlabel(key)
-    ax.set_ylabel(f"{metric.name} (best, {metric.mode})")
-    ax.grid(True, alpha=0.3)
-
-
-def _number(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
 class Sweeps:
     """The sweeps in the history; their points are refreshed and read where they ran."""
 
@@ -238,11 +187,12 @@ def _index(record: JobRecord) -> int:
 def write_report(data: dict[str, Any], directory: Path, keys: Sequence[str]) -> dict[str, Any]:
     """sweep-report.json and sweep.png in the sweep's run directory."""
     from hpctrain.files import write_atomic
+    from hpctrain.studies import plot
 
     png = None
     if data["metric"]:
-        png = plot(data["points"], keys, Metric(data["metric"], data["mode"]),
-                   directory / rundir.SWEEP_PLOT, f"sweep {data['study']}")
+        png = plot.sweep(data["points"], keys, Metric(data["metric"], data["mode"]),
+                         directory / rundir.SWEEP_PLOT, f"sweep {data['study']}")
     written = {"plot": str(png) if png else None,
                "report": str(directory / rundir.SWEEP_REPORT)}
     write_atomic(directory / rundir.SWEEP_REPORT, json.dumps({**data, **written}, indent=1)

@@ -11,6 +11,7 @@ from hpctrain.errors import HpctrainError
 from hpctrain.history import History, JobRecord, StateUpdate, StudyRecord
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
+from hpctrain.studies import plot
 from hpctrain.studies import sweep_report as report
 from hpctrain.submission.sweep import point_args
 from hpctrain.tracking import selection as tracking
@@ -104,7 +105,7 @@ def test_plot_is_a_png_per_swept_key(tmp_path: Path, history: History) -> None:
             for i, (r, lr, name, v) in enumerate(zip(
                 recs, ["0.1", "0.001", "0.01", "0.0001"], ["adam", "sgd", "adam", "sgd"],
                 [0.9, 0.7, 0.8, 0.6], strict=True))]
-    png = report.plot(rows, ["optim.lr", "opt"], metric, tmp_path / "s.png", "sweep")
+    png = plot.sweep(rows, ["optim.lr", "opt"], metric, tmp_path / "s.png", "sweep")
     assert png is not None and png.read_bytes()[:4] == b"\x89PNG"
 
 
