@@ -40,6 +40,14 @@ METRICS = "metrics.json"
 # Written by the monitor.
 MONITOR_DIR = "monitor"  # one <node>.jsonl of samples per node
 MONITOR_SUMMARY = "monitor-summary.json"
+# Each rank's last step and its time, one <node>-<rank>.json each (hpctrain.progress; the
+# packaged trainer writes it, a user's program with one call); a rank's stack is dumped
+# beside it into <node>-<rank>.stack on SIGQUIT.
+PROGRESS_DIR = "rank-progress"
+# The monitor's evidence of a stall: every rank's stack (<node>-<rank>.txt), each node's view
+# (<node>.json), and the summary the batch node writes before it ends the job.
+STALL_DIR = "stall-evidence"
+STALL_REPORT = "stall.json"
 # Not a file: the monitor's srun step name, by which `why` tells its steps from the job's.
 MONITOR_STEP = "hpctrain-monitor"
 

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 
 from hpctrain import rundir
+from hpctrain.diagnosis import stacks
 from hpctrain.diagnosis.logscan import Finding
 from hpctrain.diagnosis.model import Diagnosis, Evidence, where
 from hpctrain.diagnosis.pending import pending_diagnosis
@@ -277,6 +278,47 @@ def _signal(ev: Evidence, last: Row) -> Diagnosis | None:
                                      where(task) if task else None))))
 
 
+def _stall_ranks(ev: Evidence) -> list[stacks.RankStack]:
+    views = (ev.stall or {}).get("nodes") or []
+    return [stacks.read_rank(row, ev.stall_stacks.get(str(row.get("stack"))))
+            for view in views if isinstance(view, dict)
+            for row in view.get("ranks") or [] if isinstance(row, dict)]
+
+
+def _saved(ev: Evidence, last: Row) -> str:
+    """What ending the job at the stall saved: its time left, and GPU-hours where known."""
+    if not last.time_limit_s or last.elapsed_s is None:
+        return ""
+    left = max(last.time_limit_s - last.elapsed_s, 0)
+    gpus = int((ev.stall or {}).get("gpus") or 0)
+    hours = f", {gpus * left / 3600:.1f} GPU-hours" if gpus else ""
+    return f", {format_time(left)} before its time limit{hours}"
+
+
+def _stalled(ev: Evidence, last: Row) -> Diagnosis | None:
+    """The stall watcher found no rank progressing and collected every rank's stack."""
+    if not ev.stall:
+        return None
+    ranks = _stall_ranks(ev)
+    stuck, _ = stacks.stuck_ranks(ranks)
+    action = str(ev.stall.get("action") or "cancel")
+    ended = {"cancel": f"hpctrain ended it{_saved(ev, last)}",
+             "requeue": "hpctrain requeued it from its last checkpoint",
+             "report": "hpctrain left it running (--on-stall report)"}.get(action, "")
+    frame = next((r.frame for r in stuck if r.frame), None)
+    fix = (f"look at rank {stuck[0].rank}'s code at {frame}: it never reached the collective "
+           "the others waited in" if stuck and frame else
+           "read every rank's stack (below); a collective every rank waited in points at the "
+           "network or a node")
+    return Diagnosis(
+        "stalled", f"the job stalled: no rank progressed for {ev.stall.get('silent_s')} s "
+        f"(window {ev.stall.get('window_s')} s); {stacks.describe(ranks)}; {ended}",
+        fix + "; `--stall-window` sets the window, `--on-stall requeue` retries from the "
+        "checkpoint", evidence=tuple(f"{rundir.STALL_DIR}/{r.stack_file}: rank {r.rank} on "
+                                     f"{r.node}, last reported step {r.step}" for r in ranks
+                                     if r.stack_file))
+
+
 def _cancelled(ev: Evidence, last: Row) -> Diagnosis | None:
     if last.state is not JobState.CANCELLED:
         return None
@@ -336,7 +378,7 @@ def _completed(ev: Evidence, last: Row) -> Diagnosis | None:
 
 # Most specific first: what the logs name beats what the state says.
 RULES: tuple[Callable[[Evidence, Row], Diagnosis | None], ...] = (
-    _node_fail, _preempted, _time_limit, _cancelled, _stopped, _completed, _host_memory,
+    _node_fail, _preempted, _stalled, _time_limit, _cancelled, _stopped, _completed, _host_memory,
     _by_log("cuda_oom", _cuda_oom, lambda f: "a smaller batch per GPU (`trainer.batch_size`, "
             "with `trainer.global_batch` to keep the global batch), or more GPUs"),
     _import_error, _missing_file, _collective, _exception, _signal, _nonzero,
@@ -345,7 +387,8 @@ RULES: tuple[Callable[[Evidence, Row], Diagnosis | None], ...] = (
 
 _HEADLINES = {"cuda_oom": "GPU out of memory", "host_memory": "out of host memory",
               "collective_timeout": "a collective timed out", "node_failure": "node failure",
-              "preempted": "preempted", "stopped": "stopped, not taken up"}
+              "preempted": "preempted", "stopped": "stopped, not taken up",
+              "stalled": "stalled"}
 
 
 def headline(d: Diagnosis, ev: Evidence, last: Row) -> str:

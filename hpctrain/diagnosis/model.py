@@ -29,6 +29,9 @@ class Evidence:
     requeue: bool = False
     python_env: str | None = None
     user_names: Mapping[int, str] = field(default_factory=dict)
+    # The stall watcher's report (stall.json) and the stacks it names, by file name.
+    stall: Mapping[str, Any] | None = None
+    stall_stacks: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def monitored(self) -> bool:

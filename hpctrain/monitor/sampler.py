@@ -4,32 +4,25 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
-import socket
 import threading
 import time
 from pathlib import Path
 from typing import IO, Any
 
 from hpctrain import rundir
-from hpctrain.monitor import host
+from hpctrain.monitor import host, stall
 from hpctrain.monitor.gpu import GpuSource, open_source
+from hpctrain.progress import node_name, safe_name
 
 DEFAULT_INTERVAL_S = 10.0
 # A last, partial interval shorter than this says nothing about utilization.
 _MIN_FINAL_S = 0.5
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def node_name() -> str:
-    """SLURM's name for this node (several dev-cluster nodes share one host name)."""
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname() or "node"
 
 
 def rows_path(run_dir: Path, node: str) -> Path:
     """`<run dir>/monitor/<node>.jsonl`; a node name is made safe as a file name."""
-    return run_dir / rundir.MONITOR_DIR / f"{_UNSAFE.sub('_', node).strip('._') or 'node'}.jsonl"
+    return run_dir / rundir.MONITOR_DIR / f"{safe_name(node)}.jsonl"
 
 
 class Sampler:
@@ -44,6 +37,11 @@ class Sampler:
 
     def stop(self, *_: object) -> None:
         self._stop.set()
+
+    @property
+    def stopping(self) -> threading.Event:
+        """Set when the sampler is asked to stop (the stall watch ends with it)."""
+        return self._stop
 
     def _write(self, row: dict[str, Any]) -> None:
         # One write per line and a flush: a job killed at any moment keeps every whole row.
@@ -105,12 +103,17 @@ def run_sampler(run_dir: Path, interval_s: float, node: str | None = None) -> Pa
     path = rows_path(run_dir, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     gpus, note = open_source()
+    watch = stall.from_environment(run_dir, name, time.time())
     try:
         with path.open("a", encoding="utf-8") as out:
             sampler = Sampler(out, name, interval_s, gpus, note)
             # USR2 is how the batch script asks (srun forwards it); TERM is SLURM's at the end.
             for sig in (signal.SIGUSR2, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 signal.signal(sig, sampler.stop)
+            if watch is not None:
+                # A thread of the sampler's process: the watch costs no process of its own.
+                threading.Thread(target=watch.run, args=(sampler.stopping,), daemon=True,
+                                 name="stall-watch").start()
             sampler.run()
     finally:
         if gpus is not None:

@@ -9,6 +9,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Checkpoint
 
+from hpctrain import progress
 from hpctrain.trainconfig.model import CheckpointSection
 from hpctrain.trainer.facts import learning_rates, lr_value, read_facts
 from hpctrain.trainer.logged import number
@@ -162,6 +163,7 @@ class RunRecorder(Checkpoint):
             # The train phase ends here, before Lightning sets up validation.
             self.throughput.end_train_phase(trainer)
         self.metrics.train_batch_end(trainer, outputs, self.throughput.batch_samples)
+        progress.report(trainer.global_step)
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.sanity_checking:
@@ -173,6 +175,8 @@ class RunRecorder(Checkpoint):
                                 outputs: Any, batch: Any, *_: Any) -> None:
         if not trainer.sanity_checking:
             self.metrics.validation_batch_end(trainer, batch)
+        # The same step again: validation is progress too, for the stall watcher.
+        progress.report(trainer.global_step)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.sanity_checking:

@@ -1,0 +1,124 @@
+"""A rank's progress, reported from inside a job for the stall watcher (docs/long-runs.md).
+
+`report(step)` records the rank's step and when it got there in
+`$HPCTRAIN_RUN_DIR/rank-progress/<node>-<rank>.json`. The packaged trainer calls it after every
+batch; a program of one's own calls it in its loop (`from hpctrain.progress import report`).
+Outside an hpctrain job it does nothing. It writes at most once a second, so a step of a few
+milliseconds costs a clock read. The first call also arranges that SIGQUIT dumps every
+thread's stack beside the record (the watcher's way in where py-spy cannot attach).
+
+Standard library only: it is imported inside jobs, by the trainer and by users' programs.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import re
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from hpctrain import rundir
+
+WRITE_EVERY_S = 1.0
+STACK_SIGNAL = signal.SIGQUIT
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def node_name() -> str:
+    """SLURM's name for this node (several dev-cluster nodes share one host name)."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname() or "node"
+
+
+def rank_from_environment() -> int:
+    """The global rank: torchrun's RANK, else srun's SLURM_PROCID, else 0."""
+    for name in ("RANK", "SLURM_PROCID"):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def safe_name(node: str) -> str:
+    """A node name made safe as a file name."""
+    return _UNSAFE.sub("_", node).strip("._") or "node"
+
+
+def record_name(node: str, rank: int) -> str:
+    """`<node>-<rank>`: the file name of a rank's record (without its suffix)."""
+    return f"{safe_name(node)}-{rank}"
+
+
+class Reporter:
+    """One rank's record: its step, the time of its last report and the seconds a step takes."""
+
+    def __init__(self, directory: Path, node: str, rank: int) -> None:
+        self.path = directory / f"{record_name(node, rank)}.json"
+        self.node, self.rank = node, rank
+        self._written_at = 0.0
+        self._last: tuple[int, float] | None = None
+        self._step_s: float | None = None
+        self._stack_file: IO[str] | None = None
+
+    def report(self, step: int, now: float | None = None) -> None:
+        """The rank is at `step` now; written when a second has passed since the last write."""
+        now = time.time() if now is None else now
+        if self._last is not None and step > self._last[0]:
+            per_step = (now - self._last[1]) / (step - self._last[0])
+            # A moving mean: one slow step (a checkpoint) does not widen the window alone.
+            self._step_s = per_step if self._step_s is None else 0.8 * self._step_s + 0.2 * per_step
+        if self._last is None or step != self._last[0]:
+            self._last = (step, now)
+        if self._stack_file is None:
+            self._arm_stack_dump()
+        if now - self._written_at >= WRITE_EVERY_S:
+            self._write(step, now)
+
+    def _row(self, step: int, now: float) -> dict[str, Any]:
+        return {"node": self.node, "rank": self.rank, "pid": os.getpid(), "step": step,
+                "t": round(now, 3),
+                "step_s": None if self._step_s is None else round(self._step_s, 4)}
+
+    def _write(self, step: int, now: float) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self._row(step, now)) + "\n", encoding="utf-8")
+            os.replace(tmp, self.path)
+            self._written_at = now
+        except OSError:
+            # A full or vanished file system must not end the training it watches.
+            self._written_at = now
+
+    def _arm_stack_dump(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._stack_file = open(self.path.with_suffix(".stack"), "a", encoding="utf-8")  # noqa: SIM115
+            faulthandler.register(STACK_SIGNAL, file=self._stack_file, all_threads=True)
+        except (OSError, ValueError, RuntimeError):
+            # Not the main interpreter, or no file: py-spy remains the watcher's way.
+            self._stack_file = open(os.devnull, "w")  # noqa: SIM115
+
+
+_reporter: Reporter | None = None
+_disabled = False
+
+
+def report(step: int) -> None:
+    """Tell the stall watcher this rank reached `step` (any increasing count; a repeated
+    value says the rank is alive, as during validation). A no-op outside an hpctrain job."""
+    global _reporter, _disabled
+    if _reporter is None:
+        if _disabled:
+            return
+        run_dir = os.environ.get("HPCTRAIN_RUN_DIR")
+        if not run_dir:
+            _disabled = True
+            return
+        _reporter = Reporter(Path(run_dir) / rundir.PROGRESS_DIR, node_name(),
+                             rank_from_environment())
+    _reporter.report(step)
