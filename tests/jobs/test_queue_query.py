@@ -4,6 +4,7 @@ asked in, whatever mix of sweep points and plain jobs the history holds."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from collections.abc import Sequence
@@ -13,11 +14,14 @@ import pytest
 
 from hpctrain.history import History
 from hpctrain.slurm.client import Result, SlurmClient
+from hpctrain.slurm.query import Form, QueueResult, plan
 from hpctrain.slurm.transport import ControllerDownError
+from hpctrain.slurm.versions import dialect_for
+from hpctrain.tracking import byplace
 from hpctrain.tracking.watcher import JobWatcher
 from tests.recorded import UnrecordedCommandError, pick_recording
 
-from .helpers import RECORDED, SETS, recorded_jobs, recording, track
+from .helpers import RECORDED, SETS, ReplayClient, here, recorded_jobs, recording, track
 
 CLUSTER = "hpctrain-dev"
 # What each set's `sinfo --version` said (its MANIFEST.json).
@@ -108,3 +112,91 @@ def test_status_through_a_login_with_a_point_and_a_job_gone_from_squeue(
     assert all("--json" not in a for a in login.asked)
     # Stored in the history, not just returned.
     assert {r.job_id: r.state for r in history.all()} == {point: "RUNNING", gone: "COMPLETED"}
+    # The watcher keeps the query's answer: squeue's start of the point, sacct's of the job.
+    assert watcher.answer is not None and watcher.answer.starts[point]
+    assert set(watcher.answer.accounting) == {gone}
+
+
+def test_plain_jobs_through_a_login_on_24_11_ask_both_in_json(
+        history: History, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HPCTRAIN_SLURM_JSON", raising=False)
+    jobs = recorded_jobs("slurm-24.11")
+    track(history, *jobs.values())
+    login = RecordedLogin({"squeue": [recording("squeue_after", "slurm-24.11")],
+                           "sacct": [recording("sacct_after", "slurm-24.11")]},
+                          VERSIONS["slurm-24.11"])
+    records, report = JobWatcher(SlurmClient(login, timeout_s=5), history, CLUSTER).refresh(
+        history.all())
+    assert login.round_trips == 1 and report.calls == 2
+    assert all("--json" in a for a in login.asked)
+    got = {r.job_id: r for r in records}
+    assert got[jobs["failed"]].state == "FAILED" and got[jobs["failed"]].exit_code == 3
+    assert got[jobs["timeout"]].state == "TIMEOUT" and got[jobs["timeout"]].terminal
+    assert got[jobs["running2"]].state == "COMPLETED"
+
+
+def test_the_form_is_chosen_once_for_the_whole_query() -> None:
+    new, old = dialect_for((24, 11), {}), dialect_for((22, 5), {})
+    mixed = plan(["422_3", "17"], new, batches=False)
+    # sacct about the plain job alone still asks in the query's form, which squeue answered in.
+    assert "--json" not in mixed.squeue_argv() and "--json" not in mixed.sacct_argv(["17"])
+    assert "--array" in mixed.squeue_argv() and mixed.sacct_argv()[5] == "422,17"
+    plain = plan(["17", "18", "17"], new, batches=True)
+    assert plain.ids == ("17", "18") and plain.together
+    assert plain.form == Form(json=True, tasks=False) and "--json" in plain.sacct_argv()
+    assert plan(["17"], old, batches=False).form == Form(json=False, tasks=False)
+    forced = dialect_for((24, 11), {"HPCTRAIN_SLURM_JSON": "0"})
+    assert plan(["17"], forced, batches=False).form.json is False
+
+
+def test_a_query_result_is_a_value() -> None:
+    q = plan(["17"], dialect_for((24, 11), {}), batches=False)
+    given: dict[str, str | None] = {"17": "2026-11-24T12:22:11"}
+    result = QueueResult(q, starts=given)
+    given["17"] = None
+    assert result.starts["17"] == "2026-11-24T12:22:11"
+    with pytest.raises(TypeError):
+        result.starts["17"] = None  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.starts = {}  # type: ignore[misc]
+    assert result.needing_accounting() == ["17"]
+
+
+def test_a_refresh_by_place_returns_states_starts_and_cluster(history: History,
+                                                              tmp_path: Path) -> None:
+    """What `status` shows comes back as one value: no list or dict filled on the side."""
+    jobs = recorded_jobs("slurm-22.05")
+    track(history, *jobs.values())
+    client = ReplayClient({"squeue": recording("squeue_mixed", "slurm-22.05"),
+                           "sacct": recording("sacct_mixed", "slurm-22.05")}, slurm="slurm-22.05")
+    got = byplace.refresh(history, here(client, tmp_path), history.all(), None)
+    assert got.cluster == CLUSTER and got.report.calls == 2 and got.report.error is None
+    assert got.starts[jobs["begintime"]] == "2026-11-24T04:36:08"
+    assert got.starts[jobs["resources"]] is None
+    states = {r.job_id: r.state for r in got.records}
+    assert states[jobs["running2"]] == "RUNNING" and states[jobs["failed"]] == "FAILED"
+    # Nothing to ask: nothing asked, and no start from an earlier refresh.
+    again = byplace.refresh(history, here(client, tmp_path), [], None)
+    assert again.starts == {} and again.records == [] and again.report.calls == 0
+
+
+def test_accounting_off_at_a_login_is_a_warning_not_a_failure(
+        history: History, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sacct's refusal travels in the query's result: squeue's answer of the same round trip
+    stands, and the controller is asked about the jobs it still showed."""
+    monkeypatch.delenv("HPCTRAIN_SLURM_JSON", raising=False)
+    jobs = recorded_jobs("slurm-24.11")
+    track(history, *jobs.values())
+    login = RecordedLogin({"squeue": [recording("squeue_after", "slurm-24.11")],
+                           "sacct": [recording("sacct_disabled", "slurm-24.11")],
+                           "scontrol": [recording("scontrol_unknown", "slurm-24.11")]},
+                          VERSIONS["slurm-24.11"])
+    watcher = JobWatcher(SlurmClient(login, timeout_s=5), history, CLUSTER)
+    records, report = watcher.refresh(history.all())
+    assert report.error is None
+    assert any("accounting storage is disabled" in w for w in report.warnings)
+    assert watcher.answer is not None and watcher.answer.accounting == {}
+    assert [a[0] for a in login.asked[:2]] == ["squeue", "sacct"]
+    assert {a[0] for a in login.asked[2:]} <= {"scontrol"}
+    got = {r.job_id: r for r in records}
+    assert got[jobs["timeout"]].state == "TIMEOUT" and got[jobs["timeout"]].terminal
