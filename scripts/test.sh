@@ -136,7 +136,8 @@ lane_cluster_b() {
 
 # Lane 3: what differs by SLURM version, on 24.11: every command hpctrain reads or sends
 # (squeue, sacct, scontrol, sinfo, sacctmgr, sbatch's refusals), arrays, requeue and chains, the
-# environment srun gives a rank. Not the training that lane 2 checks: the packaged trainer's
+# environment srun gives a rank, `status` through a login (squeue and sacct in one round trip,
+# whose form is the version's). Not the training that lane 2 checks: the packaged trainer's
 # runs, the timer-driven requeue, the scaling study, Lightning's tutorials. Not torchrun:
 # Debian's torch lacks the libuv its rendezvous asks for. docs/development.md lists each file.
 slurm24_tests=(
@@ -146,6 +147,8 @@ slurm24_tests=(
   tests/monitor/test_monitor_cluster.py tests/cluster/test_tutorial_patterns.py
   tests/cluster/test_training_jobs.py::test_hostile_job_name_round_trips_through_sbatch
   tests/cluster/test_shell_variables.py tests/cluster/test_plain_sbatch.py
+  tests/remote/test_status_login.py tests/remote/test_sweep_login.py
+  tests/remote/test_remote_cluster.py::test_submit_status_logs_cancel_over_one_connection
 )
 slurm24_omit="torchrun or test_long_training or scaling_study or lightning or 1node"
 lane_24() {

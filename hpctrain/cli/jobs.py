@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, BinaryIO
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
     from hpctrain.places import Place
     from hpctrain.remote.connection import Connection
-    from hpctrain.tracking.watcher import CancelReport, JobWatcher, RefreshReport
+    from hpctrain.tracking.byplace import Refreshed
+    from hpctrain.tracking.watcher import CancelReport, JobWatcher
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/jobs.md).")]
 StudyOpt = Annotated[str | None, typer.Option(
@@ -80,27 +82,25 @@ def status(
 
     if not watch and not (records := select()):
         # Nothing to refresh: SLURM is not asked (a login node answers `status` at once).
-        jobview.show_status(records, None, "", json_out, history.path)
+        jobview.show_status(watchers.Refreshed.unasked(records), json_out, history.path)
         return
-    clusters = [""]
-    starts: dict[str, str | None] = {}
 
-    def load() -> tuple[list[JobRecord], RefreshReport]:
+    def load() -> Refreshed:
         from hpctrain.tracking.why import verdicts
 
         local = backends.local_place()
-        records, report, clusters[0] = watchers.refresh(history, local, select(), login,
-                                                        starts)
-        return tracking.as_listed(history, verdicts(history, records, local), study), report
+        got = watchers.refresh(history, local, select(), login)
+        listed = tracking.as_listed(history, verdicts(history, got.records, local), study)
+        return dataclasses.replace(got, records=listed)
 
     if watch:
         jobview.watch(load, interval)
         return
-    records, report = load()
-    jobview.show_status(records, report, clusters[0], json_out, history.path, starts)
-    if report.error:
+    got = load()
+    jobview.show_status(got, json_out, history.path)
+    if got.report.error:
         # After the listing: the last known states are shown, then why they are not fresh.
-        error = jobview.unanswered(report.error)
+        error = jobview.unanswered(got.report.error)
         error.shown_in_json = json_out  # the listing's JSON holds it as `error`
         raise error
 

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from hpctrain.history import JobRecord
-    from hpctrain.tracking.watcher import RefreshReport
+    from hpctrain.tracking.byplace import Refreshed
 
-    Load = Callable[[], tuple[list[JobRecord], RefreshReport]]
+    Load = Callable[[], Refreshed]
 
 _GROUP_STYLE = {
     StateGroup.PENDING: "yellow", StateGroup.RUNNING: "green", StateGroup.ENDED: "bold green",
@@ -247,24 +247,21 @@ def _show_monitor(records: list[JobRecord]) -> None:
                                  ["monitor (hpctrain stats for more):", *status_lines(summary)]))
 
 
-def show_status(records: list[JobRecord], report: RefreshReport | None, cluster: str,
-                json_out: bool, history_path: Path,
-                starts: Mapping[str, str | None] | None = None) -> None:
+def show_status(got: Refreshed, json_out: bool, history_path: Path) -> None:
     """One status listing: JSON for scripts, a table for people, warnings on stderr.
 
-    `report` is None when SLURM was not asked (nothing to refresh); `starts`: the expected
-    start of pending jobs by id (`squeue --start`).
+    `got.starts`: the expected start of pending jobs by id (`squeue --start`).
     """
-    warnings = report.warnings if report else []
+    records, report, starts = got.records, got.report, got.starts
+    warnings = report.warnings
     if json_out:
         data: dict[str, object] = {
-            "cluster": cluster or None, "slurm_calls": report.calls if report else 0,
+            "cluster": got.cluster or None, "slurm_calls": report.calls,
             "warnings": warnings, "jobs": [
-                {**job_dict(r), "expected_start": (starts or {}).get(r.job_id)}
-                for r in records]}
+                {**job_dict(r), "expected_start": starts.get(r.job_id)} for r in records]}
         if len(records) == 1:
             data["jobs"][0]["monitor"] = _monitor(records[0])  # type: ignore[index]
-        if report and report.error:
+        if report.error:
             data["error"] = {"what": report.error.what, "fix": report.error.fix}
         print_json(data)
         return
@@ -287,18 +284,19 @@ def show_status(records: list[JobRecord], report: RefreshReport | None, cluster:
 def _frame(load: Load, interval: float) -> Any:
     stamp = time.strftime("%H:%M:%S")
     try:
-        records, report = load()
+        got = load()
     except HpctrainError as e:
         from rich.text import Text
 
         return Text(f"{stamp}  SLURM did not answer: {e}", style="red")
     from rich.markup import escape
 
+    report = got.report
     caption = (f"{stamp}  every {interval:g} s, {report.calls} SLURM call(s); Ctrl-C quits"
                + "".join(f"\nwarning: {escape(w)}" for w in report.warnings))
     if report.error:
         caption += f"\n[red]{escape(unanswered(report.error).what)}[/]"
-    return table(one_row_per_chain(records), caption=caption)
+    return table(one_row_per_chain(got.records), caption=caption)
 
 
 def unanswered(error: HpctrainError) -> HpctrainError:

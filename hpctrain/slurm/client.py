@@ -8,15 +8,16 @@ import shlex
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpctrain import paths
 from hpctrain.errors import SlurmError, SlurmUnavailableError
-from hpctrain.slurm import accounting, controller, parsers, parsers_json, starts
+from hpctrain.slurm import accounting, controller, parsers, parsers_json, query, starts
 from hpctrain.slurm.accounting import Accounting
 from hpctrain.slurm.parsers import JobInfo
+from hpctrain.slurm.query import QueueResult
 from hpctrain.slurm.sbatch_options import INPUT_VARIABLES, sbatch_environment
 from hpctrain.slurm.transport import (
     CONTROLLER_COMMANDS,
@@ -72,11 +73,6 @@ class SlurmClient:
     calls: list[tuple[str, ...]] = field(default_factory=list)
     # time.monotonic() of each call, so that callers can check how often SLURM was asked.
     call_times: list[float] = field(default_factory=list)
-    # The expected start (squeue's %S) of every job the last squeue answers named.
-    starts: dict[str, str | None] = field(default_factory=dict)
-    # squeue's and sacct's answers fetched together in one round trip, by command name.
-    _prefetched: dict[str, tuple[frozenset[str], Result]] = field(
-        default_factory=dict, init=False, repr=False)
     # The SLURM here and how to read it (slurm/versions.py), learnt on first need.
     _dialect: Dialect | None = field(default=None, init=False, repr=False)
 
@@ -206,37 +202,60 @@ class SlurmClient:
             log.debug("%s", self._dialect.describe())
         return self._dialect
 
+    def queue(self, job_ids: Sequence[str]) -> QueueResult:
+        """squeue about every id, then sacct about those it leaves without an end, as the
+        query's plan says (slurm/query.py): one round trip over a login, one after the other
+        here. SlurmError when squeue fails; sacct's failure is in the result."""
+        q = query.plan(job_ids, self.dialect(), batches=self.transport.batches)
+        if not q.ids:
+            return QueueResult(q)
+        if q.together:
+            live, acct = self._run_together((q.squeue_argv(), q.sacct_argv()))
+        else:
+            live, acct = self.run(q.squeue_argv(), check=False), None
+        jobs, found = self._read_squeue(q.form, live)
+        result = QueueResult(q, jobs, found)
+        need = result.needing_accounting()
+        if not need:
+            return result
+        try:
+            rows = self._read_sacct(q.form, acct if acct is not None
+                                    else self._run_sacct(q.sacct_argv(need)))
+        except AccountingUnavailableError as e:
+            return replace(result, accounting_error=e)
+        return replace(result, accounting={j: rows[j] for j in need if j in rows})
+
     def squeue(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
         """One `squeue` for all ids; jobs the controller has forgotten are simply absent."""
         if not job_ids:
             return {}
-        json_out = self.dialect().json and not has_tasks(job_ids)
-        result = self._prefetched_result("squeue", job_ids) or self.run(
-            _squeue_argv(job_ids, json_out), check=False)
-        if result.returncode != 0:
-            # squeue refuses a job list in which no id is known to the controller any more.
-            if "invalid job id" in result.stderr.lower():
-                return {}
-            raise self.error_for(result)
-        if json_out:
-            jobs, found = parsers_json.parse_squeue_json(result.stdout, time.time())
-        else:
-            # The start rides on the same call (`status` shows it for pending jobs).
-            stdout, found = starts.split_squeue_starts(result.stdout)
-            jobs = parsers.parse_squeue(stdout)
-        self.starts.update(found)
-        return jobs
+        form = query.form_for(job_ids, self.dialect())
+        return self._read_squeue(form, self.run(form.squeue_argv(job_ids), check=False))[0]
 
     def sacct(self, job_ids: Sequence[str]) -> dict[str, JobInfo]:
         """One `sacct` for all ids (allocations only); AccountingUnavailableError if it can't."""
         if not job_ids:
             return {}
-        json_out = self.dialect().json and not has_tasks(job_ids)
+        form = query.form_for(job_ids, self.dialect())
+        return self._read_sacct(form, self._run_sacct(form.sacct_argv(job_ids)))
+
+    def _read_squeue(self, form: query.Form, result: Result
+                     ) -> tuple[dict[str, JobInfo], dict[str, str | None]]:
+        if result.returncode != 0:
+            # squeue refuses a job list in which no id is known to the controller any more.
+            if "invalid job id" in result.stderr.lower():
+                return {}, {}
+            raise self.error_for(result)
+        return form.read_squeue(result.stdout, time.time())
+
+    def _run_sacct(self, argv: Sequence[str]) -> Result:
         try:
-            result = self._prefetched_result("sacct", job_ids) or self.run(
-                _sacct_argv(job_ids, json_out), check=False)
+            return self.run(argv, check=False)
         except SlurmTimeoutError as e:
             raise AccountingUnavailableError(e.what, e.fix) from None
+
+    @staticmethod
+    def _read_sacct(form: query.Form, result: Result) -> dict[str, JobInfo]:
         if result.returncode != 0:
             message = (result.stderr or result.stdout).strip() or f"exit {result.returncode}"
             raise AccountingUnavailableError(
@@ -244,9 +263,21 @@ class SlurmClient:
                 "job accounting (slurmdbd) is off or down here; hpctrain falls back to "
                 "scontrol and the last state it saw",
             )
-        if json_out:
-            return parsers_json.parse_sacct_json(result.stdout)
-        return parsers.parse_sacct(result.stdout)
+        return form.read_sacct(result.stdout)
+
+    def _run_together(self, argvs: Sequence[tuple[str, ...]]) -> list[Result]:
+        """Several commands in one round trip (a login's); a timeout is squeue's."""
+        now = time.monotonic()
+        for argv in argvs:
+            log.debug("%s", shlex.join(argv))
+            self.calls.append(argv)
+            self.call_times.append(now)
+        try:
+            answers = self.transport.execute_many(argvs, self.timeout_s)
+        except subprocess.TimeoutExpired:
+            raise self._timeout_error("squeue", self.timeout_s) from None
+        return [Result(argv, code, out, err)
+                for argv, (out, err, code) in zip(argvs, answers, strict=True)]
 
     def accounting(self, job_id: str) -> Accounting:
         """Every run and step of one job, in one `sacct` (text on every version: the fields
@@ -266,33 +297,6 @@ class SlurmClient:
         """A waiting job's reason and SLURM's start estimate, from one text `squeue` (the same
         on every version); (None, None) once squeue no longer knows the job."""
         return parse_pending(self.run(pending_argv(job_id), check=False).stdout)
-
-    def prefetch(self, job_ids: Sequence[str]) -> None:
-        """Where a command costs a round trip: squeue and sacct for all ids in one, kept for
-        the next asks."""
-        if not self.transport.batches or not job_ids:
-            return
-        json_out = self.dialect().json
-        argvs = (_squeue_argv(job_ids, json_out), _sacct_argv(job_ids, json_out))
-        now = time.monotonic()
-        for argv in argvs:
-            self.calls.append(argv)
-            self.call_times.append(now)
-        try:
-            answers = self.transport.execute_many(argvs, self.timeout_s)
-        except subprocess.TimeoutExpired:
-            raise self._timeout_error("squeue", self.timeout_s) from None
-        ids = frozenset(job_ids)
-        self._prefetched = {argv[0]: (ids, Result(argv, code, out, err))
-                            for argv, (out, err, code) in zip(argvs, answers, strict=True)}
-
-    def clear_prefetch(self) -> None:
-        self._prefetched.clear()
-
-    def _prefetched_result(self, command: str, job_ids: Sequence[str]) -> Result | None:
-        """A prefetched answer that covers `job_ids` (used once), else None."""
-        kept = self._prefetched.pop(command, None)
-        return kept[1] if kept is not None and kept[0].issuperset(job_ids) else None
 
     def scontrol_job(self, job_id: str) -> JobInfo | None:
         """`scontrol -o show job ID` (`--json` where the dialect says); None once the controller
@@ -455,35 +459,6 @@ def for_sbatch(transport: Transport) -> Transport:
     if isinstance(transport, LocalTransport):
         return _LocalSbatch(transport.slurm_conf)
     return _UnsetFirst(transport)
-
-
-def has_tasks(job_ids: Sequence[str]) -> bool:
-    """True when an id names a job array's task (a sweep's point: ARRAY_TASK)."""
-    return any(parsers.is_array_task(j) for j in job_ids)
-
-
-def _asked(job_ids: Sequence[str]) -> str:
-    """The ids for --jobs: an array task is asked for by its array's id, so one answer lists
-    all of a sweep's points however many they are."""
-    return parsers.job_id_list(parsers.array_of(j) for j in job_ids)
-
-
-def _squeue_argv(job_ids: Sequence[str], json_out: bool) -> tuple[str, ...]:
-    if json_out and not has_tasks(job_ids):
-        return ("squeue", "--json", "--states=all", "--jobs", parsers.job_id_list(job_ids))
-    # Array tasks are asked in text on every version: --array lists each task as ARRAY_TASK,
-    # the id the history keeps, where JSON names only the task's own job id.
-    tasks = ("--array",) if has_tasks(job_ids) else ()
-    return ("squeue", "--noheader", "--states=all", *tasks, "--jobs", _asked(job_ids),
-            "--format", parsers.SQUEUE_FORMAT + starts.START_FIELD)
-
-
-def _sacct_argv(job_ids: Sequence[str], json_out: bool) -> tuple[str, ...]:
-    if json_out and not has_tasks(job_ids):
-        return ("sacct", "--json", "--allocations", "--jobs", parsers.job_id_list(job_ids))
-    return ("sacct", "--allocations", "--parsable2", "--noheader", "--jobs", _asked(job_ids),
-            "--format", parsers.SACCT_TASK_FORMAT if has_tasks(job_ids)
-            else parsers.SACCT_FORMAT)
 
 
 def pending_argv(job_id: str) -> tuple[str, ...]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hpctrain import places
@@ -41,28 +42,44 @@ def group_watcher(history: History, local: Place, group: Sequence[JobRecord]) ->
                    known.pop() if len(known) == 1 else "")
 
 
-def refresh(history: History, local: Place, records: Sequence[JobRecord], login: str | None,
-            starts: dict[str, str | None] | None = None
-            ) -> tuple[list[JobRecord], RefreshReport, str]:
-    """Refresh each login's jobs through its own watcher (one round trip each over ssh).
+@dataclass(frozen=True)
+class Refreshed:
+    """One refresh of jobs through their places, for display."""
 
-    Returns the fresh records, the summed report and the clusters asked, for display.
-    `starts` gets the expected start squeue gave for each job (the same call).
-    """
+    # The rows as stored now, in the order asked.
+    records: list[JobRecord]
+    # What the refresh did, summed over the places.
+    report: RefreshReport
+    # The clusters asked ("c", "c via login"), comma-separated.
+    cluster: str
+    # The start squeue gave for each job asked (expected while it waits; None: none yet).
+    starts: Mapping[str, str | None]
+
+    @classmethod
+    def unasked(cls, records: list[JobRecord]) -> Refreshed:
+        """`records` as the history holds them: SLURM was not asked."""
+        return cls(records, RefreshReport(), "", {})
+
+
+def refresh(history: History, local: Place, records: Sequence[JobRecord], login: str | None
+            ) -> Refreshed:
+    """Refresh each login's jobs through its own watcher (one round trip each over ssh)."""
     fresh: dict[int, JobRecord] = {}
     total, clusters = RefreshReport(), []
+    starts: dict[str, str | None] = {}
     for key, group in by_login(records, login).items():
         w = group_watcher(history, local, group)
         rows, report = w.refresh(group)
         fresh.update((r.id, r) for r in rows)
-        if starts is not None:
-            starts.update(w.client.starts)
+        if w.answer is not None:
+            starts.update(w.answer.starts)
         clusters.append(f"{w.cluster} via {key[0]}" if key[0] else w.cluster)
         total.asked += report.asked
         total.calls += report.calls
         total.warnings += report.warnings
         total.error = total.error or report.error
-    return [fresh[r.id] for r in records if r.id in fresh], total, ", ".join(clusters)
+    return Refreshed([fresh[r.id] for r in records if r.id in fresh], total,
+                     ", ".join(clusters), starts)
 
 
 def cancel(history: History, local: Place, records: Sequence[JobRecord], arrays: bool = False

@@ -12,10 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from hpctrain.errors import SlurmUnavailableError
+from hpctrain.errors import SlurmError, SlurmUnavailableError
 from hpctrain.history import History, JobRecord, StateUpdate
 from hpctrain.slurm.client import AccountingUnavailableError, SlurmClient, SlurmTimeoutError
 from hpctrain.slurm.parsers import JobInfo, array_of
+from hpctrain.slurm.query import QueueResult, needs_accounting
 from hpctrain.slurm.states import JobState, parse_state
 
 # Without accounting, exit codes of finished jobs come from `scontrol show job`, one call per
@@ -135,11 +136,6 @@ def merge(
     )
 
 
-def _needs_acct(live: JobInfo | None) -> bool:
-    # COMPLETED means exit code 0 on every task, so squeue's answer is complete.
-    return live is None or (live.state.is_terminal and live.state is not JobState.COMPLETED)
-
-
 def _after_sacct(record: JobRecord, acct: JobInfo | None, track: _Track) -> Source | None:
     """Where to ask next once sacct has answered (None: nothing more to learn)."""
     if acct is not None and acct.state.is_terminal:
@@ -176,6 +172,8 @@ class JobWatcher:
         self.cluster = cluster
         self._final: dict[int, JobRecord] = {}
         self._tracks: dict[int, _Track] = {}
+        # What SLURM said in the last refresh's queue query (None: it asked nothing).
+        self.answer: QueueResult | None = None
 
     def is_final(self, record: JobRecord) -> bool:
         """True when the job has ended as far as the history or this watcher knows."""
@@ -194,6 +192,7 @@ class JobWatcher:
         asked the unfinished jobs come back as last seen, marked stale, with `report.error`.
         """
         report = RefreshReport()
+        self.answer = None
         before = len(self.client.calls)
         try:
             ask = self._to_ask(records, report)
@@ -230,26 +229,25 @@ class JobWatcher:
     def _ask_all(self, ask: Sequence[JobRecord], report: RefreshReport) -> dict[int, StateUpdate]:
         """The whole squeue -> sacct -> scontrol chain now, each command once for all jobs."""
         tracks = {r.id: _Track() for r in ask}
-        # Over ssh: squeue and sacct for every job in one round trip (a no-op here).
-        self.client.prefetch([r.job_id for r in ask])
-        try:
-            updates = self._ask_squeue(ask, tracks)
-            need = [r for r in ask if tracks[r.id].source is Source.SACCT]
-            if need:
-                updates.update(self._ask_sacct(need, tracks, report))
-        finally:
-            self.client.clear_prefetch()
+        # One queue query: squeue about all, sacct about those it leaves without an end (over
+        # ssh both in one round trip); kept as the answer of this refresh.
+        self.answer = answer = self.client.queue([r.job_id for r in ask])
+        updates = self._from_squeue(ask, tracks, answer.jobs)
+        need = [r for r in ask if tracks[r.id].source is Source.SACCT]
+        if need:
+            updates.update(self._from_sacct(need, tracks, answer.accounting,
+                                            answer.accounting_error, report))
         fallback = [r for r in need if tracks[r.id].source is Source.SCONTROL]
         if fallback:
             updates.update(self._ask_scontrol(fallback, tracks, shown_now=True))
         return updates
 
-    # --- the chain's steps: each asks one command about all of its jobs ---------------------
+    # --- the chain's steps: each reads one command's answer about all of its jobs ------------
 
-    def _ask_squeue(
-        self, jobs: Sequence[JobRecord], tracks: Mapping[int, _Track]
+    def _from_squeue(
+        self, jobs: Sequence[JobRecord], tracks: Mapping[int, _Track],
+        live: Mapping[str, JobInfo],
     ) -> dict[int, StateUpdate]:
-        live = self.client.squeue([r.job_id for r in jobs])
         updates: dict[int, StateUpdate] = {}
         for r in jobs:
             track = tracks[r.id]
@@ -257,19 +255,18 @@ class JobWatcher:
             if track.live is not None:
                 # An end without exit code stays unfinished (merge), so sacct is asked next.
                 updates[r.id] = merge(r, track.live, None, accounting_ok=True)
-            if _needs_acct(track.live):
+            if needs_accounting(track.live):
                 track.source = Source.SACCT
             elif track.live is not None and track.live.state.is_terminal:
                 track.source = None
         return updates
 
-    def _ask_sacct(
-        self, jobs: Sequence[JobRecord], tracks: Mapping[int, _Track], report: RefreshReport
+    def _from_sacct(
+        self, jobs: Sequence[JobRecord], tracks: Mapping[int, _Track],
+        acct: Mapping[str, JobInfo], error: SlurmError | None, report: RefreshReport,
     ) -> dict[int, StateUpdate]:
-        try:
-            acct = self.client.sacct([r.job_id for r in jobs])
-        except AccountingUnavailableError as e:
-            report.warnings.append(f"{e.what}; showing what the controller still knows")
+        if error is not None:
+            report.warnings.append(f"{error.what}; showing what the controller still knows")
             for r in jobs:
                 tracks[r.id].source = Source.SCONTROL
             return {}
@@ -337,10 +334,14 @@ class JobWatcher:
     def _step(self, source: Source, record: JobRecord, track: _Track) -> dict[int, StateUpdate]:
         tracks = {record.id: track}
         if source is Source.SQUEUE:
-            return self._ask_squeue([record], tracks)
+            return self._from_squeue([record], tracks, self.client.squeue([record.job_id]))
         if source is Source.SACCT:
+            try:
+                acct, error = self.client.sacct([record.job_id]), None
+            except AccountingUnavailableError as e:
+                acct, error = {}, e
             # The warning shows in the end state (stale, no exit code), not as a message.
-            return self._ask_sacct([record], tracks, RefreshReport())
+            return self._from_sacct([record], tracks, acct, error, RefreshReport())
         return self._ask_scontrol([record], tracks, shown_now=False)
 
     def wait_for_change(

@@ -126,15 +126,15 @@ def test_describe_waits() -> None:
 
 
 def test_squeue_starts_ride_on_the_state_listing() -> None:
-    """The client's squeue answers states as before and keeps each job's expected start."""
+    """A queue query's squeue answers states as before and each job's expected start."""
     busy, pending = (recording(f"sbatch_{n}").stdout.strip() for n in ("busy", "pending"))
     client = ReplayClient({"squeue": recording("squeue_starts")})
-    infos = client.squeue([busy, pending])
+    answer = client.queue([busy, pending])
+    infos = answer.jobs
     assert infos[pending].reason == "Resources" and infos[busy].node_list == "node[1-2]"
-    assert client.starts == {pending: "2026-11-24T04:33:10", busy: "2026-11-24T04:28:10"}
+    assert answer.starts == {pending: "2026-11-24T04:33:10", busy: "2026-11-24T04:28:10"}
     client.answers["squeue"] = recording("squeue_starts_unknown")
-    client.squeue([pending])
-    assert client.starts[pending] is None
+    assert client.queue([pending]).starts[pending] is None
     # An answer without the field (another recording, an older hpctrain) parses as before.
     text = "7|PENDING|0:00|5:00|1||Priority\n"
     assert starts.split_squeue_starts(text) == (text, {})
@@ -151,12 +151,12 @@ def test_squeue_json_starts_on_24_11(monkeypatch: pytest.MonkeyPatch) -> None:
                          for n in ("busy", "pending"))
         client = ReplayClient({"squeue": recording("squeue_starts", "slurm-24.11")},
                               slurm="slurm-24.11")
-        infos = client.squeue([busy, pending])
+        answer = client.queue([busy, pending])
+        infos = answer.jobs
         assert infos[pending].reason == "Resources" and infos[busy].node_list == "node[1-2]"
-        assert client.starts == {busy: "2026-11-24T12:13:32", pending: "2026-11-24T12:18:32"}
+        assert answer.starts == {busy: "2026-11-24T12:13:32", pending: "2026-11-24T12:18:32"}
         client.answers["squeue"] = recording("squeue_starts_unknown", "slurm-24.11")
-        client.squeue([pending])
-        assert client.starts[pending] is None
+        assert client.queue([pending]).starts[pending] is None
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()

@@ -96,8 +96,7 @@ def _wait_for_estimate(c: SlurmClient, job_id: str, limit_s: float) -> None:
     probe = SlurmClient.local(c.slurm_conf, timeout_s=30)
     deadline = time.monotonic() + limit_s
     while True:
-        probe.squeue([job_id])
-        if probe.starts.get(job_id):
+        if probe.queue([job_id]).starts.get(job_id):
             return
         if time.monotonic() > deadline:
             raise SystemExit(f"no start estimate for job {job_id} after {limit_s} s")
