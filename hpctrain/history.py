@@ -131,6 +131,26 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ALTER TABLE studies ADD COLUMN kind TEXT NOT NULL DEFAULT 'scale'",
         ),
     ),
+    (
+        # Bad nodes remembered (`hpctrain nodes`): evidence that points at one node of a
+        # cluster, kept with its time; a suspect is quarantined until it expires or is cleared.
+        "0009_node_suspects",
+        (
+            """
+            CREATE TABLE node_suspects (
+                id          INTEGER PRIMARY KEY AUTOINCREMENT,
+                cluster     TEXT NOT NULL,
+                node        TEXT NOT NULL,
+                reason      TEXT NOT NULL,
+                evidence    TEXT NOT NULL,
+                job_id      TEXT,
+                at          TEXT NOT NULL,
+                cleared_at  TEXT
+            )
+            """,
+            "CREATE INDEX node_suspects_node ON node_suspects (cluster, node)",
+        ),
+    ),
 )
 
 _SCHEMA_MIGRATIONS = """
@@ -558,6 +578,60 @@ class History:
             found = self._studies("WHERE id = ?", (int(name),))
         return found[0] if found else None
 
+    # --- bad nodes (`hpctrain nodes`) ----------------------------------------------------------
+
+    def add_suspects(self, suspects: Sequence[NodeSuspect]) -> None:
+        """Remember evidence against nodes; the same job's evidence against a node once."""
+        conn = self._connect()
+        try:
+            with self._transaction(conn):
+                for s in suspects:
+                    known = conn.execute(
+                        "SELECT 1 FROM node_suspects WHERE cluster = ? AND node = ? AND "
+                        "job_id IS ? AND reason = ?", (s.cluster, s.node, s.job_id, s.reason)
+                    ).fetchone()
+                    if known is None:
+                        conn.execute(
+                            "INSERT INTO node_suspects (cluster, node, reason, evidence, job_id, "
+                            "at) VALUES (?, ?, ?, ?, ?, ?)",
+                            (s.cluster, s.node, s.reason, s.evidence, s.job_id, s.at))
+        except sqlite3.Error as e:
+            raise self._error("write", e) from None
+
+    def suspects(self, cluster: str | None = None) -> list[NodeSuspect]:
+        """The evidence not cleared, oldest first (every cluster's without `cluster`)."""
+        if not self.exists():
+            return []
+        where, params = ("AND cluster = ?", (cluster,)) if cluster else ("", ())
+        try:
+            rows = self._connect().execute(
+                "SELECT id, cluster, node, reason, evidence, job_id, at FROM node_suspects "
+                f"WHERE cleared_at IS NULL {where} ORDER BY at, id", params).fetchall()
+        except sqlite3.Error as e:
+            raise self._error("read", e) from None
+        return [NodeSuspect(id=r[0], cluster=r[1], node=r[2], reason=r[3], evidence=r[4],
+                            job_id=r[5], at=r[6]) for r in rows]
+
+    def clear_suspects(self, cluster: str | None, nodes: Sequence[str] | None) -> int:
+        """Clear the evidence against `nodes` (every node without them); how many rows."""
+        conn = self._connect()
+        clauses = ["cleared_at IS NULL"]
+        params: list[object] = [utc_now()]
+        if cluster:
+            clauses.append("cluster = ?")
+            params.append(cluster)
+        if nodes is not None:
+            clauses.append(f"node IN ({', '.join('?' * len(nodes))})")
+            params.extend(nodes)
+        try:
+            with self._transaction(conn):
+                cur = conn.execute(
+                    f"UPDATE node_suspects SET cleared_at = ? WHERE {' AND '.join(clauses)}",
+                    params)
+        except sqlite3.Error as e:
+            raise self._error("write", e) from None
+        return int(cur.rowcount)
+
     def _studies(self, where: str, params: Sequence[object]) -> list[StudyRecord]:
         if not self.exists():
             return []
@@ -569,6 +643,19 @@ class History:
             raise self._error("read", e) from None
         return [StudyRecord(id=r[0], name=r[1], created_at=r[2], profile=r[3], mode=r[4],
                             directory=r[5], runs=json.loads(r[6]), kind=r[7]) for r in rows]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeSuspect:
+    """Evidence that one node of a cluster failed a job (NODE_FAIL, a stall, a GPU error)."""
+
+    cluster: str
+    node: str
+    reason: str
+    evidence: str
+    job_id: str | None = None
+    at: str = field(default_factory=utc_now)
+    id: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,74 @@
+"""`hpctrain nodes`: the nodes a job's failure pointed at, and which are quarantined."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from hpctrain.cli import backends
+from hpctrain.cli.output import console, print_json
+
+if TYPE_CHECKING:
+    from hpctrain.diagnosis.badnodes import Quarantined
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def nodes(
+    cluster: Annotated[
+        str | None, typer.Option(help="Only this cluster's nodes (as `status` names it).")
+    ] = None,
+    clear: Annotated[
+        list[str] | None, typer.Option("--clear", metavar="NODE",
+                                       help="Forget the evidence against NODE (repeatable).")
+    ] = None,
+    clear_all: Annotated[
+        bool, typer.Option("--clear-all", help="Forget the evidence against every node.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the quarantined nodes and why: NODE_FAIL, a stall that one node's ranks caused.
+    Submits exclude them until the quarantine expires (HPCTRAIN_QUARANTINE_HOURS, default
+    24) or they are cleared."""
+    from hpctrain.diagnosis import badnodes
+
+    history = backends.history()
+    if clear or clear_all:
+        count = history.clear_suspects(cluster, None if clear_all else list(clear or []))
+        if json_out:
+            print_json({"cleared": count})
+        else:
+            console.print(f"cleared {count} piece(s) of evidence")
+        return
+    hours = badnodes.quarantine_hours(os.environ.get("HPCTRAIN_QUARANTINE_HOURS"))
+    held = badnodes.quarantined(history.suspects(cluster), datetime.now(timezone.utc), hours)
+    if json_out:
+        print_json({"quarantine_hours": hours, "nodes": [q.as_dict() for q in held]})
+        return
+    if not held:
+        console.print("no node is quarantined")
+        return
+    _show(held)
+
+
+def _show(held: list[Quarantined]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("CLUSTER", "NODE", "SINCE", "UNTIL", "WHY", "JOBS"):
+        t.add_column(col, overflow="fold")
+    for q in held:
+        t.add_row(*(escape(c) for c in (q.cluster, q.node, q.since, q.until,
+                                         ", ".join(q.reasons), ", ".join(q.jobs))))
+    console.print(t)
+    console.print("`hpctrain nodes --clear NODE` takes a node back; `hpctrain why JOB` shows the "
+                  "evidence")
+
+
+def register(app: typer.Typer) -> None:
+    """Add nodes to the root app."""
+    app.command(epilog="Example: hpctrain nodes --clear node3")(nodes)

@@ -1,0 +1,124 @@
+"""Bad nodes remembered: which node a job's failure points at, and which nodes are quarantined.
+
+Pure: a diagnosis and what SLURM says of the job's nodes in, suspects out; suspects and a
+clock in, the quarantine out. The history keeps the suspects (`hpctrain nodes` lists them);
+a submit excludes the quarantined nodes of its cluster (docs/long-runs.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from hpctrain.diagnosis import stacks
+from hpctrain.diagnosis.model import Diagnosis, Evidence
+from hpctrain.history import NodeSuspect
+
+# How long a suspect stays quarantined after its latest evidence, unless the job asks otherwise
+# (`HPCTRAIN_QUARANTINE_HOURS`, `hpctrain nodes clear`).
+QUARANTINE_HOURS = 24.0
+# SLURM node states that say the node itself is unwell, not busy.
+_UNWELL = ("down", "drain", "fail", "not_responding", "no_respond", "unknown")
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    cluster: str
+    node: str
+    since: str
+    until: str
+    reasons: tuple[str, ...]
+    jobs: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"cluster": self.cluster, "node": self.node, "since": self.since,
+                "until": self.until, "reasons": list(self.reasons), "jobs": list(self.jobs)}
+
+
+def expand_nodes(node_list: str | None) -> list[str]:
+    """`node[1-3,5],gpu7` as node names (SLURM's host list, one level of brackets)."""
+    out: list[str] = []
+    for part in _split_top(node_list or ""):
+        prefix, _, rest = part.partition("[")
+        if not rest:
+            out.append(prefix)
+            continue
+        for item in rest.rstrip("]").split(","):
+            low, _, high = item.partition("-")
+            if not high:
+                out.append(prefix + low)
+                continue
+            width = len(low)
+            out.extend(f"{prefix}{i:0{width}d}" for i in range(int(low), int(high) + 1))
+    return [n for n in out if n]
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*parts, cur] if cur else parts
+
+
+def suspects(diagnosis: Diagnosis, ev: Evidence, cluster: str,
+             node_states: Mapping[str, str]) -> list[NodeSuspect]:
+    """The nodes this ended job's failure points at (none where it points at none or all)."""
+    last = ev.accounting.last if ev.accounting else None
+    nodes = expand_nodes(last.node_list if last else None)
+    if diagnosis.cause == "node_failure":
+        unwell = [n for n in nodes if any(w in node_states.get(n, "").lower() for w in _UNWELL)]
+        # Without a node SLURM calls unwell, one node of a one-node job is still the one.
+        picked = unwell or (nodes if len(nodes) == 1 else [])
+        return [NodeSuspect(cluster=cluster, node=n, reason="node_failure", job_id=ev.job_id,
+                            evidence=f"job {ev.job_id} ended NODE_FAIL; SLURM calls {n} "
+                            f"{node_states.get(n, 'unknown')}") for n in picked]
+    if diagnosis.cause == "stalled":
+        return _stall_suspects(ev, cluster)
+    return []
+
+
+def _stall_suspects(ev: Evidence, cluster: str) -> list[NodeSuspect]:
+    """A stall whose ranks outside the collective all live on one node points at that node."""
+    ranks = [stacks.read_rank(row, ev.stall_stacks.get(str(row.get("stack"))))
+             for view in (ev.stall or {}).get("nodes") or [] if isinstance(view, dict)
+             for row in view.get("ranks") or [] if isinstance(row, dict)]
+    stuck, waiting = stacks.stuck_ranks(ranks)
+    nodes = {r.node for r in stuck}
+    if len(nodes) != 1 or not waiting:
+        return []
+    node = nodes.pop()
+    return [NodeSuspect(cluster=cluster, node=node, reason="stall", job_id=ev.job_id,
+                        evidence=f"job {ev.job_id} stalled: {stacks.describe(ranks)}")]
+
+
+def quarantined(found: Sequence[NodeSuspect], now: datetime, hours: float
+                ) -> list[Quarantined]:
+    """Each node whose latest evidence is younger than `hours`, with all its evidence."""
+    by_node: dict[tuple[str, str], list[NodeSuspect]] = {}
+    for s in found:
+        by_node.setdefault((s.cluster, s.node), []).append(s)
+    out = []
+    for (cluster, node), items in sorted(by_node.items()):
+        latest = max(datetime.fromisoformat(s.at) for s in items)
+        until = latest + timedelta(hours=hours)
+        if until > now:
+            out.append(Quarantined(cluster, node, min(s.at for s in items),
+                                   until.isoformat(timespec="seconds"),
+                                   tuple(dict.fromkeys(s.reason for s in items)),
+                                   tuple(dict.fromkeys(s.job_id for s in items if s.job_id))))
+    return out
+
+
+def quarantine_hours(text: str | None) -> float:
+    """`HPCTRAIN_QUARANTINE_HOURS` (0 turns the quarantine off); the default where unset."""
+    try:
+        value = float(text) if text else QUARANTINE_HOURS
+    except ValueError:
+        return QUARANTINE_HOURS
+    return max(value, 0.0)
