@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -124,21 +124,8 @@ Values = Callable[[str], list[Item]]
 
 def _late_completions(commands: Any) -> dict[tuple[str, str], Values]:
     """(command, parameter) -> its values, for parameters whose modules declare none: job ids
-    from the history; `train`'s task and choices, from the trainer's option table."""
-    table: dict[tuple[str, str], Values] = {
-        (name, arg): job_ids for name, arg in JOB_ARGUMENTS.items()}
-    if "train" in commands:
-        from hpctrain.trainconfig.options import OPTIONS
-
-        table[("train", "task")] = task_names
-        for option in OPTIONS:
-            if option.choices:
-                table[("train", option.dest)] = functools.partial(_among, option.choices)
-    return table
-
-
-def _among(choices: Sequence[str], incomplete: str) -> list[Item]:
-    return [(c, "") for c in choices if c.startswith(incomplete)]
+    from the history."""
+    return {(name, arg): job_ids for name, arg in JOB_ARGUMENTS.items() if name in commands}
 
 
 def _attach(group: Any) -> None:

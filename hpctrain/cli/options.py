@@ -1,5 +1,12 @@
-"""The options that describe a job (profile, topology, environment, trainer, monitor, command),
-declared once for `render`, `submit` and `scale`, and the request they build."""
+"""The job-option table: every option that describes a job (profile, topology, environment,
+monitor, command) as data, composed with the packaged trainer's table (trainconfig/options.py),
+and the request they build. Every command that takes a job option takes it from here.
+
+A row is a JobOptions field: its type and default, and in its annotation a `Flags` (flags,
+help, value name, bound, completion). `with_job_options` gives a command the rows it names,
+and the trainer's options it names, as typer parameters, and hands it one parsed `JobOptions`;
+`job_option` gives one row as an annotation for a command that takes a single job option.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +15,15 @@ import inspect
 import os
 import shlex
 import sys
-from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields
-from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
+from collections.abc import Callable, Iterable
+from dataclasses import MISSING, dataclass, field, fields
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_args, get_type_hints
 
 import typer
-from typer.models import ArgumentInfo
 
 from hpctrain.cli import completion
+from hpctrain.trainconfig.options import OPTIONS as TRAINER_OPTIONS
+from hpctrain.trainconfig.options import TrainerCall, TrainerOption
 from hpctrain.units import TIME_FORMS
 
 if TYPE_CHECKING:
@@ -28,153 +36,206 @@ LoginOpt = Annotated[
     typer.Option("--login", metavar="DEST", help="Through this ssh destination (as you would "
                  "type it after `ssh`) instead of the profile's `login` host; docs/remote.md."),
 ]
+Command = TypeVar("Command", bound=Callable[..., None])
+
+
+@dataclass(frozen=True)
+class Flags:
+    """How a job option is typed: its flags, help, value name, lower bound and completion."""
+
+    decls: tuple[str, ...]
+    help: str
+    metavar: str | None = None
+    min: int | None = None
+    completion: Callable[..., list[completion.Item]] | None = None
+    # The command's trailing argument rather than an option.
+    argument: bool = False
+
+    def declaration(self) -> Any:
+        """The typer declaration of this row."""
+        if self.argument:
+            return typer.Argument(help=self.help)
+        return typer.Option(*self.decls, help=self.help, metavar=self.metavar, min=self.min,
+                            autocompletion=self.completion)
 
 
 @dataclass(frozen=True)
 class JobOptions:
-    """Every option that describes a job: its type, CLI declaration and default, in help order."""
+    """The job-option table, in help order; a value of it is one command's parsed options."""
 
-    profile: Annotated[
-        str, typer.Option("--profile", "-P", help="Cluster profile name or YAML file.",
-                          autocompletion=completion.profile_names)
-    ]
+    profile: Annotated[str, Flags(("--profile", "-P"), "Cluster profile name or YAML file.",
+                                  completion=completion.profile_names)]
     # -p, -N, -t, -A, -J as sbatch spells them: people type what their site's tutorial shows.
-    partition: Annotated[
-        str | None, typer.Option("--partition", "-p", help="Partition (default: the profile's "
-                                 "default).", autocompletion=completion.partition_names)
-    ] = None
-    nodes: Annotated[int, typer.Option("--nodes", "-N", help="Number of nodes.")] = 1
-    gpus_per_node: Annotated[
-        int | None,
-        typer.Option(help="GPUs per node (default: 1 on one node, the whole node on several)."),
-    ] = None
-    gpus: Annotated[
-        int | None,
-        typer.Option("--gpus", metavar="N", help="GPUs in all, as sbatch's --gpus: on one node "
-                     "if they fit, else on full nodes (sets --nodes and --gpus-per-node)."),
-    ] = None
-    cpus_per_task: Annotated[
-        int | None, typer.Option(help="CPUs per task (default: the GPUs' share of the node).")
-    ] = None
-    mem: Annotated[
-        str | None, typer.Option(help="Memory per node, e.g. 125000 (MB) or 120G.")
-    ] = None
-    time: Annotated[
-        str | None, typer.Option("--time", "-t", help=f"Wall time in {TIME_FORMS}.")
-    ] = None
-    account: Annotated[
-        str | None, typer.Option("--account", "-A", help="SLURM account.")
-    ] = None
-    qos: Annotated[str | None, typer.Option(help="Quality of service.")] = None
-    constraint: Annotated[
-        str | None,
-        typer.Option("--constraint", "-C", help="Node feature, e.g. gpu-bw on Raven."),
-    ] = None
-    job_name: Annotated[str, typer.Option("--job-name", "-J", help="Job name.")] = "hpctrain"
-    launcher: Annotated[
-        str, typer.Option(help=(
-            "How the job starts your program, by what it does: srun if it is one rank (one "
-            "task per GPU; Lightning, or torch with RANK/LOCAL_RANK/WORLD_SIZE); torchrun if "
-            "it expects torchrun's environment; per-node if it starts its own workers "
-            "(mp.spawn, Lightning's launcher on one node). docs/jobs.md, 'Choosing a launcher'."
-        ), autocompletion=completion.launcher_names)
-    ] = "srun"
-    env: Annotated[
-        list[str] | None,
-        typer.Option("--env", "-e", help="KEY=VALUE exported in the job (repeatable; no secrets)."),
-    ] = None
-    sbatch_arg: Annotated[
-        list[str] | None,
-        typer.Option(help="Extra sbatch option, e.g. --sbatch-arg=--mail-type=END (repeatable)."),
-    ] = None
-    config: Annotated[
-        str | None,
-        typer.Option("--config", help="Trainer config file for the packaged trainer."),
-    ] = None
-    global_batch: Annotated[
-        int | None,
-        typer.Option("--global-batch", min=1, metavar="N",
-                     help="Packaged trainer: N samples per optimizer step on any topology "
-                     "(per-device batch and gradient accumulation follow)."),
-    ] = None
-    max_device_batch: Annotated[
-        int | None,
-        typer.Option("--max-device-batch", min=1, metavar="B",
-                     help="With --global-batch: at most B samples per device and step; "
-                     "accumulate the rest."),
-    ] = None
-    python_env: Annotated[
-        str | None,
-        typer.Option(
-            "--python-env",
-            help="venv or conda prefix the job activates (default: the one hpctrain runs from; "
-            "'none' for none).",
-        ),
-    ] = None
-    grace_s: Annotated[
-        int | None,
-        typer.Option("--grace", help="Packaged trainer: seconds of warning before the time "
-                     "limit, to save a checkpoint (default: the profile's, shrunk to a quarter "
-                     "of a --time shorter than twice it)."),
-    ] = None
-    requeue: Annotated[
-        bool,
-        typer.Option("--requeue/--no-requeue", help="Packaged trainer: requeue itself after "
-                     "that checkpoint, where the site allows it."),
-    ] = True
-    monitor: Annotated[
-        bool,
-        typer.Option("--monitor/--no-monitor", help="Sample GPUs, CPU and memory on every node "
-                     "into the run directory (see `hpctrain stats`)."),
-    ] = True
-    monitor_interval: Annotated[
-        int, typer.Option(min=1, help="Seconds between the monitor's samples.")
-    ] = 10
-    command: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="Command to run after --, e.g. -- python train.py (default: the packaged trainer)."
-        ),
-    ] = None
+    partition: Annotated[str | None, Flags(
+        ("--partition", "-p"), "Partition (default: the profile's default).",
+        completion=completion.partition_names)] = None
+    nodes: Annotated[int, Flags(("--nodes", "-N"), "Number of nodes.")] = 1
+    gpus_per_node: Annotated[int | None, Flags(
+        ("--gpus-per-node",), "GPUs per node (default: 1 on one node, the whole node on "
+        "several).")] = None
+    gpus: Annotated[int | None, Flags(
+        ("--gpus",), "GPUs in all, as sbatch's --gpus: on one node if they fit, else on full "
+        "nodes (sets --nodes and --gpus-per-node).", metavar="N")] = None
+    cpus_per_task: Annotated[int | None, Flags(
+        ("--cpus-per-task",), "CPUs per task (default: the GPUs' share of the node).")] = None
+    mem: Annotated[str | None, Flags(
+        ("--mem",), "Memory per node, e.g. 125000 (MB) or 120G.")] = None
+    time: Annotated[str | None, Flags(("--time", "-t"), f"Wall time in {TIME_FORMS}.")] = None
+    account: Annotated[str | None, Flags(("--account", "-A"), "SLURM account.")] = None
+    qos: Annotated[str | None, Flags(("--qos",), "Quality of service.")] = None
+    constraint: Annotated[str | None, Flags(
+        ("--constraint", "-C"), "Node feature, e.g. gpu-bw on Raven.")] = None
+    job_name: Annotated[str, Flags(("--job-name", "-J"), "Job name.")] = "hpctrain"
+    launcher: Annotated[str, Flags(
+        ("--launcher",), "How the job starts your program, by what it does: srun if it is one "
+        "rank (one task per GPU; Lightning, or torch with RANK/LOCAL_RANK/WORLD_SIZE); torchrun "
+        "if it expects torchrun's environment; per-node if it starts its own workers "
+        "(mp.spawn, Lightning's launcher on one node). docs/jobs.md, 'Choosing a launcher'.",
+        completion=completion.launcher_names)] = "srun"
+    env: Annotated[list[str] | None, Flags(
+        ("--env", "-e"), "KEY=VALUE exported in the job (repeatable; no secrets).")] = None
+    sbatch_arg: Annotated[list[str] | None, Flags(
+        ("--sbatch-arg",), "Extra sbatch option, e.g. --sbatch-arg=--mail-type=END "
+        "(repeatable).")] = None
+    python_env: Annotated[str | None, Flags(
+        ("--python-env",), "venv or conda prefix the job activates (default: the one hpctrain "
+        "runs from; 'none' for none).")] = None
+    grace_s: Annotated[int | None, Flags(
+        ("--grace",), "Packaged trainer: seconds of warning before the time limit, to save a "
+        "checkpoint (default: the profile's, shrunk to a quarter of a --time shorter than "
+        "twice it).")] = None
+    requeue: Annotated[bool, Flags(
+        ("--requeue/--no-requeue",), "Packaged trainer: requeue itself after that checkpoint, "
+        "where the site allows it.")] = True
+    monitor: Annotated[bool, Flags(
+        ("--monitor/--no-monitor",), "Sample GPUs, CPU and memory on every node into the run "
+        "directory (see `hpctrain stats`).")] = True
+    monitor_interval: Annotated[int, Flags(
+        ("--monitor-interval",), "Seconds between the monitor's samples.", min=1)] = 10
+    command: Annotated[list[str] | None, Flags(
+        (), "Command to run after --, e.g. -- python train.py (default: the packaged trainer).",
+        argument=True)] = None
+    # The packaged trainer's options the command takes (the trainer's own table), parsed.
+    trainer: TrainerCall = field(default_factory=TrainerCall)
 
 
-def _job_parameters() -> list[inspect.Parameter]:
-    """JobOptions' fields as keyword-only parameters that typer reads."""
+# The trainer's options that the job commands take: its settings, not the run's own options
+# (--run-dir, --resume, --print-config belong after `-- python -m hpctrain.trainer`).
+TRAINER_FLAGS = ("--config", "--task", "--set", "--max-epochs", "--global-batch",
+                 "--max-device-batch")
+# Options that make the job, with a prefix that says so beside the job's own options.
+TRAINER_HELP = "Packaged trainer: "
+
+
+@dataclass(frozen=True)
+class Row:
+    """One entry of the job-option table: its name, type, default and flags."""
+
+    name: str
+    type: Any
+    default: Any
+    flags: Flags
+
+    def parameter(self) -> inspect.Parameter:
+        """The row as the keyword parameter typer reads."""
+        return inspect.Parameter(self.name, inspect.Parameter.KEYWORD_ONLY,
+                                 annotation=Annotated[self.type, self.flags.declaration()],
+                                 default=self.default)
+
+
+@functools.cache
+def job_table() -> tuple[Row, ...]:
+    """The job-option table's rows, in help order."""
     hints = get_type_hints(JobOptions, include_extras=True)
-    return [
-        inspect.Parameter(
-            f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
-            default=inspect.Parameter.empty if f.default is MISSING else f.default,
-        )
-        for f in fields(JobOptions)
-    ]
+    rows = []
+    for f in fields(JobOptions):
+        kind, *meta = get_args(hints[f.name]) or (hints[f.name],)
+        flags = next((m for m in meta if isinstance(m, Flags)), None)
+        if flags is not None:
+            default = inspect.Parameter.empty if f.default is MISSING else f.default
+            rows.append(Row(f.name, kind, default, flags))
+    return tuple(rows)
+
+
+def job_option(name: str) -> Any:
+    """The typer declaration of the table's row `name`, for a command that takes that one
+    option on its own (annotate it `Annotated[<the row's type>, job_option(name)]`)."""
+    (row,) = [r for r in job_table() if r.name == name]
+    return row.flags.declaration()
+
+
+def trainer_option(flag: str) -> TrainerOption:
+    """The trainer's table entry for `flag`."""
+    (option,) = [o for o in TRAINER_OPTIONS if o.flag == flag]
+    return option
+
+
+def _trainer_values(option: TrainerOption) -> Callable[[str], list[completion.Item]] | None:
+    """What the shell completes for a trainer option: the tasks, or its choices."""
+    if option.flag == "--task":
+        return completion.task_names
+    if not option.choices:
+        return None
+    choices = option.choices
+
+    def values(incomplete: str) -> list[completion.Item]:
+        return [(c, "") for c in choices if c.startswith(incomplete)]
+
+    return values
+
+
+def trainer_parameter(option: TrainerOption, help_prefix: str = "") -> inspect.Parameter:
+    """One entry of the trainer's table as the keyword parameter typer reads."""
+    declared = typer.Option(option.flag, help=help_prefix + option.help, metavar=option.metavar,
+                            show_default=False, autocompletion=_trainer_values(option))
+    kind: Any = {bool: bool, list: list[str] | None, str: str | None}[option.value_type]
+    return inspect.Parameter(option.dest, inspect.Parameter.KEYWORD_ONLY,
+                             annotation=Annotated[kind, declared],
+                             default=False if option.switch else None)
+
+
+def signature_of(command: Callable[..., Any], params: list[inspect.Parameter]) -> None:
+    """Give `command` these parameters, as typer reads them."""
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    # typer resolves annotations through get_type_hints too: give it the real objects.
+    command.__annotations__ = {p.name: p.annotation for p in params}
+
+
+def with_job_options(names: Iterable[str] | None = None,
+                     trainer: Iterable[str] = TRAINER_FLAGS) -> Callable[[Command], Command]:
+    """Give a command the job options `names` (None: all) and the trainer's options `trainer`
+    (flags), from the tables; it receives them packed as `job`, the rest at their defaults."""
+    chosen = None if names is None else set(names)
+    rows = [r for r in job_table() if chosen is None or r.name in chosen]
+    extra = [trainer_parameter(trainer_option(f), TRAINER_HELP) for f in trainer]
+
+    def decorate(command: Command) -> Command:
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+               for p in inspect.signature(command, eval_str=True).parameters.values()
+               if p.name != JOB_PARAM]
+        job = [r.parameter() for r in rows]
+        clash = {p.name for p in own} & {p.name for p in job + extra}
+        if clash:
+            raise TypeError(f"{command.__name__}: {sorted(clash)} are job or trainer options")
+        # The job's options, the trainer's, the command's own; the trailing argument last.
+        args = [p for p in job if _is_argument(p)]
+        params = [p for p in job if p not in args] + extra + own + args
+
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any) -> None:
+            call = TrainerCall.from_values({p.name: kwargs.pop(p.name) for p in extra})
+            packed = JobOptions(**{p.name: kwargs.pop(p.name) for p in job}, trainer=call)
+            command(**{JOB_PARAM: packed}, **kwargs)
+
+        signature_of(wrapper, params)
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 def _is_argument(param: inspect.Parameter) -> bool:
-    return any(isinstance(m, ArgumentInfo) for m in getattr(param.annotation, "__metadata__", ()))
-
-
-def with_job_options(command: Callable[..., None]) -> Callable[..., None]:
-    """Give a command every job option; it receives them packed as `job`."""
-    own = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-        for p in inspect.signature(command, eval_str=True).parameters.values()
-        if p.name != JOB_PARAM
-    ]
-    topo = _job_parameters()
-    names = [p.name for p in topo]
-    # Options keep today's help order (topology first); the trailing argument comes last.
-    params = [p for p in topo if not _is_argument(p)] + own + [p for p in topo if _is_argument(p)]
-
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> None:
-        packed = JobOptions(**{name: kwargs.pop(name) for name in names})
-        command(**{JOB_PARAM: packed}, **kwargs)
-
-    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    # typer resolves annotations through get_type_hints too: give it the real objects.
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    return wrapper
+    return any(isinstance(m, typer.models.ArgumentInfo)
+               for m in getattr(param.annotation, "__metadata__", ()))
 
 
 def parse_env(pairs: list[str]) -> dict[str, str]:
@@ -221,40 +282,32 @@ def _python_env(choice: str | None, profile: Profile) -> str | None:
 
 # Options whose value the request holds in another form; the rest pass through by name.
 _CONVERTED = {"profile", "launcher", "env", "sbatch_arg", "command", "python_env", "monitor",
-              "monitor_interval", "config", "global_batch", "max_device_batch", "gpus", "nodes",
-              "gpus_per_node"}
+              "monitor_interval", "trainer", "gpus", "nodes", "gpus_per_node"}
 
 
 def trainer_fields(opts: JobOptions) -> dict[str, Any]:
     """The request's command and, for the packaged trainer (no command, or `python -m
-    hpctrain.trainer ARGS`), its settings resolved now, submit's --config and batch folded in."""
-    from dataclasses import replace
-
+    hpctrain.trainer ARGS`), its settings resolved now, the command's trainer options folded
+    in after the trainer command's own."""
     from hpctrain.errors import ConfigError
     from hpctrain.plan import TRAINER_COMMAND
-    from hpctrain.trainconfig.options import TrainerCall, parse_call
+    from hpctrain.trainconfig.options import parse_call
 
     command = tuple(opts.command or ())
-    batch = {"--global-batch": opts.global_batch, "--max-device-batch": opts.max_device_batch}
     if command and command[:len(TRAINER_COMMAND)] != TRAINER_COMMAND:
-        given = [flag for flag, value in batch.items() if value is not None]
+        # --config reaches the plan, which refuses it beside a command in its own words.
+        given = [flag for flag in opts.trainer.given() if flag != "--config"]
         if given:
             raise ConfigError(f"{given[0]} applies to the packaged trainer",
-                              "give your own command its batch size in its own options")
-        return {"command": command, "config": opts.config}
-    if not command and opts.config is None and not any(v is not None for v in batch.values()):
+                              "give your own command its settings in its own options")
+        return {"command": command, "config": opts.trainer.config}
+    if not command and opts.trainer == TrainerCall():
         # The default task's defaults (JobRequest.trainer None): render need not load pydantic.
         return {"command": ()}
     call = parse_call(command[len(TRAINER_COMMAND):]) if command else TrainerCall()
-    if opts.config is not None:
-        if call.config is not None:
-            raise ConfigError("--config is given twice: to submit and in the trainer's command",
-                              "give it once")
-        call = replace(call, config=opts.config)
+    call = call.joined(opts.trainer)
     if call.config is not None and not os.path.exists(call.config):
         raise ConfigError(f"--config {call.config} does not exist", "check the path")
-    call = call.adding([("trainer.global_batch", opts.global_batch),
-                        ("trainer.max_device_batch", opts.max_device_batch)])
     return {"command": (), "config": call.config, "trainer": call.load(),
             "trainer_args": call.run_args()}
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from hpctrain.cli import completion
-from hpctrain.cli.options import LoginOpt
+from hpctrain.cli.options import LoginOpt, job_option
 from hpctrain.cli.output import (
     console,
     err_console,
@@ -236,10 +236,9 @@ def _show_report(report: Any) -> None:
 def probe(
     name: Annotated[str, typer.Argument(help="Profile name (a shipped one or yours).",
                                         autocompletion=completion.profile_names)],
-    partition: Annotated[str | None, typer.Option(help="Partition to probe "
-                         "(default: the profile's default).")] = None,
-    account: Annotated[str | None, typer.Option(help="Account to charge.")] = None,
-    qos: Annotated[str | None, typer.Option(help="QOS for the job.")] = None,
+    partition: Annotated[str | None, job_option("partition")] = None,
+    account: Annotated[str | None, job_option("account")] = None,
+    qos: Annotated[str | None, job_option("qos")] = None,
     login: LoginOpt = None,
     json_out: JsonOpt = False,
 ) -> None:

@@ -168,7 +168,7 @@ def _tell_log_dir(output_dir: str) -> None:
         "render with -o FILE, which creates it", highlight=False, markup=False)
 
 
-@with_job_options
+@with_job_options()
 def render(
     job: JobOptions,
     output: OutputOpt = None,

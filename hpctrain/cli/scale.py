@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from hpctrain.cli import backends
-from hpctrain.cli.options import LoginOpt
+from hpctrain.cli.options import JobOptions, LoginOpt, build_request, with_job_options
 from hpctrain.cli.output import console, err_console, print_json
 
 if TYPE_CHECKING:
@@ -142,11 +142,6 @@ StrongOpt = Annotated[bool, typer.Option(
 BatchOpt = Annotated[int | None, typer.Option(
     min=1, help="Per GPU (weak, default: the trainer's) or global with --strong (default: the "
     "trainer's x the first topology's GPUs).")]
-EpochsOpt = Annotated[int | None, typer.Option(
-    min=1, help="Epochs per run (the first is left out of the throughput when there are more).")]
-SetOpt = Annotated[list[str] | None, typer.Option(
-    "--set", help="Trainer field KEY=VALUE (repeatable).")]
-TimeOpt = Annotated[str | None, typer.Option("--time", "-t", help="Wall time per run.")]
 NameOpt = Annotated[str | None, typer.Option(help="Study name (default: scale-<time>-<id>).")]
 WaitOpt = Annotated[bool, typer.Option(
     "--wait", help="Wait for every run, then print the table and write the plot.")]
@@ -163,51 +158,39 @@ WaitTimeoutOpt = Annotated[float | None, typer.Option(
     min=1, help="Give up waiting after this many seconds.")]
 
 
+# A study plans each run's nodes, GPUs, batch and name itself: it takes the job options that
+# say where and how long, and the trainer's settings that every run shares.
+SCALE_JOB = ("profile", "partition", "time", "account", "monitor_interval")
+SCALE_TRAINER = ("--config", "--task", "--set", "--max-epochs")
+
+
+@with_job_options(SCALE_JOB, SCALE_TRAINER)
 def scale(
-    profile: Annotated[str, typer.Option("--profile", "-P", help="Cluster profile.")],
+    job: JobOptions,
     topologies: TopologiesOpt,
     strong: StrongOpt = False,
     batch_size: BatchOpt = None,
-    task: Annotated[str | None, typer.Option(help="Packaged task, e.g. spiral.")] = None,
-    config: Annotated[str | None, typer.Option(help="Trainer config file.")] = None,
-    max_epochs: EpochsOpt = None,
-    sets: SetOpt = None,
-    time_limit: TimeOpt = None,
-    partition: Annotated[str | None, typer.Option("--partition", "-p", help="Partition.")] = None,
-    account: Annotated[str | None, typer.Option("--account", "-A", help="Account.")] = None,
     name: NameOpt = None,
     repeats: RepeatsOpt = 3,
     target: TargetOpt = None,
     wait: WaitOpt = False,
     parallel: ParallelOpt = False,
     wait_timeout: WaitTimeoutOpt = None,
-    monitor_interval: Annotated[int, typer.Option(min=1, help="Seconds between monitor "
-                                "samples.")] = 10,
     login: LoginOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run the packaged trainer at each topology; compare throughput, speedup, efficiency."""
+    from dataclasses import replace
+
     from hpctrain import places
-    from hpctrain.cli.options import JobOptions, build_request
     from hpctrain.studies.scaling import parse_target
-    from hpctrain.studies.scaling_study import (
-        Studies,
-        StudyKind,
-        StudyPlan,
-        plan_runs,
-        study_settings,
-    )
+    from hpctrain.studies.scaling_study import Studies, StudyKind, StudyPlan, plan_runs
     from hpctrain.submission.pipeline import run
 
-    extra = list(sets or [])
     goal = parse_target(target) if target else None
-    runs = plan_runs(topologies, strong=strong, batch_size=batch_size, task=task, config=config,
-                     sets=extra)
-    base = build_request(JobOptions(
-        profile=profile, partition=partition, time=time_limit, account=account,
-        monitor_interval=monitor_interval, job_name="scale"))
-    plan = StudyPlan(base, runs, strong, study_settings(task, config, max_epochs, extra),
-                     repeats, goal)
+    runs = plan_runs(topologies, strong=strong, batch_size=batch_size, trainer=job.trainer)
+    base = build_request(replace(job, job_name="scale"))
+    plan = StudyPlan(base, runs, strong, job.trainer.load(), repeats, goal)
 
     def started(study: StudyRecord) -> None:
         err_console.print(f"study {study.name}: {len(runs)} topolog(ies) x {repeats} run(s), "

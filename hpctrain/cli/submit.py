@@ -108,7 +108,7 @@ def show(outcome: Outcome[Any, Any], place: Place, json_out: bool) -> None:
     RESULTS[type(outcome.result)](outcome, json_out)
 
 
-@with_job_options
+@with_job_options()
 def submit(
     job: JobOptions, chain: ChainOpt = 1, after: AfterOpt = None,
     login: LoginOpt = None, first_of: FirstOfOpt = None, snapshot: SnapshotOpt = True,

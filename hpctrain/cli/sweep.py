@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -29,12 +29,6 @@ SamplesOpt = Annotated[int | None, typer.Option(
     "--samples", min=1, metavar="N", help="With --sample: the number of random points.")]
 SeedOpt = Annotated[int, typer.Option(help="With --sample: the random seed (same seed, same "
                                       "points).")]
-SetOpt = Annotated[list[str] | None, typer.Option(
-    "--set", metavar="KEY=VALUE", help="Packaged trainer: a setting every point shares "
-    "(repeatable).")]
-TaskOpt = Annotated[str | None, typer.Option(help="Packaged trainer: the task, e.g. spiral.")]
-EpochsOpt = Annotated[int | None, typer.Option("--max-epochs", min=1,
-                                               help="Packaged trainer: epochs per point.")]
 ParallelOpt = Annotated[int | None, typer.Option(
     "--max-parallel", min=1, metavar="K", help="At most K points run at once (the array's %K).")]
 ArraySizeOpt = Annotated[int | None, typer.Option(
@@ -80,28 +74,10 @@ def _read(path: str) -> str:
                             "give a readable CSV or YAML file") from None
 
 
-def _request(job: JobOptions, task: str | None, sets: list[str], max_epochs: int | None
-             ) -> Any:
-    """The job every point shares; the packaged trainer's --task/--set/--max-epochs folded in."""
-    from dataclasses import replace
-
-    request = build_request(job)
-    if not (task or sets or max_epochs):
-        return request
-    if request.command:
-        raise HpctrainError("--task, --set and --max-epochs are the packaged trainer's",
-                            "give your own command its settings in its own arguments")
-    from hpctrain.trainconfig.options import TrainerCall
-
-    call = TrainerCall(config=request.config, task=task, sets=tuple(sets))
-    return replace(request, trainer=call.adding([("trainer.max_epochs", max_epochs)]).load())
-
-
-@with_job_options
+@with_job_options()
 def sweep(
     job: JobOptions, grid: GridOpt = None, points: PointsOpt = None, sample: SampleOpt = None,
-    samples: SamplesOpt = None, seed: SeedOpt = 0, sets: SetOpt = None, task: TaskOpt = None,
-    max_epochs: EpochsOpt = None, max_parallel: ParallelOpt = None,
+    samples: SamplesOpt = None, seed: SeedOpt = 0, max_parallel: ParallelOpt = None,
     max_array_size: ArraySizeOpt = None, chain: ChainOpt = 1, name: NameOpt = None,
     login: LoginOpt = None, dry_run: DryRunOpt = False, json_out: JsonOpt = False,
 ) -> None:
@@ -112,10 +88,10 @@ def sweep(
     from hpctrain.submission.pipeline import run
     from hpctrain.submission.sweep import SweepKind, SweepPlan
 
-    made = _points(grid or [], points, sample or [], samples, seed, sets or [])
+    made = _points(grid or [], points, sample or [], samples, seed, list(job.trainer.sets))
     # The default job name says what it is: the points are `sweep#0`, `sweep#1`, ...
     named = replace(job, job_name="sweep") if job.job_name == "hpctrain" else job
-    request = replace(_request(named, task, sets or [], max_epochs), chain=chain)
+    request = replace(build_request(named), chain=chain)
     history = backends.history()
     if name is not None and history.study(name) is not None:
         raise HpctrainError(f"a study named {name!r} exists already", "choose another --name")

@@ -6,15 +6,15 @@ Its options are generated from the table `python -m hpctrain.trainer` is built f
 
 from __future__ import annotations
 
-import inspect
 import shlex
 import sys
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
+from hpctrain.cli.options import signature_of, trainer_parameter
 from hpctrain.errors import HpctrainError
-from hpctrain.trainconfig.options import OPTIONS, TrainerCall, TrainerOption
+from hpctrain.trainconfig.options import OPTIONS, TrainerCall
 
 TRAIN_EPILOG = (
     "Config layers, later winning: the task's defaults, --config FILE, --set KEY=VALUE "
@@ -23,16 +23,6 @@ TRAIN_EPILOG = (
     "  hpctrain train --task spiral --max-epochs 5\n\n"
     "  hpctrain train --config my.yaml --set model.hidden=[128,64] --print-config"
 )
-
-
-def _parameter(option: TrainerOption) -> inspect.Parameter:
-    """One table entry as the keyword parameter typer reads."""
-    declared = typer.Option(option.flag, help=option.help, metavar=option.metavar,
-                            show_default=False)
-    kind: Any = {bool: bool, list: list[str] | None, str: str | None}[option.value_type]
-    default = False if option.switch else None
-    return inspect.Parameter(option.dest, inspect.Parameter.KEYWORD_ONLY,
-                             annotation=Annotated[kind, declared], default=default)
 
 
 def _train(**values: Any) -> None:
@@ -57,15 +47,11 @@ def _train(**values: Any) -> None:
 
 def train_command() -> Any:
     """`hpctrain train` as a function whose signature is the option table."""
-    params = [_parameter(o) for o in OPTIONS]
-
     def train(**values: Any) -> None:
         _train(**values)
 
     train.__doc__ = _train.__doc__
-    train.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    # typer resolves annotations through get_type_hints too: give it the real objects.
-    train.__annotations__ = {p.name: p.annotation for p in params}
+    signature_of(train, [trainer_parameter(o) for o in OPTIONS])
     return train
 
 

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from hpctrain.plan.model import TRAINER_COMMAND, JobRequest
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.text import CONTROL
+from hpctrain.tasks.registry import DEFAULT_TASK
 from hpctrain.trainconfig.options import config_args
 
 # The packaged trainer's command when a request names no settings: the default task's.
-DEFAULT_TRAINER_ARGS = ("--task", "spiral")
+DEFAULT_TRAINER_ARGS = ("--task", DEFAULT_TASK)
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SECRET_KEY = re.compile(r"(KEY|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL)", re.IGNORECASE)

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from hpctrain import rundir, units
-from hpctrain.errors import HpctrainError
+from hpctrain.batching import split_batch
+from hpctrain.errors import ConfigError, HpctrainError
 from hpctrain.slurm.states import JobState, parse_state
 from hpctrain.units import Topology
 
@@ -30,17 +31,21 @@ def parse_topologies(text: str) -> list[Topology]:
 
 def per_device_batches(topologies: Sequence[Topology], strong: bool, batch: int
                        ) -> dict[Topology, int]:
-    """Weak scaling: `batch` per GPU everywhere. Strong: `batch` global, split over the GPUs."""
+    """Weak scaling: `batch` per GPU everywhere. Strong: `batch` global, split over each
+    topology's GPUs by the one batch rule (batching.split_batch), without accumulation: a
+    strong study measures the same optimizer step at every size."""
     if not strong:
         return {t: batch for t in topologies}
-    bad = [t.label for t in topologies if batch % t.gpus]
-    if bad:
-        raise HpctrainError(
+    try:
+        # Every GPU count divides their least common multiple: its split is every topology's,
+        # and its nearest valid batches are the ones that suit them all.
+        split_batch(batch, math.lcm(*(t.gpus for t in topologies)), accumulation=1)
+    except ConfigError as e:
+        bad = [t.label for t in topologies if batch % t.gpus]
+        raise ConfigError(
             f"--strong: the global batch {batch} does not divide over the GPUs of "
-            f"{', '.join(bad)}",
-            "choose a global --batch-size that every topology's GPU count divides",
-        )
-    return {t: batch // t.gpus for t in topologies}
+            f"{', '.join(bad)}", f"{e.fix} (--batch-size)") from None
+    return {t: split_batch(batch, t.gpus, accumulation=1).per_device for t in topologies}
 
 
 def read_json(read: Callable[[Path], bytes | None], run_dir: str | None, name: str

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,30 +20,16 @@ if TYPE_CHECKING:
     from hpctrain.slurm.client import SlurmClient
     from hpctrain.tracking.watcher import JobWatcher
     from hpctrain.trainconfig.model import TrainConfig
-
-
-def study_settings(task: str | None, config: str | None, max_epochs: int | None,
-                   sets: Sequence[str]) -> TrainConfig:
-    """The packaged trainer's settings every run of the study shares, read now (a bad file,
-    --set or a --task that conflicts with the file's task is refused before any run queues)."""
     from hpctrain.trainconfig.options import TrainerCall
 
-    call = TrainerCall(config=config, task=task, sets=tuple(sets))
-    return call.adding([("trainer.max_epochs", max_epochs)]).load()
 
-
-def default_batch(task: str | None, config: str | None, sets: Sequence[str]) -> int:
-    """The trainer's per-device batch size for these options (its config, without torch)."""
-    return int(study_settings(task, config, None, sets).trainer.batch_size)
-
-
-def plan_runs(topologies: str, *, strong: bool, batch_size: int | None, task: str | None,
-              config: str | None, sets: Sequence[str]) -> tuple[tuple[Topology, int], ...]:
+def plan_runs(topologies: str, *, strong: bool, batch_size: int | None, trainer: TrainerCall
+              ) -> tuple[tuple[Topology, int], ...]:
     """Each topology with its per-device batch (weak: the same; strong: the global split)."""
     topos = scale.parse_topologies(topologies)
     # Read as every run's trainer will read it: a bad file, --set or a --task that conflicts
     # with the file's task is refused now, not after each run waited in the queue.
-    trainer_batch = default_batch(task, config, sets)
+    trainer_batch = int(trainer.load().trainer.batch_size)
     batch = batch_size or trainer_batch * (topos[0].gpus if strong else 1)
     batches = scale.per_device_batches(topos, strong, batch)
     return tuple((t, batches[t]) for t in topos)

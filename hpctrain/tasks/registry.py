@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 # The modules of hpctrain/tasks/ that are not tasks.
 _NOT_TASKS = frozenset({"registry"})
+# The task a run trains when neither --task nor its config file's `task:` names one.
+DEFAULT_TASK = "spiral"
 # The metrics of hpctrain's Classifier (tasks/parts/classifier.py), in the order it logs them.
 CLASSIFIER_METRICS = ("train_loss", "val_loss", "val_acc")
 

@@ -144,14 +144,14 @@ def _section_fields(loc: tuple[str, ...]) -> list[str]:
 
 
 def choose_task(file_data: dict[str, Any], task: str | None, label: str) -> str:
-    """The task of this run: --task, else the file's task:, else spiral."""
+    """The task of this run: --task, else the file's task:, else the default task."""
     file_task = file_data.get("task")
     if task is not None and file_task is not None and task != file_task:
         raise ConfigError(
             f"--task {task} conflicts with 'task: {file_task}' in {label}",
             "drop --task or change the file",
         )
-    chosen = task or file_task or "spiral"
+    chosen = task or file_task or registry.DEFAULT_TASK
     if chosen not in TASKS:
         raise ConfigError(
             f"{label if file_task and not task else '--task'}: unknown task {chosen!r}",

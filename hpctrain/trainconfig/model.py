@@ -162,7 +162,7 @@ class CustomSection(_Section):
 class TrainConfig(_Section):
     """A complete, validated trainer configuration."""
 
-    task: str = "spiral"
+    task: str = registry.DEFAULT_TASK
     seed: int = 42
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)

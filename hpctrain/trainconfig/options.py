@@ -72,10 +72,10 @@ def _shortcut(flag: str, metavar: str, key: str, help: str,
 OPTIONS: tuple[TrainerOption, ...] = (
     TrainerOption("--config", "YAML config (only the fields it changes)", "FILE"),
     TrainerOption("--task", f"task whose defaults to start from: {', '.join(registry.names())}"
-                  " (default: the file's task:, else spiral)", "TASK"),
+                  f" (default: the file's task:, else {registry.DEFAULT_TASK})", "TASK"),
     TrainerOption("--set", "override one field, e.g. trainer.max_epochs=5 (repeatable)",
                   "KEY=VALUE", repeatable=True, dest_name="sets"),
-    _shortcut("--max-epochs", "N", "trainer.max_epochs", ""),
+    _shortcut("--max-epochs", "N", "trainer.max_epochs", "epochs to train; "),
     _shortcut("--batch-size", "N", "trainer.batch_size", "per device; "),
     _shortcut("--lr", "X", "optim.lr", "base learning rate; "),
     _shortcut("--seed", "N", "seed", ""),
@@ -121,6 +121,23 @@ class TrainerCall:
         """This call with more shortcut settings (None values left out), applied last."""
         more = tuple((key, str(value)) for key, value in items if value is not None)
         return replace(self, shortcuts=self.shortcuts + more)
+
+    def joined(self, later: TrainerCall) -> TrainerCall:
+        """This call with `later`'s settings applied after its own; a config file or task
+        named by both is refused (which one would win is not obvious)."""
+        for name in ("config", "task"):
+            if getattr(self, name) is not None and getattr(later, name) is not None:
+                raise ConfigError(f"--{name} is given twice: as an option and in {_CALL}",
+                                  "give it once")
+        return replace(self, config=self.config or later.config, task=self.task or later.task,
+                       sets=self.sets + later.sets, shortcuts=self.shortcuts + later.shortcuts)
+
+    def given(self) -> list[str]:
+        """The flags of the settings this call makes, in the table's order."""
+        keys = {key for key, _ in self.shortcuts}
+        made = {"--config": self.config is not None, "--task": self.task is not None,
+                "--set": bool(self.sets)}
+        return [o.flag for o in OPTIONS if made.get(o.flag) or o.key in keys]
 
     def overrides(self) -> list[str]:
         """The --set items of this call: explicit ones in order, then the shortcuts."""

@@ -14,6 +14,7 @@ from hpctrain.errors import ConfigError, HistoryError, HpctrainError
 from hpctrain.history import History, StudyRecord
 from hpctrain.studies import scaling as scale
 from hpctrain.studies.scaling_study import plan_runs
+from hpctrain.trainconfig.options import TrainerCall
 
 RECORDED = Path(__file__).parent / "recorded"
 
@@ -270,11 +271,10 @@ def test_a_study_the_trainer_would_refuse_is_refused_before_anything_is_submitte
     config.write_text("task: mnist\n")
     # The batch size is given, so the trainer's own default is not needed: still checked.
     with pytest.raises(ConfigError, match="--task spiral conflicts with 'task: mnist'"):
-        plan_runs("1x1,1x2", strong=False, batch_size=64, task="spiral", config=str(config),
-                  sets=[])
+        plan_runs("1x1,1x2", strong=False, batch_size=64,
+                  trainer=TrainerCall(task="spiral", config=str(config)))
     with pytest.raises(ConfigError, match="trainer.no_such_field"):
-        plan_runs("1x1", strong=False, batch_size=64, task=None, config=None,
-                  sets=["trainer.no_such_field=1"])
-    runs = plan_runs("1x1,1x2", strong=True, batch_size=64, task=None, config=str(config),
-                     sets=[])
+        plan_runs("1x1", strong=False, batch_size=64,
+                  trainer=TrainerCall(sets=("trainer.no_such_field=1",)))
+    runs = plan_runs("1x1,1x2", strong=True, batch_size=64, trainer=TrainerCall(config=str(config)))
     assert [(t.label, b) for t, b in runs] == [("1x1", 64), ("1x2", 32)]

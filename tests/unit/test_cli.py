@@ -158,7 +158,7 @@ def test_render_and_submit_share_every_topology_option() -> None:
     from hpctrain.cli.options import JobOptions
 
     render, submit = _params("render"), _params("submit")
-    names = [f.name for f in fields(JobOptions)]
+    names = [f.name for f in fields(JobOptions) if f.name != "trainer"]
     assert [n for n in render if n in names] == names == [n for n in submit if n in names]
     assert {n: render[n] for n in names} == {n: submit[n] for n in names}
     assert render["profile"][:4] == (("--profile", "-P"), (), None, True)
@@ -170,31 +170,36 @@ def test_with_job_options_packs_the_options() -> None:
     import typer
 
     from hpctrain.cli.options import JobOptions, with_job_options
+    from hpctrain.trainconfig.options import TrainerCall
 
     seen: list[tuple[JobOptions, bool]] = []
 
-    @with_job_options
+    @with_job_options()
     def cmd(job: JobOptions, flag: bool = False) -> None:
         seen.append((job, flag))
 
     mini = typer.Typer()
     mini.command(context_settings={"allow_interspersed_args": False})(cmd)
     r = CliRunner().invoke(mini, ["-P", "raven", "-N", "2", "-e", "A=1", "-e", "B=2", "--flag",
+                                  "--set", "seed=1", "--max-epochs", "3", "--task", "mnist",
                                   "--", "python", "-V"])
     assert r.exit_code == 0, r.output
     ((opts, flag),) = seen
     assert flag and opts.profile == "raven" and opts.nodes == 2 and opts.job_name == "hpctrain"
     assert opts.env == ["A=1", "B=2"] and opts.command == ["python", "-V"]
+    assert opts.trainer == TrainerCall(task="mnist", sets=("seed=1",),
+                                       shortcuts=(("trainer.max_epochs", "3"),))
 
 
 def test_build_request_passes_every_option_through() -> None:
     from hpctrain.cli.options import JobOptions, build_request
+    from hpctrain.trainconfig.options import TrainerCall
 
     req = build_request(JobOptions(
         profile="raven", partition="gpu", nodes=2, gpus_per_node=4, cpus_per_task=18,
         mem="100G", time="1:00:00", account="acc", qos="q", constraint="gpu", job_name="j",
-        launcher="torchrun", env=["A=b=c"], sbatch_arg=["--begin=now"], config="c.yaml",
-        python_env="none", command=["python", "t.py"],
+        launcher="torchrun", env=["A=b=c"], sbatch_arg=["--begin=now"],
+        trainer=TrainerCall(config="c.yaml"), python_env="none", command=["python", "t.py"],
     ))
     assert (req.profile.name, req.partition, req.nodes, req.gpus_per_node) == ("raven", "gpu", 2, 4)
     assert (req.cpus_per_task, req.mem, req.time, req.account, req.qos) == (

@@ -154,6 +154,10 @@ def _complete(line: str) -> list[str]:
     ("hpctrain train --task ", ["custom", "fashionmnist", "mnist", "spiral", "synthcifar"]),
     ("hpctrain train --task sp", ["spiral"]),
     ("hpctrain train --scale-lr ", ["none", "linear"]),
+    # The job commands take the trainer's --task from its table, completion included.
+    ("hpctrain submit -P local --task sp", ["spiral"]),
+    ("hpctrain scale -P local --task m", ["mnist"]),
+    ("hpctrain scale --profile gil", ["gilbreth"]),
 ])
 def test_bash_completes_values(line: str, expected: list[str]) -> None:
     assert _complete(line) == expected

@@ -289,11 +289,12 @@ def test_hostile_values_reach_the_job_as_one_argument_each(cli: Cli, tmp_path: P
 def test_a_study_writes_each_run_s_batch_into_its_settings() -> None:
     from hpctrain.plan import JobRequest, build_plan
     from hpctrain.profiles import load_profile
-    from hpctrain.studies.scaling_study import StudyPlan, plan_runs, study_settings
+    from hpctrain.studies.scaling_study import StudyPlan, plan_runs
+    from hpctrain.trainconfig.options import TrainerCall
 
-    runs = plan_runs("1x1,1x2", strong=True, batch_size=64, task="spiral", config=None, sets=[])
-    study = StudyPlan(JobRequest(profile=load_profile("local")), runs, True,
-                      study_settings("spiral", None, 3, ["seed=5"]))
+    runs = plan_runs("1x1,1x2", strong=True, batch_size=64, trainer=TrainerCall(task="spiral"))
+    call = TrainerCall(task="spiral", sets=("seed=5",), shortcuts=(("trainer.max_epochs", "3"),))
+    study = StudyPlan(JobRequest(profile=load_profile("local")), runs, True, call.load())
     commands = [build_plan(study.request(t, b)).command for t, b in runs]
     assert [c[3:] for c in commands] == [
         ("--task", "spiral", "--set", "seed=5", "--set", "trainer.max_epochs=3", "--set",
