@@ -237,7 +237,7 @@ def _show_verdicts(verdicts: Sequence[TestOnlyVerdict]) -> None:
         _show_verdict(verdicts[0])
         return
     refused = [v for v in verdicts if not v.accepted]
-    # A race needs every alternative: one SLURM refuses fails the render.
+    # A race needs every alternative: one refused fails the render.
     if refused:
         err_console.print(f"[red]SLURM refuses {len(refused)} alternative(s)[/]; "
                           "a race needs every one to be possible")

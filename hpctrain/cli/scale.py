@@ -13,7 +13,7 @@ from hpctrain.cli.options import LoginOpt
 from hpctrain.cli.output import console, err_console, print_json, register_display
 
 if TYPE_CHECKING:
-    from hpctrain.history import JobRecord, StudyRecord
+    from hpctrain.history import History, JobRecord, StudyRecord
     from hpctrain.places import Place
     from hpctrain.studies.scaling_study import PreparedStudy, Studies
     from hpctrain.submission.pipeline import Outcome
@@ -193,13 +193,7 @@ def scale(
     from hpctrain import places
     from hpctrain.cli.options import JobOptions, build_request
     from hpctrain.studies.scaling import parse_target
-    from hpctrain.studies.scaling_study import (
-        Studies,
-        StudyKind,
-        StudyPlan,
-        plan_runs,
-        study_settings,
-    )
+    from hpctrain.studies.scaling_study import StudyKind, StudyPlan, plan_runs, study_settings
     from hpctrain.submission.pipeline import run
 
     extra = list(sets or [])
@@ -221,12 +215,19 @@ def scale(
     history = backends.history()
     kind = StudyKind(plan, name, one_at_a_time=wait and not parallel, timeout_s=wait_timeout,
                      on_start=started, on_run=_submitted)
-    outcome = run(kind, place, history, dry_run)
+    _shown(run(kind, place, history, dry_run), place, history, wait, wait_timeout, json_out)
+
+
+def _shown(outcome: Outcome[PreparedStudy, StudyRecord], place: Place, history: History,
+           wait: bool, wait_timeout: float | None, json_out: bool) -> None:
+    """The dry run, or the study's table once submitted (with --wait, once its runs ended)."""
+    from hpctrain.studies.scaling_study import Studies
+
     if outcome.result is None:
         display.show(outcome, place, json_out)
         return
-    study = outcome.result
     studies = Studies(history, place)
+    study = outcome.result
     records = studies.wait(study, wait_timeout) if wait else studies.records(study)
     _report(studies, study, records, json_out)
 
