@@ -174,6 +174,8 @@ class Studies:
         started = time.monotonic()
         runs = list(study.runs)
         for i, run in enumerate(prepared.runs):
+            # A run that waited for the one before lists the project anew, as its own submit.
+            run = _relisted(run) if one_at_a_time and i else run
             runs[i] = self.submit_run(run, prepared.plan.target, study.id)
             on_run(runs[i])
             self.history.update_study_runs(study.id or 0, runs)
@@ -310,6 +312,13 @@ class PreparedStudy:
         return {**self.plan.as_dict(),
                 "jobs": [{"topology": r.topology.label, "repeat": r.repeat,
                           "batch_per_device": r.batch, **r.job.as_dict()} for r in self.runs]}
+
+
+def _relisted(run: StudyRun) -> StudyRun:
+    """`run` with no listing of the project: its freeze lists the files as they are then."""
+    code = run.job.code
+    return run if code is None else replace(run, job=replace(run.job, code=replace(
+        code, listing=None)))
 
 
 def prepare_study(plan: StudyPlan, workdir: Path) -> PreparedStudy:
