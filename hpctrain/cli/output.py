@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from hpctrain.places import Place
+    from hpctrain.submission.pipeline import Outcome
 
 
 @cache
@@ -59,3 +63,30 @@ def plain_columns(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
                      for line in lines) + "\n"
+
+
+Shown = Callable[["Outcome[Any, Any]", "Place"], None]
+AsJson = Callable[["Outcome[Any, Any]", "Place"], dict[str, object]]
+
+
+@dataclass(frozen=True)
+class Display:
+    """How one value type is shown: to people (the scripts of a dry run are shown before),
+    and as JSON (a dry run's envelope and scripts are added)."""
+
+    people: Shown
+    json: AsJson
+
+
+# Keyed by the type's name (module.Class): `--help` imports none of the submission modules.
+DISPLAYS: dict[str, Display] = {}
+
+
+def type_name(kind: type) -> str:
+    """The registry's key of a value type."""
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def register_display(name: str, people: Shown, json: AsJson) -> None:
+    """Show values of the type named `name` (module.Class) so."""
+    DISPLAYS[name] = Display(people, json)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hpctrain.cli import completion
+from hpctrain.cli import completion, display
 from hpctrain.cli.options import LoginOpt, job_option
 from hpctrain.cli.output import (
     console,
@@ -240,6 +240,7 @@ def probe(
     account: Annotated[str | None, job_option("account")] = None,
     qos: Annotated[str | None, job_option("qos")] = None,
     login: LoginOpt = None,
+    dry_run: display.DryRunOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run a one-minute job that reports IB interfaces, HCAs, GPUs and the CUDA driver, and
@@ -273,8 +274,10 @@ def probe(
 
     kind = ProbeKind(req, on_submit=submitted)
     place = places.for_profile(profile, login)
-    outcome = run(kind, place, backends.history(), dry_run=False)
-    assert outcome.result is not None  # not a dry run
+    outcome = run(kind, place, backends.history(), dry_run)
+    if outcome.result is None:
+        display.show(outcome, place, json_out)
+        return
     done, text = outcome.result
     findings = pr.parse_findings(text)
     shipped = infos[name].source == "shipped" or infos[name].shadows_shipped

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hpctrain.cli.output import console, err_console, print_code, print_json
+from hpctrain.cli.output import console, err_console, register_display
 
 if TYPE_CHECKING:
     from hpctrain.places import Place
-    from hpctrain.plan import JobPlan, JobRequest
+    from hpctrain.plan import JobPlan
     from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
     from hpctrain.submission.pipeline import Outcome
     from hpctrain.submission.race import Race, RaceSubmitted
@@ -69,7 +68,8 @@ def _starts(verdict: TestOnlyVerdict | None) -> str:
 
 def show_alternatives(plans: Sequence[JobPlan], verdicts: Sequence[TestOnlyVerdict] | None
                       ) -> None:
-    """One row per alternative, on stderr: its shape and when SLURM would start it."""
+    """One row per alternative (or a study's topology), on stderr: its shape and when SLURM
+    would start it."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -78,19 +78,12 @@ def show_alternatives(plans: Sequence[JobPlan], verdicts: Sequence[TestOnlyVerdi
                 "SLURM EXPECTS IT TO START"):
         t.add_column(col)
     for i, p in enumerate(plans):
-        t.add_row(p.race or "", str(p.total_gpus), escape(p.partition), str(p.cpus_per_node),
-                  f"{p.mem_mb} MB", p.time, escape(_starts(verdicts[i] if verdicts else None)))
+        t.add_row(p.race or f"{p.nodes}x{p.gpus_per_node}", str(p.total_gpus),
+                  escape(p.partition), str(p.cpus_per_node), f"{p.mem_mb} MB", p.time,
+                  escape(_starts(verdicts[i] if verdicts else None)))
     err_console.print(t)
     for note in dict.fromkeys(n for p in plans for n in p.notes):
         err_console.print(f"[yellow]note:[/] {escape(note)}")
-
-
-def _refused(verdicts: Sequence[TestOnlyVerdict] | None) -> None:
-    refused = [v for v in verdicts or () if not v.accepted]
-    if refused:
-        err_console.print(f"[red]SLURM refuses {len(refused)} alternative(s)[/]; "
-                          "a race needs every one to be possible")
-        raise typer.Exit(1)
 
 
 def render_dict(first_of: str | None, output: Path | None,
@@ -102,53 +95,31 @@ def render_dict(first_of: str | None, output: Path | None,
                              for p, s, v in jobs]}
 
 
-def render_race(request: JobRequest, first_of: str, output: Path | None, check: bool,
-                json_out: bool) -> None:
-    """`render --first-of`: every alternative's script, one after the other, and its plan."""
-    from hpctrain.errors import HpctrainError
-    from hpctrain.submission.race import parse_first_of, plan_race
-
-    if output is not None:
-        raise HpctrainError("--output and --first-of do not mix: each alternative has a script",
-                            "use `hpctrain submit --first-of ... --dry-run`, or render one "
-                            "topology at a time")
-    pairs = plan_race(request, parse_first_of(first_of), environ=os.environ)
-    verdicts = ask_slurm([s for _, s in pairs], required=True) if check else None
-    if json_out:
-        print_json(render_dict(first_of, None, [
-            (p, s, verdicts[i] if verdicts else None) for i, (p, s) in enumerate(pairs)]))
-    else:
-        for p, script in pairs:
-            print_code(f"# ===== alternative {p.race} =====\n{script}", "bash")
-        show_alternatives([p for p, _ in pairs], verdicts)
-    _refused(verdicts)
+def _verdicts(race: Race, place: Place) -> list[TestOnlyVerdict] | None:
+    return ask_slurm([p.script for p in race.alternatives], required=False,
+                     client=place.slurm_client())
 
 
-def race_dry_run(race: Race, place: Place, json_out: bool) -> None:
-    """`submit --first-of --dry-run`: the alternatives, the run directory, SLURM's estimates."""
-    verdicts = ask_slurm([p.script for p in race.alternatives], required=False,
-                         client=place.slurm_client())
-    if json_out:
-        alternatives = [{**alt, "script_text": prep.script,
-                         "check": verdict_dict(verdicts[i]) if verdicts else None}
-                        for i, (alt, prep) in enumerate(zip(race.alternative_dicts(),
-                                                            race.alternatives, strict=True))]
-        print_json({"dry_run": True, "job_id": None, "run_dir": str(race.run_dir),
-                    "first_of": race.labels, "alternatives": alternatives})
-        return
-    show_alternatives([p.plan for p in race.alternatives], verdicts)
-    scripts = ", ".join(p.script_name for p in race.alternatives)
-    err_console.print(f"dry run: nothing created or submitted; the run directory would be "
-                      f"{race.run_dir} (scripts {scripts})", highlight=False, soft_wrap=True)
+def _race_dry_run(outcome: Outcome[Race, None], place: Place) -> None:
+    """`submit --first-of --dry-run`: the alternatives with SLURM's estimates, on stderr."""
+    race = outcome.prepared
+    show_alternatives([p.plan for p in race.alternatives], _verdicts(race, place))
 
 
-def show_race_submitted(outcome: Outcome[Race, RaceSubmitted], json_out: bool) -> None:
+def _race_dry_run_json(outcome: Outcome[Race, None], place: Place) -> dict[str, object]:
+    race = outcome.prepared
+    verdicts = _verdicts(race, place)
+    alternatives = [{**alt, "script_text": prep.script,
+                     "check": verdict_dict(verdicts[i]) if verdicts else None}
+                    for i, (alt, prep) in enumerate(zip(race.alternative_dicts(),
+                                                        race.alternatives, strict=True))]
+    return {**race.as_dict(), "alternatives": alternatives}
+
+
+def _race_submitted(outcome: Outcome[Race, RaceSubmitted], place: Place) -> None:
     """The alternatives' job ids, the shared run directory and how to follow the run."""
     done = outcome.result
     assert done is not None  # shown once submitted
-    if json_out:
-        print_json({**done.as_dict(), **outcome.facts})
-        return
     head = done.jobs[0][1]
     alts = ", ".join(f"{topo} = job {job}" for topo, job, _ in done.jobs)
     console.print(f"Submitted a race of {len(done.jobs)} alternatives ({alts}) on cluster "
@@ -158,3 +129,13 @@ def show_race_submitted(outcome: Outcome[Race, RaceSubmitted], json_out: bool) -
     console.print(f"               hpctrain logs {head}   (the winner's, once one started)",
                   highlight=False)
     console.print(f"cancel all:    hpctrain cancel {head}", highlight=False)
+
+
+def _race_submitted_json(outcome: Outcome[Race, RaceSubmitted], place: Place
+                         ) -> dict[str, object]:
+    assert outcome.result is not None
+    return outcome.result.as_dict()
+
+
+register_display("hpctrain.submission.race.Race", _race_dry_run, _race_dry_run_json)
+register_display("hpctrain.submission.race.RaceSubmitted", _race_submitted, _race_submitted_json)

@@ -12,11 +12,15 @@ import typer
 
 from hpctrain.cli.options import JobOptions, build_request, with_job_options
 from hpctrain.cli.output import err_console, is_tty, print_code, print_json
-from hpctrain.cli.race import FirstOfOpt, render_dict, render_race, verdict_dict
+from hpctrain.cli.race import FirstOfOpt, ask_slurm, render_dict, show_alternatives, verdict_dict
+from hpctrain.errors import HpctrainError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from hpctrain.plan import JobPlan
     from hpctrain.slurm.client import TestOnlyVerdict
+    from hpctrain.submission.planned import Script
 
 OutputOpt = Annotated[
     Path | None, typer.Option("--output", "-o", help="Write the script to FILE (`-`: stdout), "
@@ -83,17 +87,14 @@ def show_script(script: str) -> None:
     print_code(script, "bash")
 
 
-def _ask_slurm(script: str) -> TestOnlyVerdict:
-    from hpctrain.slurm.client import SlurmClient, sbatch_test_only
-
-    return sbatch_test_only(SlurmClient.from_environment(), script)
-
-
-def _print_json(
-    plan: JobPlan, script: str, output: Path | None, verdict: TestOnlyVerdict | None
-) -> None:
-    # The shape of `render --first-of --json` (docs/jobs.md, "JSON shapes"): one alternative.
-    print_json(render_dict(None, output, [(plan, script, verdict)]))
+def show_scripts(scripts: Sequence[Script]) -> None:
+    """The scripts on stdout; several each under a comment naming it (still one bash text)."""
+    if len(scripts) == 1:
+        print_code(scripts[0].text, "bash")
+        return
+    for s in scripts:
+        where = f": {s.path}" if s.path else ""
+        print_code(f"# ===== {s.label}{where} =====\n{s.text}", "bash")
 
 
 def _show_verdict(verdict: TestOnlyVerdict) -> None:
@@ -179,44 +180,68 @@ def render(
     force: ForceOpt = False,
 ) -> None:
     """Render the sbatch script for a profile and topology; nothing is submitted."""
-    from hpctrain.render import plan_script
+    from hpctrain.submission.kinds import submission
 
     if output is not None and str(output) == "-":
         output = None
-    if first_of is not None:
-        race = build_request(job)
-        render_race(race, first_of, output, check, json_out)
-        _tell_log_dir(race.profile.output_dir)
-        return
     request = replace(build_request(job), preview=True)
     logs = _log_dir(request.profile.output_dir)
     if output is not None:
         # SLURM opens --output before the script runs and creates no directory for it; a
         # relative one would be resolved against wherever sbatch runs.
         request = replace(request, log_dir=str(logs))
-    plan, script = plan_script(request, environ=os.environ)
-    verdict = _ask_slurm(script) if check else None
+    # The kind submit would use decides the scripts: one, or each alternative of a race.
+    scripts = submission(request, first_of).preview()
+    if output is not None and len(scripts) > 1:
+        raise HpctrainError("--output and --first-of do not mix: each alternative has a script",
+                            "use `hpctrain submit --first-of ... --dry-run`, or render one "
+                            "topology at a time")
+    verdicts = ask_slurm([s.text for s in scripts], required=True) if check else None
     if output is not None:
-        write_script(output, script, force)
+        write_script(output, scripts[0].text, force)
         _make_log_dir(output, logs)
     if json_out:
-        _print_json(plan, script, output, verdict)
+        print_json(render_dict(first_of, output, [
+            (s.plan, s.text, verdicts[i] if verdicts else None) for i, s in enumerate(scripts)]))
+    else:
+        _show_rendered(scripts, output, logs)
+    if output is None:
+        _tell_log_dir(request.profile.output_dir)
+    if verdicts is not None:
+        _show_verdicts(verdicts)
+
+
+def _show_rendered(scripts: Sequence[Script], output: Path | None, logs: Path) -> None:
+    """The scripts on stdout (or where they went), their plans on stderr."""
+    plans = [s.plan for s in scripts]
+    if len(scripts) > 1:
+        show_scripts(scripts)
+        show_alternatives(plans, None)
     elif output is not None:
         err_console.print(f"wrote {output}; the job logs into {logs}/", highlight=False)
-        show_summary(plan)
+        show_summary(plans[0])
     else:
-        show_script(script)
+        show_script(scripts[0].text)
         if is_tty():
-            show_summary(plan)
+            show_summary(plans[0])
         else:
             # stdout is the script alone, for a file or sbatch; what a person must know still
             # reaches the terminal.
-            err_console.print(summary_line(plan), highlight=False, markup=False)
-            show_notes(plan)
-    if output is None:
-        _tell_log_dir(request.profile.output_dir)
-    if verdict is not None:
-        _show_verdict(verdict)
+            err_console.print(summary_line(plans[0]), highlight=False, markup=False)
+            show_notes(plans[0])
+
+
+def _show_verdicts(verdicts: Sequence[TestOnlyVerdict]) -> None:
+    """SLURM's answer to each script; exit 1 if it refuses one."""
+    if len(verdicts) == 1:
+        _show_verdict(verdicts[0])
+        return
+    refused = [v for v in verdicts if not v.accepted]
+    # A race needs every alternative: one refused fails the render.
+    if refused:
+        err_console.print(f"[red]SLURM refuses {len(refused)} alternative(s)[/]; "
+                          "a race needs every one to be possible")
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from hpctrain.cli import backends
+from hpctrain.cli import backends, display
 from hpctrain.cli.options import JobOptions, LoginOpt, build_request, with_job_options
-from hpctrain.cli.output import console, err_console, print_json
+from hpctrain.cli.output import console, err_console, print_json, register_display
 
 if TYPE_CHECKING:
-    from hpctrain.history import JobRecord, StudyRecord
-    from hpctrain.studies.scaling_study import Studies
+    from hpctrain.history import History, JobRecord, StudyRecord
+    from hpctrain.places import Place
+    from hpctrain.studies.scaling_study import PreparedStudy, Studies
+    from hpctrain.submission.pipeline import Outcome
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="The table as JSON (one object per "
                                        "topology, and the plot's path).")]
@@ -177,6 +179,7 @@ def scale(
     parallel: ParallelOpt = False,
     wait_timeout: WaitTimeoutOpt = None,
     login: LoginOpt = None,
+    dry_run: display.DryRunOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run the packaged trainer at each topology; compare throughput, speedup, efficiency."""
@@ -184,7 +187,7 @@ def scale(
 
     from hpctrain import places
     from hpctrain.studies.scaling import parse_target
-    from hpctrain.studies.scaling_study import Studies, StudyKind, StudyPlan, plan_runs
+    from hpctrain.studies.scaling_study import StudyKind, StudyPlan, plan_runs
     from hpctrain.submission.pipeline import run
 
     goal = parse_target(target) if target else None
@@ -201,11 +204,42 @@ def scale(
     history = backends.history()
     kind = StudyKind(plan, name, one_at_a_time=wait and not parallel, timeout_s=wait_timeout,
                      on_start=started, on_run=_submitted)
-    study = run(kind, place, history, dry_run=False).result
-    assert study is not None  # not a dry run
+    _shown(run(kind, place, history, dry_run), place, history, wait, wait_timeout, json_out)
+
+
+def _shown(outcome: Outcome[PreparedStudy, StudyRecord], place: Place, history: History,
+           wait: bool, wait_timeout: float | None, json_out: bool) -> None:
+    """The dry run, or the study's table once submitted (with --wait, once its runs ended)."""
+    from hpctrain.studies.scaling_study import Studies
+
+    if outcome.result is None:
+        display.show(outcome, place, json_out)
+        return
     studies = Studies(history, place)
+    study = outcome.result
     records = studies.wait(study, wait_timeout) if wait else studies.records(study)
     _report(studies, study, records, json_out)
+
+
+def _dry_run(outcome: Outcome[PreparedStudy, None], place: Place) -> None:
+    """Each topology's job (its first run's plan) and the runs in the order they would go."""
+    from hpctrain.cli.race import show_alternatives
+
+    prep = outcome.prepared
+    first: dict[str, Any] = {}
+    for r in prep.runs:
+        first.setdefault(r.topology.label, r.job.plan)
+    show_alternatives(list(first.values()), None)
+    err_console.print(f"{prep.plan.mode} scaling: {len(first)} topolog(ies) x "
+                      f"{prep.plan.repeats} run(s), in this order: "
+                      f"{', '.join(r.label for r in prep.runs)}", highlight=False)
+
+
+def _dry_run_json(outcome: Outcome[PreparedStudy, None], place: Place) -> dict[str, object]:
+    return outcome.prepared.as_dict()
+
+
+register_display("hpctrain.studies.scaling_study.PreparedStudy", _dry_run, _dry_run_json)
 
 
 def scale_report(

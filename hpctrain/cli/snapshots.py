@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hpctrain.cli import backends
+from hpctrain.cli.display import DryRunOpt, show
 from hpctrain.cli.output import console, print_json
 
 if TYPE_CHECKING:
@@ -169,27 +170,22 @@ def rerun(
     ] = None,
     time: Annotated[str | None, typer.Option(
         "--time", "-t", help="Plan it again with this time limit (e.g. 2:00:00).")] = None,
+    dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Submit a job again against its code snapshot, in a new run directory: the same code
-    and settings, whatever was edited since. As it was, its script byte for byte; with
-    --nodes, --gpus-per-node or --time, planned again from its stored request."""
+    and settings, whatever was edited since. Planned again from its stored request: its
+    script but for the run directory; with --nodes, --gpus-per-node or --time, changed so."""
     from hpctrain import places
-    from hpctrain.submission import rerun as again
+    from hpctrain.submission.pipeline import run
+    from hpctrain.submission.rerun import Changes, RerunKind
     from hpctrain.tracking import selection as tracking
 
     history = backends.history()
     record = tracking.pick(history, job)
-    done = again.rerun(record, places.for_record(record, backends.local_place()), history,
-                       again.Changes(nodes, gpus_per_node, time))
-    if json_out:
-        print_json(done.as_dict())
-        return
-    console.print(f"Submitted job [bold]{done.job_id}[/], a rerun of job {done.of} "
-                  f"(snapshot {done.snapshot.id})", highlight=False)
-    console.print(f"run directory: {done.run_dir}", highlight=False, soft_wrap=True)
-    console.print(f"follow it:     hpctrain status {done.job_id}", highlight=False)
-    console.print(f"               hpctrain logs -f {done.job_id}", highlight=False)
+    place = places.for_record(record, backends.local_place())
+    kind = RerunKind(record, Changes(nodes, gpus_per_node, time))
+    show(run(kind, place, history, dry_run), place, json_out)
 
 
 def register(app: typer.Typer) -> None:

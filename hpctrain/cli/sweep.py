@@ -6,15 +6,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hpctrain.cli import backends
+from hpctrain.cli import backends, sweepview
+from hpctrain.cli.display import DryRunOpt, show
 from hpctrain.cli.options import JobOptions, LoginOpt, build_request, with_job_options
-from hpctrain.cli.output import console, err_console, print_json
 from hpctrain.errors import HpctrainError
 
 if TYPE_CHECKING:
     from hpctrain.plan.sweep import Sweep
-    from hpctrain.submission.pipeline import Outcome
-    from hpctrain.submission.sweep import PreparedSweep, SweepSubmitted
 
 GridOpt = Annotated[list[str] | None, typer.Option(
     "--grid", metavar="KEY=V1,V2", help="A setting and its values; every combination of the "
@@ -38,8 +36,6 @@ NameOpt = Annotated[str | None, typer.Option(help="The study's name (default: th
                                              "directory's).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output "
                                        "(docs/sweeps.md).")]
-DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the points, arrays and "
-                                         "script; create and submit nothing.")]
 ChainOpt = Annotated[int, typer.Option("--chain", min=1, help="Each point as N jobs, each "
                                        "after its own forerunner (long trainings).")]
 
@@ -97,57 +93,7 @@ def sweep(
         raise HpctrainError(f"a study named {name!r} exists already", "choose another --name")
     place = places.for_profile(request.profile, login, job.python_env)
     kind = SweepKind(SweepPlan(request, made, max_parallel, max_array_size, name))
-    outcome = run(kind, place, history, dry_run)
-    if outcome.result is None:
-        _show_dry_run(outcome.prepared, json_out)
-    else:
-        _show_submitted(outcome, json_out)
-
-
-def _show_dry_run(prep: PreparedSweep, json_out: bool) -> None:
-    from hpctrain.cli.render import show_script, show_summary
-
-    if json_out:
-        # render --json's names (plan, script, check); script_text stays (fields are only added).
-        script = prep.arrays[0].script
-        print_json({"dry_run": True, **prep.as_dict(), "script": script, "check": None,
-                    "script_text": script})
-        return
-    show_script(prep.arrays[0].script)
-    show_summary(prep.arrays[0].plan)
-    _show_points(prep)
-    err_console.print(f"dry run: nothing created or submitted; the run directory would be "
-                      f"{prep.run_dir}", highlight=False)
-
-
-def _show_points(prep: PreparedSweep) -> None:
-    count = len(prep.sweep.points)
-    arrays = ", ".join(p.plan.array.spec for p in prep.arrays if p.plan.array)
-    err_console.print(f"sweep {prep.name}: {count} point(s) ({prep.sweep.method} over "
-                      f"{', '.join(prep.sweep.keys)}), array(s) {arrays}", highlight=False)
-    for n, args in enumerate(prep.args[:3]):
-        err_console.print(f"  point {n}: {' '.join(args)}", highlight=False)
-    if count > 3:
-        err_console.print(f"  ... {count - 3} more", highlight=False)
-    for note in prep.notes:
-        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
-
-
-def _show_submitted(outcome: Outcome[PreparedSweep, SweepSubmitted], json_out: bool) -> None:
-    done = outcome.result
-    assert done is not None
-    if json_out:
-        print_json({**done.as_dict(), **outcome.facts})
-        return
-    for note in outcome.notes:
-        err_console.print(note, highlight=False)
-    _show_points(outcome.prepared)
-    arrays = ", ".join(a[0] for a in done.arrays)
-    console.print(f"Submitted sweep [bold]{done.study.name}[/]: {done.points} point(s) as "
-                  f"job array(s) {arrays}", highlight=False)
-    console.print(f"run directory: {done.run_dir}", highlight=False, soft_wrap=True)
-    console.print(f"follow it:     hpctrain status --study {done.study.name}", highlight=False)
-    console.print(f"results:       hpctrain sweep-report {done.study.name}", highlight=False)
+    show(run(kind, place, history, dry_run), place, json_out)
 
 
 def sweep_report(
@@ -159,7 +105,6 @@ def sweep_report(
 ) -> None:
     """The table of a sweep's points (settings, final and best metric, time, state, why it
     failed), the best point, and a plot of the metric against each swept setting."""
-    from hpctrain.cli import sweepview
     from hpctrain.studies.sweep_report import Sweeps
 
     sweeps = Sweeps(backends.history(), backends.local_place())

@@ -1,11 +1,73 @@
-"""How a sweep's report is shown: a table of points, the best one, the plot's path."""
+"""How a sweep is shown: its dry run and the queued sweep (registered with cli/display.py),
+its report (a table of points, the best one, the plot's path)."""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpctrain.cli.output import console, err_console, is_tty, plain_columns, print_json
+from hpctrain.cli.output import (
+    console,
+    err_console,
+    is_tty,
+    plain_columns,
+    print_json,
+    register_display,
+)
+
+if TYPE_CHECKING:
+    from hpctrain.places import Place
+    from hpctrain.submission.pipeline import Outcome
+    from hpctrain.submission.sweep import PreparedSweep, SweepSubmitted
+
+
+def _dry_run(outcome: Outcome[PreparedSweep, None], place: Place) -> None:
+    from hpctrain.cli.render import show_summary
+
+    show_summary(outcome.prepared.arrays[0].plan)
+    _show_points(outcome.prepared)
+
+
+def _dry_run_json(outcome: Outcome[PreparedSweep, None], place: Place) -> dict[str, object]:
+    prep = outcome.prepared
+    # render --json's names (plan, script, check); script_text stays (fields are only added).
+    script = prep.arrays[0].script
+    return {**prep.as_dict(), "script": script, "check": None, "script_text": script}
+
+
+def _show_points(prep: PreparedSweep) -> None:
+    count = len(prep.sweep.points)
+    arrays = ", ".join(p.plan.array.spec for p in prep.arrays if p.plan.array)
+    err_console.print(f"sweep {prep.name}: {count} point(s) ({prep.sweep.method} over "
+                      f"{', '.join(prep.sweep.keys)}), array(s) {arrays}", highlight=False)
+    for n, args in enumerate(prep.args[:3]):
+        err_console.print(f"  point {n}: {' '.join(args)}", highlight=False)
+    if count > 3:
+        err_console.print(f"  ... {count - 3} more", highlight=False)
+    for note in prep.notes:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+
+
+def _submitted(outcome: Outcome[PreparedSweep, SweepSubmitted], place: Place) -> None:
+    done = outcome.result
+    assert done is not None
+    _show_points(outcome.prepared)
+    arrays = ", ".join(a[0] for a in done.arrays)
+    console.print(f"Submitted sweep [bold]{done.study.name}[/]: {done.points} point(s) as "
+                  f"job array(s) {arrays}", highlight=False)
+    console.print(f"run directory: {done.run_dir}", highlight=False, soft_wrap=True)
+    console.print(f"follow it:     hpctrain status --study {done.study.name}", highlight=False)
+    console.print(f"results:       hpctrain sweep-report {done.study.name}", highlight=False)
+
+
+def _submitted_json(outcome: Outcome[PreparedSweep, SweepSubmitted], place: Place
+                    ) -> dict[str, object]:
+    assert outcome.result is not None
+    return outcome.result.as_dict()
+
+
+register_display("hpctrain.submission.sweep.PreparedSweep", _dry_run, _dry_run_json)
+register_display("hpctrain.submission.sweep.SweepSubmitted", _submitted, _submitted_json)
 
 
 def _cell(value: Any, fmt: str = "") -> str:

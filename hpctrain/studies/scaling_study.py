@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -12,12 +13,15 @@ from hpctrain import rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.studies import scaling as scale
 from hpctrain.studies.scaling import Topology
+from hpctrain.submission.planned import RunDir, Script
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, StudyRecord
     from hpctrain.places import Place
     from hpctrain.plan import JobRequest
     from hpctrain.slurm.client import SlurmClient
+    from hpctrain.snapshots.spec import CodeSpec
+    from hpctrain.submission.prepare import Prepared
     from hpctrain.tracking.watcher import JobWatcher
     from hpctrain.trainconfig.model import TrainConfig
     from hpctrain.trainconfig.options import TrainerCall
@@ -131,37 +135,37 @@ class Studies:
                                    target=plan.target)
                   for k, t, b in plan.jobs()]))
 
-    def submit_run(self, plan: StudyPlan, repeat: int, topo: Topology, batch: int,
+    def submit_run(self, run: StudyRun, target: scale.Target | None = None,
                    study_id: int | None = None) -> dict[str, Any]:
-        """Submit one run of a topology; a refused one is recorded with its error, not hidden."""
-        from hpctrain.submission.kinds import JobKind
+        """Submit one prepared run; a refused one is recorded with its error, not hidden."""
+        from hpctrain.submission.submit import submit
 
         _client, cluster = self.slurm()
-        kind = JobKind(plan.request(topo, batch))
         try:
-            done = kind.execute(kind.prepare(self.place), self.place, self.history)
+            done = submit(run.job, self.place, self.history)
         except HpctrainError as e:
-            return scale.run_record(topo, batch, None, cluster, None, str(e), repeat=repeat,
-                                    target=plan.target)
+            return scale.run_record(run.topology, run.batch, None, cluster, None, str(e),
+                                    repeat=run.repeat, target=target)
         if study_id is not None:
             # The run's job belongs to the study: `status` counts it in the study's one row.
             self.history.set_study([done.record.id], study_id)
-        return scale.run_record(topo, batch, done.job_id, done.cluster, str(done.run_dir),
-                                repeat=repeat, target=plan.target)
+        return scale.run_record(run.topology, run.batch, done.job_id, done.cluster,
+                                str(done.run_dir), repeat=run.repeat, target=target)
 
-    def submit(self, study: StudyRecord, plan: StudyPlan, *, one_at_a_time: bool,
+    def submit(self, study: StudyRecord, prepared: PreparedStudy, *, one_at_a_time: bool,
                timeout_s: float | None,
                on_run: Callable[[dict[str, Any]], None] = lambda run: None) -> None:
         """Submit the runs in order (`on_run` hears of each); one at a time, each waits until
         the one before has ended."""
         started = time.monotonic()
         runs = list(study.runs)
-        jobs = plan.jobs()
-        for i, (repeat, topo, batch) in enumerate(jobs):
-            runs[i] = self.submit_run(plan, repeat, topo, batch, study.id)
+        for i, run in enumerate(prepared.runs):
+            # A run that waited for the one before lists the project anew, as its own submit.
+            run = _relisted(run) if one_at_a_time and i else run
+            runs[i] = self.submit_run(run, prepared.plan.target, study.id)
             on_run(runs[i])
             self.history.update_study_runs(study.id or 0, runs)
-            if one_at_a_time and runs[i]["job_id"] and i + 1 < len(jobs):
+            if one_at_a_time and runs[i]["job_id"] and i + 1 < len(prepared.runs):
                 left = None if timeout_s is None else timeout_s - (time.monotonic() - started)
                 self.wait(replace(study, runs=[runs[i]]), left)
         study.runs[:] = runs
@@ -249,6 +253,64 @@ def check_topologies(plan: StudyPlan) -> None:
 
 
 @dataclass(frozen=True)
+class StudyRun:
+    """One run of a study: its repeat (from 1), topology, per-device batch, and its job."""
+
+    repeat: int
+    topology: Topology
+    batch: int
+    job: Prepared
+
+    @property
+    def label(self) -> str:
+        return f"{self.topology.label} #{self.repeat}"
+
+
+@dataclass(frozen=True)
+class PreparedStudy:
+    """Every run of a study decided, in the order they are submitted (this is the dry run)."""
+
+    plan: StudyPlan
+    runs: tuple[StudyRun, ...]
+
+    def scripts(self) -> tuple[Script, ...]:
+        return tuple(Script(r.label, r.job.script_path, r.job.script, r.job.plan)
+                     for r in self.runs)
+
+    def run_dirs(self) -> tuple[RunDir, ...]:
+        return tuple(d for r in self.runs for d in r.job.run_dirs())
+
+    def frozen_code(self) -> CodeSpec | None:
+        return self.runs[0].job.frozen_code() if self.runs else None
+
+    def with_listing(self, checked: CodeSpec) -> PreparedStudy:
+        return replace(self, runs=tuple(replace(r, job=r.job.with_listing(checked))
+                                        for r in self.runs))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.plan.as_dict(),
+                "jobs": [{"topology": r.topology.label, "repeat": r.repeat,
+                          "batch_per_device": r.batch, **r.job.as_dict()} for r in self.runs]}
+
+
+def _relisted(run: StudyRun) -> StudyRun:
+    """`run` with no listing of the project: its freeze lists the files as they are then."""
+    code = run.job.code
+    return run if code is None else replace(run, job=replace(run.job, code=replace(
+        code, listing=None)))
+
+
+def prepare_study(plan: StudyPlan, workdir: Path) -> PreparedStudy:
+    """Every run's job (each its own run directory), once every topology is possible."""
+    from hpctrain.submission.prepare import prepare
+
+    check_topologies(plan)
+    return PreparedStudy(plan, tuple(
+        StudyRun(k, t, b, prepare(plan.request(t, b), workdir, environ=os.environ))
+        for k, t, b in plan.jobs()))
+
+
+@dataclass(frozen=True)
 class StudyKind:
     """`scale`: `repeats` jobs per topology, recorded as a study; waiting and reporting are
     Studies'."""
@@ -262,18 +324,18 @@ class StudyKind:
     on_run: Callable[[dict[str, Any]], None] = lambda run: None
 
     @property
-    def request(self) -> JobRequest:
-        return self.plan.base
+    def runs_folder(self) -> str:
+        return self.plan.base.profile.output_dir
 
-    def prepare(self, place: Place) -> StudyPlan:
-        prepared = replace(self.plan, base=place.adapt(self.plan.base))
-        check_topologies(prepared)
-        return prepared
+    def prepare(self, place: Place) -> PreparedStudy:
+        return prepare_study(replace(self.plan, base=place.adapt(self.plan.base)),
+                             place.workdir)
 
-    def execute(self, prepared: StudyPlan, place: Place, history: History) -> StudyRecord:
+    def execute(self, prepared: PreparedStudy, place: Place, history: History
+                ) -> StudyRecord:
         studies = Studies(history, place)
         # The plan as given: a login's adapted output_dir names a directory over there.
-        study = studies.start(prepared, self.name, self.plan.base.profile.output_dir)
+        study = studies.start(prepared.plan, self.name, self.plan.base.profile.output_dir)
         self.on_start(study)
         studies.submit(study, prepared, one_at_a_time=self.one_at_a_time,
                        timeout_s=self.timeout_s, on_run=self.on_run)

@@ -1,27 +1,30 @@
 """Submission kinds: each is planned as a value (`prepare`, the dry run), then executed.
 
 A kind never asks where it runs: the place (hpctrain.places) is a parameter, so `--login`
-combines with every kind. A scaling study's kind is studies/scaling_study.py's StudyKind.
+combines with every kind. Every `prepare` returns a Planned value (submission/planned.py):
+its scripts, run directories and files, so that the pipeline checks them and the dry run shows
+them alike for every kind. The other kinds: SweepKind (submission/sweep.py), RerunKind
+(submission/rerun.py), StudyKind (studies/scaling_study.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from hpctrain.history import History
     from hpctrain.places import Place
     from hpctrain.plan import JobRequest
+    from hpctrain.submission.planned import Planned, Script
     from hpctrain.submission.prepare import Prepared
     from hpctrain.submission.race import Race, RaceSubmitted
     from hpctrain.submission.submit import Submitted
     from hpctrain.units import Topology
 
-P = TypeVar("P")
+P = TypeVar("P", bound="Planned")
 R_co = TypeVar("R_co", covariant=True)
 
 
@@ -29,12 +32,14 @@ class Kind(Protocol[P, R_co]):
     """One way of submitting: what it would do as a value, then doing it at a place."""
 
     @property
-    def request(self) -> JobRequest:
-        """The job every submission of the kind starts from (the profile, the options)."""
+    def runs_folder(self) -> str | None:
+        """The profile's output_dir, left out when the project is brought to the place (None:
+        the kind needs no project there)."""
         ...
 
     def prepare(self, place: Place) -> P:
-        """Everything decided, nothing written or queued (the dry run shows this value)."""
+        """Everything decided, nothing written or queued (the dry run shows this value); the
+        pipeline checks its files and code at the place."""
         ...
 
     def execute(self, prepared: P, place: Place, history: History) -> R_co:
@@ -48,15 +53,22 @@ class JobKind:
 
     request: JobRequest
 
+    @property
+    def runs_folder(self) -> str:
+        return self.request.profile.output_dir
+
     def prepare(self, place: Place) -> Prepared:
         from hpctrain.submission.prepare import prepare
 
-        prep = prepare(place.adapt(self.request), place.workdir, environ=os.environ)
-        # The dry run must fail wherever the real submit would, before SLURM is asked.
-        place.check_files(prep.run_dir, prep.files)
-        if prep.code is not None:
-            prep = dataclasses.replace(prep, code=place.check_code(prep.code))
-        return prep
+        return prepare(place.adapt(self.request), place.workdir, environ=os.environ)
+
+    def preview(self) -> tuple[Script, ...]:
+        """`render`: the script without a run directory, never submitted."""
+        from hpctrain.render import plan_script
+        from hpctrain.submission.planned import Script
+
+        plan, text = plan_script(self.request, environ=os.environ)
+        return (Script("", None, text, plan),)
 
     def execute(self, prepared: Prepared, place: Place, history: History) -> Submitted:
         from hpctrain.submission.submit import submit
@@ -71,18 +83,23 @@ class RaceKind:
     request: JobRequest
     shapes: tuple[Topology, ...]
 
+    @property
+    def runs_folder(self) -> str:
+        return self.request.profile.output_dir
+
     def prepare(self, place: Place) -> Race:
         from hpctrain.submission.race import prepare_race
 
-        race = prepare_race(place.adapt(self.request), self.shapes, place.workdir,
+        return prepare_race(place.adapt(self.request), self.shapes, place.workdir,
                             environ=os.environ)
-        place.check_files(race.run_dir, race.files())
-        first, *others = race.alternatives
-        if first.code is not None:
-            # The run directory (and its code) is the first alternative's, for all of them.
-            checked = dataclasses.replace(first, code=place.check_code(first.code))
-            race = dataclasses.replace(race, alternatives=(checked, *others))
-        return race
+
+    def preview(self) -> tuple[Script, ...]:
+        """`render --first-of`: every alternative's script, without a run directory."""
+        from hpctrain.submission.planned import Script
+        from hpctrain.submission.race import plan_race
+
+        return tuple(Script(plan.race or "", None, text, plan) for plan, text in
+                     plan_race(self.request, self.shapes, environ=os.environ))
 
     def execute(self, prepared: Race, place: Place, history: History) -> RaceSubmitted:
         from hpctrain.submission.race import submit_race
@@ -98,12 +115,14 @@ class ProbeKind:
     # Told of the queued probe before the wait for it starts.
     on_submit: Callable[[Submitted], None] = lambda _: None
 
+    @property
+    def runs_folder(self) -> str:
+        return self.request.profile.output_dir
+
     def prepare(self, place: Place) -> Prepared:
         from hpctrain.submission.probe import prepare_probe
 
-        prep = prepare_probe(place.adapt(self.request), place.workdir)
-        place.check_files(prep.run_dir, prep.files)
-        return prep
+        return prepare_probe(place.adapt(self.request), place.workdir)
 
     def execute(self, prepared: Prepared, place: Place, history: History
                 ) -> tuple[Submitted, str]:
@@ -112,8 +131,9 @@ class ProbeKind:
         return run_probe(prepared, place, history, on_submit=self.on_submit)
 
 
-def submission(request: JobRequest, first_of: str | None) -> Kind[Any, Any]:
-    """`submit`'s kind: a race with --first-of NxG,..., else one job (or a chain)."""
+def submission(request: JobRequest, first_of: str | None) -> JobKind | RaceKind:
+    """`submit`'s and `render`'s kind: a race with --first-of NxG,..., else one job (or a
+    chain)."""
     if first_of is None:
         return JobKind(request)
     from hpctrain.submission.race import parse_first_of

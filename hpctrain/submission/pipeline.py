@@ -1,16 +1,19 @@
-"""The one submission pipeline: check the place, prepare, (dry run: stop), sync, execute."""
+"""The one submission pipeline: check the place, prepare, check what was prepared at the place,
+(dry run: stop), sync, execute. Every kind goes through it, so every kind has a dry run."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from hpctrain.submission.planned import Planned
+
 if TYPE_CHECKING:
     from hpctrain.history import History
     from hpctrain.places import Place
     from hpctrain.submission.kinds import Kind
 
-P = TypeVar("P")
+P = TypeVar("P", bound=Planned)
 R = TypeVar("R")
 
 
@@ -27,13 +30,26 @@ class Outcome(Generic[P, R]):
     notes: tuple[str, ...] = ()
 
 
+def checked(prepared: P, place: Place) -> P:
+    """`prepared` once the place accepts it: every run directory can be made, every file to
+    copy loads, the project can be snapshotted (its files listed once, for every script)."""
+    for run_dir in prepared.run_dirs():
+        place.check_files(run_dir.path, run_dir.files)
+    code = prepared.frozen_code()
+    return prepared if code is None else prepared.with_listing(place.check_code(code))
+
+
 def run(kind: Kind[P, R], place: Place, history: History, dry_run: bool) -> Outcome[P, R]:
     """Submit `kind` at `place`, or (`dry_run`) only decide everything it would do."""
     place.check()
-    prepared = kind.prepare(place)
+    # The dry run fails wherever the real submit would, before SLURM is asked to queue.
+    prepared = checked(kind.prepare(place), place)
     if dry_run:
         return Outcome(prepared)
+    folder = kind.runs_folder
+    if folder is None:
+        return Outcome(prepared, kind.execute(prepared, place, history))
     # Synced only once the plan holds: a refused job sends nothing.
-    synced = place.sync_project(place.adapt(kind.request).profile.output_dir)
+    synced = place.sync_project(folder)
     result = kind.execute(prepared, place, history)
     return Outcome(prepared, result, place.sync_facts(synced), place.sync_notes(synced))

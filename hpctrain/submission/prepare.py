@@ -15,9 +15,12 @@ from hpctrain.plan import JobPlan, JobRequest
 from hpctrain.render import LogPatterns, log_patterns, plan_script
 from hpctrain.rundir import RunFile
 from hpctrain.snapshots.spec import CodeSpec, code_spec
+from hpctrain.submission.planned import RunDir, Script
 
 if TYPE_CHECKING:
     from datetime import datetime
+
+    from hpctrain.places import GitState
 
 
 _DIR_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -40,6 +43,15 @@ def run_dir_for(
 
 
 @dataclass(frozen=True)
+class Again:
+    """A rerun's origin: the job it repeats, the snapshot that job ran, its repository state."""
+
+    of: str
+    snapshot: str
+    git: GitState | None
+
+
+@dataclass(frozen=True)
 class Prepared:
     """Everything submit will do, decided before anything is written (this is the dry run)."""
 
@@ -54,10 +66,25 @@ class Prepared:
     script_name: str = rundir.SCRIPT
     # The project's snapshot the job runs in (None: --no-snapshot, it runs in workdir).
     code: CodeSpec | None = None
+    # A rerun: `code` links the job's snapshot from the store; the project is not frozen.
+    again: Again | None = None
 
     @property
     def script_path(self) -> Path:
         return self.run_dir / self.script_name
+
+    def scripts(self) -> tuple[Script, ...]:
+        return (Script(self.plan.race or self.script_name, self.script_path, self.script,
+                       self.plan),)
+
+    def run_dirs(self) -> tuple[RunDir, ...]:
+        return (RunDir(self.run_dir, self.files),)
+
+    def frozen_code(self) -> CodeSpec | None:
+        return self.code if self.again is None else None
+
+    def with_listing(self, checked: CodeSpec) -> Prepared:
+        return dataclasses.replace(self, code=listed(self.code, checked))
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -69,6 +96,12 @@ class Prepared:
             "segments": [list(segment_options(self.plan, None if i == 0 else f"<job {i}>"))
                          for i in range(self.plan.chain)],
         }
+
+
+def listed(spec: CodeSpec | None, checked: CodeSpec) -> CodeSpec | None:
+    """`spec` with the files `checked` listed: a project checked once serves every script
+    of one submission (each its own working directory, one project)."""
+    return None if spec is None else dataclasses.replace(spec, listing=checked.listing)
 
 
 def segment_options(plan: JobPlan, previous: str | None) -> tuple[str, ...]:

@@ -21,7 +21,8 @@ from hpctrain import rundir, units
 from hpctrain.errors import HpctrainError, PlanError
 from hpctrain.plan import JobPlan, JobRequest
 from hpctrain.rundir import RunFile
-from hpctrain.submission.prepare import Prepared, prepare, segment_options
+from hpctrain.submission.planned import RunDir, Script
+from hpctrain.submission.prepare import Prepared, listed, prepare, segment_options
 from hpctrain.units import Topology
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
     from hpctrain.places import Place
     from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
+    from hpctrain.snapshots.spec import CodeSpec
 
 T = TypeVar("T")
 MAX_ALTERNATIVES = 8
@@ -86,6 +88,24 @@ class Race:
 
     def alternative_dicts(self) -> list[dict[str, object]]:
         return [{"topology": p.plan.race, **p.as_dict()} for p in self.alternatives]
+
+    def scripts(self) -> tuple[Script, ...]:
+        return tuple(s for p in self.alternatives for s in p.scripts())
+
+    def run_dirs(self) -> tuple[RunDir, ...]:
+        return (RunDir(self.run_dir, self.files()),)
+
+    def frozen_code(self) -> CodeSpec | None:
+        # The run directory (and its code) is the first alternative's, for all of them.
+        return self.alternatives[0].code
+
+    def with_listing(self, checked: CodeSpec) -> Race:
+        return Race(tuple(dataclasses.replace(p, code=listed(p.code, checked))
+                          for p in self.alternatives))
+
+    def as_dict(self) -> dict[str, object]:
+        return {"run_dir": str(self.run_dir), "first_of": self.labels,
+                "alternatives": self.alternative_dicts()}
 
 
 def prepare_race(

@@ -73,9 +73,12 @@ class Submitted:
     # Every job id of a chain, the first one included; just (job_id,) otherwise.
     chain: tuple[str, ...] = ()
     snapshot: Snapshot | None = None
+    # A rerun's: the job it repeats.
+    rerun_of: str | None = None
 
     def as_dict(self, plan: JobPlan) -> dict[str, object]:
-        return {
+        again = {"rerun_of": self.rerun_of} if self.rerun_of else {}
+        return {**again,
             "job_id": self.job_id,
             "cluster": self.cluster,
             "run_dir": str(self.run_dir),
@@ -163,12 +166,15 @@ def check_trainer_python(prep: Prepared, place: Place) -> None:
 
 
 def create_run_dir(prep: Prepared, place: Place) -> Origin:
-    """Check, then make the run directory with its files and the job's code at `place`."""
-    place.check_files(prep.run_dir, prep.files)
+    """Make the run directory with its files and the job's code at `place` (the pipeline
+    checked its files)."""
     check_trainer_python(prep, place)
     place.create_run_dir(prep.run_dir, prep.files)
     try:
-        snapshot = place.freeze_code(prep.code) if prep.code is not None else None
+        snapshot = _code(prep, place)
+        if prep.again is not None:
+            # A rerun runs its job's snapshot: the project as it is now is not its code.
+            return Origin(prep.again.git, snapshot)
         git = place.git()
         if git is not None and git.dirty and (diff := place.git_diff()):
             # What the commit in run.json lacks, in git's words (the snapshot holds it too).
@@ -181,6 +187,15 @@ def create_run_dir(prep: Prepared, place: Place) -> Origin:
                                 "check that the runs folder is writable") from None
         raise
     return Origin(git, snapshot)
+
+
+def _code(prep: Prepared, place: Place) -> Snapshot | None:
+    """The job's working directory: the project frozen now, or a rerun's snapshot linked."""
+    if prep.code is None:
+        return None
+    if prep.again is not None:
+        return place.link_code(prep.code, prep.again.snapshot)
+    return place.freeze_code(prep.code)
 
 
 def _sbatch(prep: Prepared, place: Place, previous: str | None = None) -> str:
@@ -217,6 +232,7 @@ def _write_run_info(prep: Prepared, done: Queued, place: Place) -> None:
         "plan": prep.plan.summary(),
         "stdout": done.stdout_path,
         "stderr": done.stderr_path,
+        **({"rerun_of": prep.again.of} if prep.again else {}),
     }
     # The history row holds the same facts; the job is queued either way.
     with contextlib.suppress(OSError, HpctrainError):
@@ -289,5 +305,5 @@ def submit(prep: Prepared, place: Place, history: History) -> Submitted:
         job_id=first.job_id, cluster=first.cluster, run_dir=prep.run_dir,
         script_path=prep.script_path, stdout_path=first.stdout_path,
         stderr_path=first.stderr_path, git=origin.git, record=record, chain=tuple(chain),
-        snapshot=origin.snapshot,
+        snapshot=origin.snapshot, rerun_of=prep.again.of if prep.again else None,
     )

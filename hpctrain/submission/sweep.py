@@ -23,11 +23,13 @@ from hpctrain.plan import sweep as points_of
 from hpctrain.plan.model import SweepArray
 from hpctrain.plan.sweep import Point, Sweep
 from hpctrain.rundir import RunFile
+from hpctrain.submission.planned import RunDir, Script
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, NewJob, StudyRecord
     from hpctrain.places import Place
     from hpctrain.plan import JobRequest
+    from hpctrain.snapshots.spec import CodeSpec
     from hpctrain.submission.prepare import Prepared
     from hpctrain.submission.submit import Origin
     from hpctrain.trainconfig.model import TrainConfig
@@ -61,6 +63,22 @@ class PreparedSweep:
     @property
     def run_dir(self) -> Path:
         return self.arrays[0].run_dir
+
+    def scripts(self) -> tuple[Script, ...]:
+        return tuple(Script(p.plan.array.spec if p.plan.array else p.script_name,
+                            p.script_path, p.script, p.plan) for p in self.arrays)
+
+    def run_dirs(self) -> tuple[RunDir, ...]:
+        return (RunDir(self.run_dir, self.files),)
+
+    def frozen_code(self) -> CodeSpec | None:
+        return self.arrays[0].code
+
+    def with_listing(self, checked: CodeSpec) -> PreparedSweep:
+        from hpctrain.submission.prepare import listed
+
+        return replace(self, arrays=tuple(replace(p, code=listed(p.code, checked))
+                                          for p in self.arrays))
 
     def point_dir(self, index: int) -> Path:
         count = len(self.sweep.points)
@@ -179,11 +197,7 @@ def prepare_sweep(plan: SweepPlan, place: Place, *, token: str | None = None
         prepare(replace(shared, array=a), place.workdir, environ=os.environ, now=now,
                 token=token, script_name=_script_name(k, len(arrays)))
         for k, a in enumerate(arrays))
-    place.check_files(prepared[0].run_dir, prepared[0].files)
     first = prepared[0]
-    if first.code is not None:
-        checked = place.check_code(first.code)
-        prepared = tuple(dataclasses.replace(p, code=checked) for p in prepared)
     args = tuple(point_args(req, p) for p in plan.sweep.points)
     if len(arrays) > 1:
         notes += (f"{count} points in {len(arrays)} arrays of at most {limit} (MaxArraySize)",)
@@ -344,8 +358,8 @@ class SweepKind:
     on_array: Callable[[str, SweepArray], None] = lambda *_: None
 
     @property
-    def request(self) -> JobRequest:
-        return self.plan.base
+    def runs_folder(self) -> str:
+        return self.plan.base.profile.output_dir
 
     def prepare(self, place: Place) -> PreparedSweep:
         return prepare_sweep(self.plan, place)

@@ -139,11 +139,17 @@ def test_sbatch_timeout_keeps_the_run_dir_marked(tmp_path: Path) -> None:
 
 
 def test_missing_config_is_refused_before_anything(tmp_path: Path) -> None:
-    prep = _prepared(tmp_path, tmp_path / "nope.yaml")
+    from hpctrain.submission.kinds import JobKind
+    from hpctrain.submission.pipeline import run
+
+    request = JobRequest(profile=load_profile("local"), config=str(tmp_path / "nope.yaml"))
     client = ReplayClient({"sbatch": recording("sbatch_parsable")})
-    with pytest.raises(HpctrainError, match="does not exist"):
-        sub.submit(prep, here(client, tmp_path), History(tmp_path / "h.sqlite3"))
-    assert client.calls == [] and not prep.run_dir.exists()
+    history = History(tmp_path / "h.sqlite3")
+    # The pipeline checks what every kind prepared at the place, a dry run too.
+    for dry_run in (True, False):
+        with pytest.raises(HpctrainError, match="does not exist"):
+            run(JobKind(request), here(client, tmp_path), history, dry_run)
+    assert client.calls == [] and not (tmp_path / "hpctrain-runs").exists()
 
 
 @pytest.mark.parametrize("profile", ["raven", "gilbreth", "marvin", "local"])

@@ -70,6 +70,10 @@ def test_probe_here_and_through_a_login(
 ) -> None:
     lap = laptop(str(sshd.remote_home / "probe"))
     lap.ok("login", "remote")
+    dry_here = _here(lap, devcluster, "profiles", "probe", "local", "--dry-run", "--json")
+    dry_there = _there(lap, "profiles", "probe", "remote", "--dry-run", "--json")
+    assert dry_here.keys() == dry_there.keys() and dry_there["dry_run"] is True
+    assert not Path(str(dry_there["run_dir"])).exists()
     here = _here(lap, devcluster, "profiles", "probe", "local", "--json")
     there = _there(lap, "profiles", "probe", "remote", "--json")
     # Sent through another destination by --login (its own master).

@@ -65,6 +65,13 @@ def test_two_submits_through_a_login_each_run_their_own_code(
     assert _marker(second["run_dir"]) == "v2"
     code = Path(str(first["run_dir"])) / "code"
     assert (code / "pkg" / "mark.py").read_text() == MARK.format(version="v1")
+    # A rerun's dry run reads the job's request and profile over the connection, makes
+    # nothing: its script is the job's own but for the run directory.
+    dry = json.loads(lap.ok("rerun", str(first["job_id"]), "--dry-run", "--json").stdout)
+    old_script = (Path(str(first["run_dir"])) / "job.sbatch").read_text()
+    assert dry["script_text"] == old_script.replace(Path(str(first["run_dir"])).name,
+                                                    Path(str(dry["run_dir"])).name)
+    assert not Path(str(dry["run_dir"])).exists()
     # A rerun of the first job, on the login, runs v1 again (its snapshot, linked there).
     again = json.loads(lap.ok("rerun", str(first["job_id"]), "--json").stdout)
     assert str(again["run_dir"]).startswith(str(workdir)) and again["rerun_of"] == str(

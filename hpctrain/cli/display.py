@@ -1,0 +1,125 @@
+"""How every kind's outcome is shown, through the one registry (cli/output.py: DISPLAYS) of
+how a value type is shown for people and as JSON: a kind's dry run (its Planned value) and
+its result. One job's values (submit, profiles probe, rerun) are registered here; a race's
+in cli/race.py, a sweep's in cli/sweepview.py, a scaling study's in cli/scale.py.
+
+A dry run is shown alike for every kind: the scripts on stdout, the kind's summary on stderr,
+where it would write; as JSON, `dry_run`, the kind's fields and every script's text."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from hpctrain.cli.output import DISPLAYS, err_console, print_json, register_display, type_name
+
+if TYPE_CHECKING:
+    from hpctrain.places import Place
+    from hpctrain.submission.pipeline import Outcome
+    from hpctrain.submission.planned import Planned
+    from hpctrain.submission.prepare import Prepared
+    from hpctrain.submission.submit import Submitted
+
+DryRunOpt = Annotated[
+    bool,
+    typer.Option("--dry-run", help="Print the scripts it would submit, the plan and where it "
+                 "would write; create and submit nothing."),
+]
+
+def show(outcome: Outcome[Any, Any], place: Place, json_out: bool) -> None:
+    """The dry run or the result, whichever kind it was; what the place synced first."""
+    dry = outcome.result is None
+    value = outcome.prepared if dry else outcome.result
+    display = DISPLAYS[type_name(type(value))]
+    if json_out:
+        data = display.json(outcome, place)
+        print_json({"dry_run": True, "job_id": None, **data,
+                    "scripts": [s.as_dict() for s in outcome.prepared.scripts()]}
+                   if dry else {**data, **outcome.facts})
+        return
+    if dry:
+        from hpctrain.cli.render import show_scripts
+
+        show_scripts(outcome.prepared.scripts())
+        display.people(outcome, place)
+        err_console.print(nothing_written(outcome.prepared), highlight=False, soft_wrap=True)
+        return
+    for note in outcome.notes:
+        err_console.print(note, highlight=False)
+    display.people(outcome, place)
+
+
+def nothing_written(prepared: Planned) -> str:
+    """The dry run's last word: nothing done, and where it would have written."""
+    dirs = prepared.run_dirs()
+    scripts = prepared.scripts()
+    if len(dirs) == 1:
+        named = (f" (scripts {', '.join(s.path.name for s in scripts if s.path)})"
+                 if len(scripts) > 1 else "")
+        return (f"dry run: nothing created or submitted; the run directory would be "
+                f"{dirs[0].path}{named}")
+    return (f"dry run: nothing created or submitted; {len(dirs)} run directories would be "
+            f"made in {dirs[0].path.parent} (each script's above)")
+
+
+def _job_dry_run(outcome: Outcome[Prepared, None], place: Place) -> None:
+    """One job's (submit, probe, rerun) plan on stderr, so that stdout stays the script."""
+    from hpctrain.cli.render import show_summary
+
+    prep = outcome.prepared
+    show_summary(prep.plan)
+    if prep.again is not None:
+        err_console.print(f"a rerun of job {prep.again.of}, on its snapshot "
+                          f"{prep.again.snapshot}", highlight=False)
+
+
+def _job_dry_run_json(outcome: Outcome[Prepared, None], place: Place) -> dict[str, object]:
+    prep = outcome.prepared
+    again = ({"rerun_of": prep.again.of, "snapshot": {"id": prep.again.snapshot}}
+             if prep.again is not None else {})
+    return {**prep.as_dict(), "script_text": prep.script, **again}
+
+
+def _submitted(outcome: Outcome[Prepared, Submitted], place: Place) -> None:
+    """The job id, its run directory and how to follow it."""
+    from hpctrain.cli.output import console
+
+    done, plan = outcome.result, outcome.prepared.plan
+    assert done is not None  # shown once submitted
+    console.print(
+        f"Submitted job [bold]{done.job_id}[/] ({plan.nodes} node(s) x "
+        f"{plan.gpus_per_node} GPU(s), profile {plan.profile}, cluster "
+        f"{done.cluster or '?'})", highlight=False)
+    if done.rerun_of:
+        console.print(f"a rerun of job {done.rerun_of}", highlight=False)
+    if len(done.chain) > 1:
+        console.print(f"chain of {len(done.chain)} jobs, each after the one before: "
+                      f"{', '.join(done.chain)}", highlight=False)
+    console.print(f"run directory: {done.run_dir}", highlight=False, soft_wrap=True)
+    console.print(f"code:          {code_line(done)}", highlight=False, soft_wrap=True)
+    console.print(f"follow it:     hpctrain status {done.job_id}", highlight=False)
+    console.print(f"               hpctrain logs -f {done.job_id}", highlight=False)
+    for note in plan.notes:
+        err_console.print(f"[yellow]note:[/] {note}")
+
+
+def _submitted_json(outcome: Outcome[Prepared, Submitted], place: Place
+                    ) -> dict[str, object]:
+    assert outcome.result is not None
+    return outcome.result.as_dict(outcome.prepared.plan)
+
+
+def code_line(done: Submitted) -> str:
+    """Which code the job runs: its snapshot, or the live project (--no-snapshot)."""
+    snap = done.snapshot
+    if snap is None:
+        return f"{done.record.workdir} as it is when the job starts (--no-snapshot)"
+    added = (f"{snap.added_files} new file(s) stored" if snap.added_files
+             else "nothing new to store")
+    return f"snapshot {snap.id} ({snap.files} file(s); {added})"
+
+
+# One job's values: those of submit, profiles probe and rerun alike.
+register_display("hpctrain.submission.prepare.Prepared", _job_dry_run, _job_dry_run_json)
+register_display("hpctrain.submission.submit.Submitted", _submitted, _submitted_json)
