@@ -163,12 +163,13 @@ class CountingPlace(LocalPlace):
 
 
 def test_the_pipeline_checks_each_run_directory_and_the_project_once(tmp_path: Path) -> None:
-    from hpctrain.studies.scaling_study import StudyKind, StudyPlan, plan_runs, study_settings
+    from hpctrain.studies.scaling_study import StudyKind, StudyPlan, plan_runs
+    from hpctrain.trainconfig.options import TrainerCall
 
     base = JobRequest(profile=load_profile("local"), job_name="scale")
-    plan = StudyPlan(base, plan_runs("1x1,1x2", strong=False, batch_size=None, task="spiral",
-                                     config=None, sets=()),
-                     False, study_settings("spiral", None, 1, ()), repeats=2)
+    trainer = TrainerCall(task="spiral").adding([("trainer.max_epochs", 1)])
+    plan = StudyPlan(base, plan_runs("1x1,1x2", strong=False, batch_size=None, trainer=trainer),
+                     False, trainer.load(), repeats=2)
     place = CountingPlace(tmp_path)
     prepared = run(StudyKind(plan, None, False, None), place, History(), True).prepared
     assert place.checked == ["files"] * 4 + ["code"]
