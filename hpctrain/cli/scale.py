@@ -187,7 +187,6 @@ def scale(
     json_out: JsonOpt = False,
 ) -> None:
     """Run the packaged trainer at each topology; compare throughput, speedup, efficiency."""
-    from hpctrain import places
     from hpctrain.cli.options import JobOptions, build_request
     from hpctrain.studies.scaling import parse_target
     from hpctrain.studies.scaling_study import (
@@ -214,7 +213,7 @@ def scale(
                           f"{'one at a time' if wait and not parallel else 'all at once'}; "
                           f"table: hpctrain scale-report {study.name}", highlight=False)
 
-    place = places.for_profile(base.profile, login, local=backends.local_place())
+    place = backends.place_for(base.profile, login)
     history = backends.history()
     kind = StudyKind(plan, name, one_at_a_time=wait and not parallel, timeout_s=wait_timeout,
                      on_start=started, on_run=_submitted)

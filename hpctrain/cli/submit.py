@@ -117,7 +117,6 @@ def submit(
     """Submit a job: render it, create its run directory, sbatch it and record it."""
     from dataclasses import replace
 
-    from hpctrain import places
     from hpctrain.submission.kinds import submission
     from hpctrain.submission.pipeline import run
 
@@ -130,7 +129,7 @@ def submit(
     after_ids = tuple(a.strip() for a in (after or "").split(",") if a.strip())
     request = replace(build_request(job), chain=chain, after=after_ids, snapshot=snapshot,
                       in_place=tuple(in_place or ()))
-    place = places.for_profile(request.profile, login, job.python_env)
+    place = backends.place_for(request.profile, login, job.python_env)
     outcome = run(submission(request, first_of), place, backends.history(), dry_run)
     show(outcome, place, json_out)
 
