@@ -107,6 +107,11 @@ class Facts(Protocol):
         """The run directories are this machine's paths: reports and plots are written there."""
         ...
 
+    @property
+    def where(self) -> str:
+        """The place in words for a message: "here", or "on HOST"."""
+        ...
+
     def shown(self, path: Path | str) -> str:
         """A path at the place as people are shown it (a login's: host:path)."""
         ...

@@ -213,6 +213,7 @@ class LocalPlace(LocalSlurm, LocalFiles, LocalCode, LocalProject):
     uids_known_here = True
     free_reads = True
     run_dirs_on_this_disk = True
+    where = "here"
 
     @property
     def user(self) -> str:

@@ -373,6 +373,10 @@ class LoginPlace(LoginSlurm, LoginFiles, LoginCode, LoginProject):
     def user(self) -> str:
         return self.conn.facts()["user"]
 
+    @property
+    def where(self) -> str:
+        return f"on {self.login}"
+
     def shown(self, path: Path | str) -> str:
         return f"{self.login}:{path}"
 
