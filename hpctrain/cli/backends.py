@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hpctrain.history import History
-    from hpctrain.places import LocalPlace
+    from hpctrain.history import History, JobRecord
+    from hpctrain.places import LocalPlace, Place
+    from hpctrain.profiles.model import Profile
     from hpctrain.slurm.client import SlurmClient
 
 
@@ -30,3 +31,11 @@ def local_place() -> LocalPlace:
     from hpctrain.places import LocalPlace
 
     return LocalPlace(lambda: slurm()[0])
+
+
+def place_for(of: Profile | JobRecord, login: str | None = None,
+              python_choice: str | None = None) -> Place:
+    """The place of a profile or a recorded job (places.place_for), this machine's as above."""
+    from hpctrain import places
+
+    return places.place_for(of, local_place(), login, python_choice)

@@ -17,7 +17,6 @@ from hpctrain.errors import HpctrainError
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
     from hpctrain.places import Place
-    from hpctrain.remote.connection import Connection
     from hpctrain.tracking.byplace import Refreshed
     from hpctrain.tracking.watcher import CancelReport, JobWatcher
 
@@ -28,7 +27,6 @@ StudyOpt = Annotated[str | None, typer.Option(
 JobIdsArg = Annotated[
     list[str] | None, typer.Argument(help="SLURM job ids (default: see the command's help).")
 ]
-_COPY_CHUNK = 1 << 16
 
 
 def _watcher(history: History, place: Place | None = None, known: str = "") -> JobWatcher:
@@ -105,13 +103,6 @@ def status(
         raise error
 
 
-def _copy(path: Path, out: BinaryIO) -> None:
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_COPY_CHUNK):
-            out.write(chunk)
-    out.flush()
-
-
 def _write(out: BinaryIO, data: bytes) -> None:
     out.write(data)
     out.flush()
@@ -121,87 +112,46 @@ def _note(text: str) -> None:
     err_console.print(f"[dim]{text}[/]", highlight=False)
 
 
-def _print_start(record: JobRecord, path: Path, tail: int | None, follow: bool) -> int:
+def _print_start(place: Place, record: JobRecord, path: Path, tail: int | None,
+                 follow: bool) -> int:
     """Print the file (or its last `tail` lines) as it is now; return where following starts."""
-    from hpctrain.files import tail_bytes
-
-    out = sys.stdout.buffer
-    if not path.is_file():
+    if follow and tail is None:
+        return 0
+    got = place.read_file(path, tail)
+    if got is None:
         if not follow:
             raise HpctrainError(
-                f"job {record.job_id} has no output file yet ({path}); last state seen: "
-                f"{record.state}",
+                f"job {record.job_id} has no output file yet ({place.shown(path)}); last state "
+                f"seen: {record.state}",
                 f"`hpctrain logs -f {record.job_id}` waits for it",
             )
         return 0
-    if tail is not None:
-        data, offset = tail_bytes(path, tail)
-        _write(out, data)
-        return offset
-    if not follow:
-        _copy(path, out)
-    return 0
+    _write(sys.stdout.buffer, got[0])
+    return got[1]
 
 
-def _follow(watcher: JobWatcher, record: JobRecord, path: Path, offset: int, err: bool,
-            tail: int | None) -> None:
-    """Follow the file while the job runs (on this cluster), then say how the job ended."""
+def _follow(place: Place, history: History, record: JobRecord, path: Path, offset: int,
+            err: bool, tail: int | None) -> None:
+    """Follow the file at the job's place while the job runs (on the cluster the place's SLURM
+    talks to), then say how the job ended."""
     from hpctrain.cli.jobview import final_line
     from hpctrain.tracking import logs as lg
 
     out = sys.stdout.buffer
+    watcher = _watcher(history, place, record.cluster)
     if record.cluster != watcher.cluster or not watcher.cluster:
         if watcher.cluster:
             err_console.print(
                 f"job {record.job_id} ran on cluster {record.cluster or '?'}, not this one "
                 f"({watcher.cluster}): printing the file without following", highlight=False)
-        if tail is None and path.is_file():
-            _copy(path, out)
+        if tail is None and (got := place.read_file(path, None)) is not None:
+            _write(out, got[0])
         watcher.require_cluster()
         return
-    from hpctrain.tracking.filewait import waiter_for
-
-    waiter = waiter_for(path)
-    try:
-        result = lg.follow(record, watcher, lambda data: _write(out, data), _note, err=err,
-                           start_offset=offset, waiter=waiter)
-    finally:
-        waiter.close()
-    if not result.saw_file and not path.is_file():
-        _note(f"the job wrote no {'stderr' if err else 'output'} file ({path})")
-    err_console.print(final_line(result.record), highlight=False)
-
-
-def _remote_logs(history: History, conn: Connection, record: JobRecord, err: bool,
-                 tail: int | None, follow: bool) -> None:
-    """logs over the login's master: the file as it is, then (-f) what it gains until the end."""
-    from hpctrain.cli.jobview import final_line
-    from hpctrain.remote import site as sites
-    from hpctrain.tracking import logs as lg
-
-    out, path = sys.stdout.buffer, lg.log_path(record, err)
-    conn.require()
-    offset = 0
-    if tail is not None or not follow:
-        got = sites.read_file(conn, path, tail)
-        if got is None and not follow:
-            raise HpctrainError(
-                f"job {record.job_id} has no output file yet ({conn.target.host}:{path}); "
-                f"last state seen: {record.state}",
-                f"`hpctrain logs -f {record.job_id}` waits for it")
-        if got is not None:
-            _write(out, got[0])
-            offset = got[1]
-    if not follow:
-        return
-    follower = sites.RemoteFollower(conn, path, offset)
-    from hpctrain.places.login import LoginPlace
-
-    watcher = _watcher(history, LoginPlace(conn), record.cluster)
-    result = lg.follow(record, watcher, lambda data: _write(out, data), _note, err=err,
-                       follower=follower, poll_s=sites.REMOTE_FILE_POLL_S)
-    if not result.saw_file:
-        _note(f"the job wrote no {'stderr' if err else 'output'} file ({path}) so far")
+    result = lg.follow_at(place, record, watcher, lambda data: _write(out, data), _note,
+                          err=err, start_offset=offset)
+    if not result.saw_file and place.read_file(path, 0) is None:
+        _note(f"the job wrote no {'stderr' if err else 'output'} file ({place.shown(path)})")
     err_console.print(final_line(result.record), highlight=False)
 
 
@@ -221,20 +171,18 @@ def logs(
     login: LoginOpt = None,
 ) -> None:
     """Print a job's output file; with -f follow it until the job ends."""
-    from hpctrain.remote.site import record_connection
     from hpctrain.tracking import logs as lg
     from hpctrain.tracking import selection as tracking
 
     history = backends.history()
     record = tracking.pick(history, job_id)
-    conn = record_connection(record, login)
-    if conn is not None:
-        _remote_logs(history, conn, record, err, tail, follow)
-        return
+    # Where the job was submitted through (--login DEST: read it over that login instead).
+    place = backends.place_for(record, login)
     path = lg.log_path(record, err)
-    offset = _print_start(record, path, tail, follow)
+    place.check()
+    offset = _print_start(place, record, path, tail, follow)
     if follow:
-        _follow(_watcher(history), record, path, offset, err, tail)
+        _follow(place, history, record, path, offset, err, tail)
 
 
 def _confirm_all(records: list[JobRecord], yes: bool) -> None:
@@ -248,6 +196,20 @@ def _confirm_all(records: list[JobRecord], yes: bool) -> None:
             "pass --yes to cancel them all from a script",
         )
     typer.confirm(f"Cancel {len(records)} job(s): {ids}?", abort=True)
+
+
+def _all_unfinished(history: History, login: str | None) -> list[JobRecord]:
+    """cancel --all: the unfinished jobs submitted here (--login DEST: through that login)
+    that run on the cluster its SLURM talks to."""
+    from hpctrain import places
+
+    mine = places.submitted_through(history.unfinished(), login)
+    if not mine:
+        return []
+    watcher = _watcher(history, backends.place_for(mine[0], login), mine[0].cluster)
+    # Unknown, every job would look like another cluster's: say so rather than cancel none.
+    watcher.require_cluster()
+    return [r for r in mine if r.cluster == watcher.cluster]
 
 
 def cancel(
@@ -276,17 +238,11 @@ def cancel(
         )
     _check_login(login)
     history = backends.history()
-    if all_jobs and login is not None:
-        # --all --login DEST: the unfinished jobs submitted through that login.
-        records = [r for r in history.unfinished() if r.login == login]
-        _confirm_all(records, yes)
-    elif all_jobs:
-        mine = [r for r in history.unfinished() if not r.login]
-        if not mine:
+    if all_jobs:
+        records = _all_unfinished(history, login)
+        if not records:
             # Nothing to cancel needs no SLURM, nor a slurm.conf to say which cluster this is.
             return _print_cancelled(CancelReport(), json_out)
-        cluster = _watcher(history).cluster
-        records = [r for r in mine if r.cluster == cluster]
         _confirm_all(records, yes)
     elif study is not None:
         records = tracking.study_points(history, study)

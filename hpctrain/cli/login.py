@@ -24,8 +24,8 @@ def login(
 ) -> None:
     """Open the one ssh connection later commands reuse (your password or OTP, asked once)."""
     from hpctrain.errors import HpctrainError
+    from hpctrain.places.login import for_name, login_state, open_login
     from hpctrain.remote.connection import check_persist
-    from hpctrain.remote.site import for_name, login_state, open_login
 
     if check and close:
         raise HpctrainError("--check and --close do not mix", "pass one of them")

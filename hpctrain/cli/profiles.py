@@ -247,7 +247,6 @@ def probe(
     write what it found into your profile (one that extends the shipped one)."""
     from dataclasses import asdict
 
-    from hpctrain import places
     from hpctrain.cli import backends
     from hpctrain.errors import ProfileError
     from hpctrain.plan import JobRequest
@@ -273,7 +272,7 @@ def probe(
                           f"(Ctrl-C stops waiting, not the job)", highlight=False)
 
     kind = ProbeKind(req, on_submit=submitted)
-    place = places.for_profile(profile, login)
+    place = backends.place_for(profile, login)
     outcome = run(kind, place, backends.history(), dry_run)
     if outcome.result is None:
         display.show(outcome, place, json_out)

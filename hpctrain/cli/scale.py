@@ -185,7 +185,6 @@ def scale(
     """Run the packaged trainer at each topology; compare throughput, speedup, efficiency."""
     from dataclasses import replace
 
-    from hpctrain import places
     from hpctrain.studies.scaling import parse_target
     from hpctrain.studies.scaling_study import StudyKind, StudyPlan, plan_runs
     from hpctrain.submission.pipeline import run
@@ -200,7 +199,7 @@ def scale(
                           f"{'one at a time' if wait and not parallel else 'all at once'}; "
                           f"table: hpctrain scale-report {study.name}", highlight=False)
 
-    place = places.for_profile(base.profile, login, local=backends.local_place())
+    place = backends.place_for(base.profile, login)
     history = backends.history()
     kind = StudyKind(plan, name, one_at_a_time=wait and not parallel, timeout_s=wait_timeout,
                      on_start=started, on_run=_submitted)

@@ -39,29 +39,23 @@ def _needed(record: JobRecord, older_than: float | None) -> bool:
     return datetime.now(timezone.utc) - submitted < timedelta(days=older_than)
 
 
-Where = tuple[str | None, str | None]  # a job's (login, ssh config); (None, None): here
-
-
 def _stores(older_than: float | None, named: list[Path]
-            ) -> tuple[dict[Where, Place], dict[Where, dict[Path, set[str]]]]:
-    """Each place's stores, each with the snapshots its recorded jobs still need."""
+            ) -> list[tuple[Place, dict[Path, set[str]]]]:
+    """Each place's stores, each with the snapshots its recorded jobs still need (the stores
+    --store names are this machine's)."""
     from hpctrain import places
 
     local = backends.local_place()
-    at: dict[Where, Place] = {(None, None): local}
-    stores: dict[Where, dict[Path, set[str]]] = {
-        (None, None): {Path(s).resolve(): set() for s in named}}
-    for r in backends.history().all():
-        where = _store_of(r)
-        if where is None:
-            continue
-        key = (r.login, r.login_config)
-        if key not in at:
-            at[key] = places.for_record(r, local)
-        keep = stores.setdefault(key, {}).setdefault(where, set())
-        if _needed(r, older_than):
-            keep.add(str(r.snapshot))
-    return at, stores
+    found: dict[int, tuple[Place, dict[Path, set[str]]]] = {
+        id(local): (local, {Path(s).resolve(): set() for s in named})}
+    for place, group in places.by_place(backends.history().all(), local):
+        stores = found.setdefault(id(place), (place, {}))[1]
+        for r in group:
+            if (where := _store_of(r)) is not None:
+                keep = stores.setdefault(where, set())
+                if _needed(r, older_than):
+                    keep.add(str(r.snapshot))
+    return list(found.values())
 
 
 def gc(
@@ -81,18 +75,17 @@ def gc(
     json_out: JsonOpt = False,
 ) -> None:
     """Remove code snapshots no recorded job still needs, and the files only they held."""
-    at, stores = _stores(older_than, store or [])
-    done = [(key[0], c) for key, found in stores.items() for path, keep in sorted(found.items())
-            if (c := at[key].collect_code(path, keep, min_age * 60, dry_run)) is not None]
+    done = [(place, c) for place, found in _stores(older_than, store or [])
+            for path, keep in sorted(found.items())
+            if (c := place.collect_code(path, keep, min_age * 60, dry_run)) is not None]
     if json_out:
-        print_json({"dry_run": dry_run, "stores": [{"login": login, **dataclasses.asdict(c)}
-                                                   for login, c in done]})
+        print_json({"dry_run": dry_run, "stores": [
+            {"login": place.login, **dataclasses.asdict(c)} for place, c in done]})
         return
     verb = "would remove" if dry_run else "removed"
-    for login, c in done:
-        where = f"{login}:{c.store}" if login else c.store
-        console.print(f"{where}: {verb} {len(c.snapshots)} snapshot(s) and {c.objects} "
-                      f"file(s) ({c.bytes / 2**20:.1f} MiB); kept {c.kept} snapshot(s)",
+    for place, c in done:
+        console.print(f"{place.shown(c.store)}: {verb} {len(c.snapshots)} snapshot(s) and "
+                      f"{c.objects} file(s) ({c.bytes / 2**20:.1f} MiB); kept {c.kept} snapshot(s)",
                       highlight=False, soft_wrap=True)
     if not done:
         console.print("No snapshot store found (none of the recorded jobs has one).",
@@ -101,9 +94,7 @@ def gc(
 
 def _reader(record: JobRecord) -> Reader:
     """Files of the job's run directory and store, read where the job was submitted."""
-    from hpctrain import places
-
-    place = places.for_record(record, backends.local_place())
+    place = backends.place_for(record)
 
     def read(path: Path) -> bytes | None:
         got = place.read_file(path, None)
@@ -176,14 +167,13 @@ def rerun(
     """Submit a job again against its code snapshot, in a new run directory: the same code
     and settings, whatever was edited since. Planned again from its stored request: its
     script but for the run directory; with --nodes, --gpus-per-node or --time, changed so."""
-    from hpctrain import places
     from hpctrain.submission.pipeline import run
     from hpctrain.submission.rerun import Changes, RerunKind
     from hpctrain.tracking import selection as tracking
 
     history = backends.history()
     record = tracking.pick(history, job)
-    place = places.for_record(record, backends.local_place())
+    place = backends.place_for(record)
     kind = RerunKind(record, Changes(nodes, gpus_per_node, time))
     show(run(kind, place, history, dry_run), place, json_out)
 

@@ -41,7 +41,6 @@ def submit(
     """Submit a job: render it, create its run directory, sbatch it and record it."""
     from dataclasses import replace
 
-    from hpctrain import places
     from hpctrain.submission.kinds import Kind, submission
     from hpctrain.submission.pipeline import run
 
@@ -53,7 +52,7 @@ def submit(
     after_ids = tuple(a.strip() for a in (after or "").split(",") if a.strip())
     request = replace(build_request(job), chain=chain, after=after_ids, snapshot=snapshot,
                       in_place=tuple(in_place or ()))
-    place = places.for_profile(request.profile, login, job.python_env)
+    place = backends.place_for(request.profile, login, job.python_env)
     kind: Kind[Any, Any] = submission(request, first_of)
     show(run(kind, place, backends.history(), dry_run), place, json_out)
 

@@ -80,7 +80,6 @@ def sweep(
     """Run one training at many points (a grid, a list, random samples) as SLURM job arrays."""
     from dataclasses import replace
 
-    from hpctrain import places
     from hpctrain.submission.pipeline import run
     from hpctrain.submission.sweep import SweepKind, SweepPlan
 
@@ -91,7 +90,7 @@ def sweep(
     history = backends.history()
     if name is not None and history.study(name) is not None:
         raise HpctrainError(f"a study named {name!r} exists already", "choose another --name")
-    place = places.for_profile(request.profile, login, job.python_env)
+    place = backends.place_for(request.profile, login, job.python_env)
     kind = SweepKind(SweepPlan(request, made, max_parallel, max_array_size, name))
     show(run(kind, place, history, dry_run), place, json_out)
 

@@ -18,6 +18,26 @@ if TYPE_CHECKING:
 
 GIT_TIMEOUT_S = 5.0
 
+# A file to read at a place: its path, and its last lines only (None: whole).
+FileRead = tuple[Path, int | None]
+
+
+class LogFollower(Protocol):
+    """Reads what a growing file gained since the last read, and waits for it to grow."""
+
+    # How long to wait between reads where nothing wakes the reader.
+    poll_s: float
+
+    def read_new(self) -> bytes:
+        """The bytes appended since the last call (b"" when none, or no file yet)."""
+        ...
+
+    def wait(self, timeout_s: float) -> None:
+        """Until the file may have grown, or `timeout_s` has passed."""
+        ...
+
+    def close(self) -> None: ...
+
 
 @dataclass(frozen=True)
 class GitState:
@@ -56,8 +76,8 @@ def git_diff(cwd: Path) -> str | None:
     return text if done.returncode == 0 and text else None
 
 
-class Place(Protocol):
-    """Where a submission goes: this machine, or a login over its ssh master."""
+class Facts(Protocol):
+    """What the place is, and what differs between places, as facts the others ask."""
 
     @property
     def login(self) -> str | None:
@@ -68,14 +88,37 @@ class Place(Protocol):
     def login_config(self) -> str | None: ...
 
     @property
-    def workdir(self) -> Path:
-        """Where the project is at the place (jobs start there)."""
-        ...
-
-    @property
     def user(self) -> str:
         """Who SLURM runs the jobs as (%u in log file patterns)."""
         ...
+
+    @property
+    def uids_known_here(self) -> bool:
+        """SLURM's uids are this machine's users: `why` names who cancelled from its pwd."""
+        ...
+
+    @property
+    def free_reads(self) -> bool:
+        """Reading a file costs no round trip: `status` reads a new verdict's logs only then."""
+        ...
+
+    @property
+    def run_dirs_on_this_disk(self) -> bool:
+        """The run directories are this machine's paths: reports and plots are written there."""
+        ...
+
+    @property
+    def where(self) -> str:
+        """The place in words for a message: "here", or "on HOST"."""
+        ...
+
+    def shown(self, path: Path | str) -> str:
+        """A path at the place as people are shown it (a login's: host:path)."""
+        ...
+
+
+class Slurm(Protocol):
+    """The place's SLURM: one client, and the cluster it talks to."""
 
     def slurm_client(self) -> SlurmClient:
         """The one SLURM client, its commands run at the place."""
@@ -86,33 +129,37 @@ class Place(Protocol):
         not say."""
         ...
 
-    def adapt(self, req: JobRequest) -> JobRequest:
-        """The request with the place's facts (its Python environment, its home for `~`)."""
-        ...
 
-    def check(self) -> None:
-        """Fail fast (a login's master is down) before anything is planned against it."""
-        ...
+class RunFiles(Protocol):
+    """The run directory's files at the place: made whole, written, read and followed."""
 
     def check_files(self, run_dir: Path, files: Sequence[RunFile]) -> None:
         """Every check made before writing: --config files load, the run directory can be made."""
         ...
 
-    def sync_project(self, output_dir: str) -> SyncReport | None:
-        """Bring the project to the place (None: it is there already)."""
-        ...
-
-    def sync_facts(self, synced: SyncReport | None) -> dict[str, object]:
-        """What the sync did, for submit's JSON ({} where nothing was synced)."""
-        ...
-
-    def sync_notes(self, synced: SyncReport | None) -> tuple[str, ...]:
-        """What the sync did, for people (nothing where nothing was synced)."""
-        ...
-
     def create_run_dir(self, run_dir: Path, files: Sequence[RunFile]) -> None:
         """Make the run directory with its files, whole; HpctrainError if it exists."""
         ...
+
+    def write(self, path: Path, text: str) -> None:
+        """Replace one small file whole or not at all (run.json, a race's job ids)."""
+        ...
+
+    def discard(self, run_dir: Path) -> None:
+        """Remove a run directory that nothing ran in."""
+        ...
+
+    def read_file(self, path: Path, tail: int | None) -> tuple[bytes, int] | None:
+        """A file (or its last `tail` lines) and its size; None if it does not exist."""
+        ...
+
+    def follower(self, path: Path, offset: int) -> LogFollower:
+        """What `logs -f` reads a growing file through, from byte `offset` on."""
+        ...
+
+
+class CodeStore(Protocol):
+    """Code snapshots at the place (docs/jobs.md, "Code snapshots")."""
 
     def check_code(self, spec: CodeSpec) -> CodeSpec:
         """Refuse (a dry run too) a project that cannot be snapshotted: too large, a bad path;
@@ -132,16 +179,33 @@ class Place(Protocol):
         """`hpctrain gc` of one store at the place (None: there is no such store)."""
         ...
 
-    def write(self, path: Path, text: str) -> None:
-        """Replace one small file whole or not at all (run.json, a race's job ids)."""
+
+class Project(Protocol):
+    """The project at the place: where it is, how a request fits there, bringing it there."""
+
+    @property
+    def workdir(self) -> Path:
+        """Where the project is at the place (jobs start there)."""
         ...
 
-    def discard(self, run_dir: Path) -> None:
-        """Remove a run directory that nothing ran in."""
+    def adapt(self, req: JobRequest) -> JobRequest:
+        """The request with the place's facts (its Python environment, its home for `~`)."""
         ...
 
-    def read_file(self, path: Path, tail: int | None) -> tuple[bytes, int] | None:
-        """A file (or its last `tail` lines) and its size; None if it does not exist."""
+    def check(self) -> None:
+        """Fail fast (a login's master is down) before anything is planned against it."""
+        ...
+
+    def sync_project(self, output_dir: str) -> SyncReport | None:
+        """Bring the project to the place (None: it is there already)."""
+        ...
+
+    def sync_facts(self, synced: SyncReport | None) -> dict[str, object]:
+        """What the sync did, for submit's JSON ({} where nothing was synced)."""
+        ...
+
+    def sync_notes(self, synced: SyncReport | None) -> tuple[str, ...]:
+        """What the sync did, for people (nothing where nothing was synced)."""
         ...
 
     def git(self) -> GitState | None:
@@ -150,4 +214,15 @@ class Place(Protocol):
 
     def git_diff(self) -> str | None:
         """The project's changes against its commit (`git diff HEAD`), None without any."""
+        ...
+
+
+class Place(Facts, Slurm, RunFiles, CodeStore, Project, Protocol):
+    """Where a submission goes: this machine, or a login over its ssh master. Each group is
+    one concern; a place implements each group as one class (places/local.py, login.py)."""
+
+    def ask_and_read(self, asks: Sequence[tuple[str, ...]], reads: Sequence[FileRead]
+                     ) -> tuple[list[tuple[str, str, int]], list[tuple[bytes, int] | None]]:
+        """SLURM commands' (stdout, stderr, exit code) and files as `read_file` gives them,
+        asked together (over a login: one round trip)."""
         ...

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from hpctrain.errors import HpctrainError
 from hpctrain.files import tail_bytes, write_atomic
-from hpctrain.places.base import GitState, git_diff, git_state
+from hpctrain.places.base import FileRead, GitState, git_diff, git_state
+from hpctrain.places.filewait import waiter_for
 from hpctrain.slurm.client import SlurmClient
 
 if TYPE_CHECKING:
@@ -23,24 +24,56 @@ if TYPE_CHECKING:
     from hpctrain.snapshots.spec import CodeSpec
     from hpctrain.snapshots.store import Collected, Snapshot
 
+# Between reads of a followed file where no inotify event wakes the reader.
+FILE_POLL_S = 0.25
+
 
 @dataclass
-class LocalPlace:
-    """Submit from where hpctrain runs: the project is the current directory."""
+class FileFollower:
+    """Reads only the bytes appended since the last read; copes with a missing or truncated file."""
 
-    # How the client is made (the CLI's backends hand theirs in, so that tests can too).
-    connect: Callable[[], SlurmClient] = SlurmClient.from_environment
-    workdir: Path = field(default_factory=Path.cwd)
-    # The folders above each run directory that creating it made (e.g. hpctrain-runs/), so
-    # that a submit that fails leaves none of them behind.
-    _made: dict[Path, list[Path]] = field(default_factory=dict, init=False, repr=False)
+    path: Path
+    offset: int = 0
 
-    login = None
-    login_config = None
+    def read_new(self) -> bytes:
+        """The bytes appended since the last call (b"" when none, or no file yet)."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                size = fh.tell()
+                if size < self.offset:
+                    # Truncated or replaced (a requeued job starts its log afresh).
+                    self.offset = 0
+                if size == self.offset:
+                    return b""
+                fh.seek(self.offset)
+                data = fh.read(size - self.offset)
+        except FileNotFoundError:
+            return b""
+        self.offset += len(data)
+        return data
 
-    @property
-    def user(self) -> str:
-        return getpass.getuser()
+
+class LocalFollower(FileFollower):
+    """A file on this disk, woken by the kernel's inotify where the file system has it."""
+
+    poll_s = FILE_POLL_S
+
+    def __init__(self, path: Path, offset: int = 0) -> None:
+        super().__init__(path, offset)
+        self._waiter = waiter_for(path)
+
+    def wait(self, timeout_s: float) -> None:
+        self._waiter.wait(timeout_s)
+
+    def close(self) -> None:
+        self._waiter.close()
+
+
+class LocalSlurm:
+    """SLURM's commands run on this machine."""
+
+    connect: Callable[[], SlurmClient]
 
     @cached_property
     def _client(self) -> SlurmClient:
@@ -53,24 +86,17 @@ class LocalPlace:
         # Here an unknown cluster is an error to show, never the one a job was recorded on.
         return client.cluster_name() or ""
 
-    def adapt(self, req: JobRequest) -> JobRequest:
-        return req
 
-    def check(self) -> None:
-        """Nothing to reach: SLURM's own errors say what is missing here."""
+class LocalFiles:
+    """The run directory on this machine's disk."""
+
+    # The folders above each run directory that creating it made (e.g. hpctrain-runs/), so
+    # that a submit that fails leaves none of them behind.
+    _made: dict[Path, list[Path]]
 
     def check_files(self, run_dir: Path, files: Sequence[RunFile]) -> None:
         check_copies(f.copy_of for f in files if f.copy_of is not None)
         _check_run_dir(run_dir)
-
-    def sync_project(self, output_dir: str) -> SyncReport | None:
-        return None
-
-    def sync_facts(self, synced: SyncReport | None) -> dict[str, object]:
-        return {}
-
-    def sync_notes(self, synced: SyncReport | None) -> tuple[str, ...]:
-        return ()
 
     def create_run_dir(self, run_dir: Path, files: Sequence[RunFile]) -> None:
         self._made[run_dir] = [p for p in run_dir.parents if not p.exists()]
@@ -86,29 +112,6 @@ class LocalPlace:
                 f"cannot write the run directory {run_dir}: {e.strerror}",
                 "choose a writable output_dir in the profile, or submit from another directory",
             ) from None
-
-    def check_code(self, spec: CodeSpec) -> CodeSpec:
-        from hpctrain.snapshots.spec import check_here
-
-        return check_here(spec, spec.project)
-
-    def freeze_code(self, spec: CodeSpec) -> Snapshot:
-        from hpctrain.snapshots.spec import freeze_here
-
-        return freeze_here(spec)
-
-    def link_code(self, spec: CodeSpec, snapshot_id: str) -> Snapshot:
-        from hpctrain.snapshots.spec import link_here
-
-        return link_here(spec, snapshot_id)
-
-    def collect_code(self, store: Path, keep: set[str], grace_s: float, dry_run: bool
-                     ) -> Collected | None:
-        from hpctrain.snapshots import store as st
-
-        if not (store / "manifests").is_dir():
-            return None
-        return st.collect(store, keep, dry_run=dry_run, grace_s=grace_s)
 
     def write(self, path: Path, text: str) -> None:
         write_atomic(path, text)
@@ -138,11 +141,92 @@ class LocalPlace:
             return None
         return data, len(data)
 
+    def follower(self, path: Path, offset: int) -> LocalFollower:
+        return LocalFollower(path, offset)
+
+
+class LocalCode:
+    """Code snapshots frozen by this process, in stores on this disk."""
+
+    def check_code(self, spec: CodeSpec) -> CodeSpec:
+        from hpctrain.snapshots.spec import check_here
+
+        return check_here(spec, spec.project)
+
+    def freeze_code(self, spec: CodeSpec) -> Snapshot:
+        from hpctrain.snapshots.spec import freeze_here
+
+        return freeze_here(spec)
+
+    def link_code(self, spec: CodeSpec, snapshot_id: str) -> Snapshot:
+        from hpctrain.snapshots.spec import link_here
+
+        return link_here(spec, snapshot_id)
+
+    def collect_code(self, store: Path, keep: set[str], grace_s: float, dry_run: bool
+                     ) -> Collected | None:
+        from hpctrain.snapshots import store as st
+
+        if not (store / "manifests").is_dir():
+            return None
+        return st.collect(store, keep, dry_run=dry_run, grace_s=grace_s)
+
+
+class LocalProject:
+    """The project is the directory hpctrain runs in: nothing to bring anywhere."""
+
+    workdir: Path
+
+    def adapt(self, req: JobRequest) -> JobRequest:
+        return req
+
+    def check(self) -> None:
+        """Nothing to reach: SLURM's own errors say what is missing here."""
+
+    def sync_project(self, output_dir: str) -> SyncReport | None:
+        return None
+
+    def sync_facts(self, synced: SyncReport | None) -> dict[str, object]:
+        return {}
+
+    def sync_notes(self, synced: SyncReport | None) -> tuple[str, ...]:
+        return ()
+
     def git(self) -> GitState | None:
         return git_state(self.workdir)
 
     def git_diff(self) -> str | None:
         return git_diff(self.workdir)
+
+
+@dataclass
+class LocalPlace(LocalSlurm, LocalFiles, LocalCode, LocalProject):
+    """Submit from where hpctrain runs: the project is the current directory."""
+
+    # How the client is made (the CLI's backends hand theirs in, so that tests can too).
+    connect: Callable[[], SlurmClient] = SlurmClient.from_environment
+    workdir: Path = field(default_factory=Path.cwd)
+    _made: dict[Path, list[Path]] = field(default_factory=dict, init=False, repr=False)
+
+    login = None
+    login_config = None
+    uids_known_here = True
+    free_reads = True
+    run_dirs_on_this_disk = True
+    where = "here"
+
+    @property
+    def user(self) -> str:
+        return getpass.getuser()
+
+    def shown(self, path: Path | str) -> str:
+        return str(path)
+
+    def ask_and_read(self, asks: Sequence[tuple[str, ...]], reads: Sequence[FileRead]
+                     ) -> tuple[list[tuple[str, str, int]], list[tuple[bytes, int] | None]]:
+        client = self.slurm_client()
+        answers = [client.transport.execute(a, None, client.timeout_s, None) for a in asks]
+        return answers, [self.read_file(path, tail) for path, tail in reads]
 
 
 def check_copies(paths: Iterable[Path]) -> None:

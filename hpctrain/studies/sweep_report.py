@@ -123,7 +123,7 @@ class Sweeps:
     def place(self, points: Sequence[JobRecord]) -> Place:
         from hpctrain import places
 
-        return places.for_record(points[0], self.local) if points else self.local
+        return places.place_for(points[0], self.local) if points else self.local
 
     def refresh(self, study: StudyRecord) -> tuple[list[JobRecord], Place]:
         """The points with states fresh from SLURM (two calls at most, whatever their count)."""
@@ -150,8 +150,8 @@ class Sweeps:
 
         info = scale.read_json(read, study.directory, rundir.SWEEP_INFO) or {}
         data = report_data(study, points, info, read, metric)
-        # Written once every point has ended, where the sweep ran from this machine.
-        if all(r.terminal for r in points) and place.login is None:
+        # Written once every point has ended, where the run directories are this machine's.
+        if all(r.terminal for r in points) and place.run_dirs_on_this_disk:
             data.update(write_report(data, Path(study.directory), info.get("keys") or []))
         return data
 

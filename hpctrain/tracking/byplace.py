@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
     from hpctrain.places import Place
 
-LoginKey = tuple[str | None, str | None]
+LoginKey = places.PlaceKey
 
 
 def watcher(history: History, place: Place, known: str = "") -> JobWatcher:
@@ -28,17 +28,13 @@ def watcher(history: History, place: Place, known: str = "") -> JobWatcher:
 def by_login(records: Sequence[JobRecord], login: str | None
              ) -> dict[LoginKey, list[JobRecord]]:
     """The records grouped by the login they went through (a login given: only its jobs)."""
-    groups: dict[LoginKey, list[JobRecord]] = {}
-    for r in records:
-        if login is None or r.login == login:
-            groups.setdefault((r.login, r.login_config), []).append(r)
-    return groups
+    return places.grouped(records, login)
 
 
 def group_watcher(history: History, local: Place, group: Sequence[JobRecord]) -> JobWatcher:
     """The watcher for jobs of one login (all went through the same one, or none)."""
     known = {r.cluster for r in group}
-    return watcher(history, places.for_record(group[0], local),
+    return watcher(history, places.place_for(group[0], local),
                    known.pop() if len(known) == 1 else "")
 
 

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from hpctrain.errors import HpctrainError
 from hpctrain.history import JobRecord
+from hpctrain.places.local import FILE_POLL_S, FileFollower
 from hpctrain.slurm.states import JobState
-from hpctrain.tracking.filewait import Waiter
 from hpctrain.tracking.watcher import MAX_POLL_INTERVAL_S, JobWatcher, Poll
 
-FILE_POLL_S = 0.25
+if TYPE_CHECKING:
+    from hpctrain.places import Place
+
+__all__ = ["FILE_POLL_S", "FileFollower", "FollowResult", "follow", "follow_at", "log_path"]
 # After the job ends the node may still be flushing the file (NFS attribute caches on real
 # clusters): read on for this long once nothing new arrives.
 DRAIN_GRACE_S = 1.0
@@ -38,30 +40,10 @@ class Follower(Protocol):
     def read_new(self) -> bytes: ...
 
 
-@dataclass
-class FileFollower:
-    """Reads only the bytes appended since the last read; copes with a missing or truncated file."""
+class Pause(Protocol):
+    """What `follow` waits on for the file to grow (places/filewait.py: inotify, a poll)."""
 
-    path: Path
-    offset: int = 0
-
-    def read_new(self) -> bytes:
-        """The bytes appended since the last call (b"" when none, or no file yet)."""
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                if size < self.offset:
-                    # Truncated or replaced (a requeued job starts its log afresh).
-                    self.offset = 0
-                if size == self.offset:
-                    return b""
-                fh.seek(self.offset)
-                data = fh.read(size - self.offset)
-        except FileNotFoundError:
-            return b""
-        self.offset += len(data)
-        return data
+    def wait(self, timeout_s: float) -> object: ...
 
 
 @dataclass
@@ -133,16 +115,16 @@ def follow(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     follower: Follower | None = None,
-    waiter: Waiter | None = None,
+    waiter: Pause | None = None,
 ) -> FollowResult:
     """Print the log as it grows until the job ends, polling SLURM through the watcher.
 
     A SLURM that does not answer (controller down or stopped) is said once and asked again
     with back-off; following goes on until SLURM, back, says the job has ended. `waiter`
-    (tracking/filewait.py) wakes the loop when the file is written; without one it sleeps `poll_s`.
+    (places/filewait.py) wakes the loop when the file is written; without one it sleeps `poll_s`.
     """
     pause: Callable[[float], object] = waiter.wait if waiter is not None else sleep
-    # A login's file is read over ssh (hpctrain.remote.site.RemoteFollower, same interface).
+    # A login's file is read over ssh (places/login.py: RemoteFollower, same interface).
     follower = follower or FileFollower(log_path(record, err), start_offset)
     result = FollowResult(record)
     done = watcher.is_final(record)
@@ -167,3 +149,16 @@ def follow(
             pause(poll_s)
     result.record = watcher.latest(result.record)
     return result
+
+
+def follow_at(place: Place, record: JobRecord, watcher: JobWatcher,
+              write: Callable[[bytes], None], note: Callable[[str], None], *, err: bool = False,
+              start_offset: int = 0) -> FollowResult:
+    """`follow`, the log read where the job ran: through the place's follower, which also
+    says how to wait for the file to grow there."""
+    reader = place.follower(log_path(record, err), start_offset)
+    try:
+        return follow(record, watcher, write, note, err=err, follower=reader, waiter=reader,
+                      poll_s=reader.poll_s)
+    finally:
+        reader.close()

@@ -73,11 +73,11 @@ def _json(place: Place, path: Path) -> dict[str, Any] | None:
 
 
 def _user_names(acct: Accounting | None, place: Place) -> dict[int, str]:
-    """uid -> name for who cancelled, where the job ran on this machine's users."""
+    """uid -> name for who cancelled, where SLURM's uids are this machine's users."""
     import pwd
 
     names: dict[int, str] = {}
-    for row in acct.rows if acct and place.login is None else ():
+    for row in acct.rows if acct and place.uids_known_here else ():
         uid = row.cancelled_by_uid
         if uid is not None and uid not in names:
             try:
@@ -120,30 +120,28 @@ def _gather_here(record: JobRecord, place: Place, client: SlurmClient) -> _Gathe
     return _Gathered(acct, reason, start, findings, logs, files)
 
 
-def _gather_batched(record: JobRecord, client: SlurmClient) -> _Gathered:
-    """A login: everything in one round trip (sacct, squeue, the logs' ends, the files)."""
+def _gather_batched(record: JobRecord, place: Place) -> _Gathered:
+    """Where each ask is a round trip (a login): sacct, squeue, the logs' ends and the run
+    directory's files, all asked at once through the place."""
     logs = _log_paths(record)
     files_at = [Path(record.run_dir) / n for n in _RUN_FILES] if record.run_dir else []
-    argvs = [accounting.argv(record.job_id), pending_argv(record.job_id),
-             *(("tail", "-n", str(LOG_TAIL_LINES), p) for p in logs),
-             *(("wc", "-c", p) for p in logs),
-             *(("cat", str(f)) for f in files_at)]
-    answers = client.transport.execute_many(argvs, client.timeout_s)
+    answers, got = place.ask_and_read(
+        [accounting.argv(record.job_id), pending_argv(record.job_id)],
+        [*((Path(p), LOG_TAIL_LINES) for p in logs), *((f, None) for f in files_at)])
     out, err, code = answers[0]
     if code != 0:
         raise AccountingUnavailableError(f"sacct failed on the login: {(err or out).strip()}",
                                          "job accounting (slurmdbd) is off or down there")
     reason, start = parse_pending(answers[1][0])
-    tails, sizes = answers[2:2 + len(logs)], answers[2 + len(logs):2 + 2 * len(logs)]
     findings: list[Finding] = []
     read: list[str] = []
-    for path, (text, _e, rc), (size, _e2, _rc2) in zip(logs, tails, sizes, strict=True):
-        if rc != 0:
-            continue
-        whole = size.split()[:1] == [str(len(text.encode()))]
-        _scan_log(path, text, whole, LOG_TAIL_LINES, findings, read)
-    files = {f.name: _json_text(a[0]) if a[2] == 0 else None
-             for f, a in zip(files_at, answers[2 + 2 * len(logs):], strict=True)}
+    for path, tail in zip(logs, got[:len(logs)], strict=True):
+        if tail is not None:
+            data, size = tail
+            _scan_log(path, data.decode("utf-8", "replace"), len(data) == size,
+                      LOG_TAIL_LINES, findings, read)
+    files = {f.name: None if g is None else _json_text(g[0].decode("utf-8", "replace"))
+             for f, g in zip(files_at, got[len(logs):], strict=True)}
     return _Gathered(accounting.parse_accounting(out), reason, start, findings, read,
                      {n: files.get(n) for n in _RUN_FILES})
 
@@ -159,7 +157,7 @@ def _json_text(text: str) -> dict[str, Any] | None:
 def why(record: JobRecord, place: Place) -> Why:
     """The diagnosis of `record`'s job and what to ask for next time."""
     client = place.slurm_client()
-    got = (_gather_batched(record, client) if client.transport.batches
+    got = (_gather_batched(record, place) if client.transport.batches
            else _gather_here(record, place, client))
     last = got.acct.last
     waiting = last is None or last.state is JobState.PENDING
@@ -178,27 +176,30 @@ VERDICT_TAIL_LINES = 2_000
 
 
 def verdicts(history: History, records: Sequence[JobRecord], local: Place) -> list[JobRecord]:
-    """`records`, each ended job with its verdict, made now where missing and stored. A job
-    submitted here is judged on its logs too; a login's from its state (`why` reads there)."""
+    """`records`, each ended job with its verdict, made now where missing and stored. A job is
+    judged on its logs too where reading them costs no round trip; else from its state (`why`
+    reads at the place)."""
+    from hpctrain import places
+
     made: dict[int, str] = {}
-    for r in records:
-        if r.terminal and r.verdict is None:
-            made[r.id] = _verdict(r, local)
+    new = [r for r in records if r.terminal and r.verdict is None]
+    for place, group in places.by_place(new, local) if new else ():
+        made.update((r.id, _verdict(r, place)) for r in group)
     history.set_verdicts(made.items())
     return [dataclasses.replace(r, verdict=made[r.id]) if r.id in made else r for r in records]
 
 
-def _verdict(record: JobRecord, local: Place) -> str:
+def _verdict(record: JobRecord, place: Place) -> str:
     row = summary_row(record.job_id, parse_state(record.state),
                       record.slurm_state or record.state, exit_code=record.exit_code,
                       signal=record.signal, elapsed_s=record.elapsed_s,
                       time_limit_s=record.time_limit_s, node_list=record.node_list)
     findings: list[Finding] = []
     metrics = None
-    if record.login is None:
-        findings = _logs(record, local, VERDICT_TAIL_LINES)[0]
+    if place.free_reads:
+        findings = _logs(record, place, VERDICT_TAIL_LINES)[0]
         if record.run_dir:
-            metrics = _json(local, Path(record.run_dir) / rundir.METRICS)
+            metrics = _json(place, Path(record.run_dir) / rundir.METRICS)
     evidence = Evidence(job_id=record.job_id, accounting=Accounting((row,)),
                         findings=tuple(findings), metrics=metrics)
     return diagnose(evidence).headline

@@ -1,5 +1,5 @@
 """Waiting for a log to grow: inotify on a local file system, a short poll on a network one
-(tracking/filewait.py); `logs -f` wakes on the write itself, not on its next poll."""
+(places/filewait.py); `logs -f` wakes on the write itself, not on its next poll."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain.tracking import filewait
+from hpctrain.places import filewait
 from hpctrain.tracking.logs import FileFollower
 
 
