@@ -112,6 +112,13 @@ class JobOptions:
         "directory (see `hpctrain stats`).")] = True
     monitor_interval: Annotated[int, Flags(
         ("--monitor-interval",), "Seconds between the monitor's samples.", min=1)] = 10
+    stall_window: Annotated[str | None, Flags(
+        ("--stall-window",), "Seconds without any rank's progress that make a stall (default: "
+        "20 step times, within 2 and 30 minutes; 'off': no watch).", metavar="SECONDS")] = None
+    on_stall: Annotated[str, Flags(
+        ("--on-stall",), "On a stall, after every rank's stack is kept: cancel the job, "
+        "requeue it (from its checkpoint), or only report.",
+        metavar="cancel|requeue|report")] = "cancel"
     command: Annotated[list[str] | None, Flags(
         (), "Command to run after --, e.g. -- python train.py (default: the packaged trainer).",
         argument=True)] = None

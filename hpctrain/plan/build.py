@@ -17,6 +17,7 @@ from hpctrain.plan.outcome import Collector
 from hpctrain.plan.resources import NodeShare, cpus_per_task, memory, node_share
 from hpctrain.plan.restart import restart_policy
 from hpctrain.plan.sbatch import sbatch_options
+from hpctrain.plan.stall import stall_policy
 from hpctrain.plan.suggest import with_fix
 from hpctrain.plan.topology import Topology, choose_partition, topology
 from hpctrain.plan.trainer_options import cuda_graphs_problems
@@ -81,6 +82,7 @@ def _assemble(req: JobRequest) -> JobPlan:
     found.take(global_batch_problems(req, world))
     found.take(cuda_graphs_problems(req, world, shape.gpus_per_node))
     restart = found.take(restart_policy(req, command, time_s))
+    stall = found.take(stall_policy(req, command))
     found.raise_any()
 
     return JobPlan(
@@ -96,9 +98,7 @@ def _assemble(req: JobRequest) -> JobPlan:
         cpus_per_task=cpt,
         mem_mb=mem_mb,
         time_seconds=time_s,
-        account=account,
-        qos=qos,
-        constraint=fit.constraint,
+        account=account, qos=qos, constraint=fit.constraint,
         job_name=req.job_name,
         launcher=mode.name,
         gpu_option=options.gpu_option,
@@ -110,7 +110,7 @@ def _assemble(req: JobRequest) -> JobPlan:
         log_dir=inputs.log_dir,
         run_dir=req.run_dir,
         invocation=req.invocation,
-        monitor_interval_s=req.monitor_interval_s,
+        monitor_interval_s=req.monitor_interval_s, stall_window=stall.window, on_stall=stall.action,
         grace_s=restart.grace_s,
         requeue=restart.requeue,
         chain=restart.chain,

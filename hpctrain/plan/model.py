@@ -58,6 +58,9 @@ class JobRequest:
     after: Sequence[str] = ()
     # Seconds between the per-node monitor's samples; None leaves the monitor out.
     monitor_interval_s: int | None = DEFAULT_MONITOR_INTERVAL_S
+    # The stall watch (plan/stall.py): its window ('' derived, 'off', seconds), its action.
+    stall_window: str | None = None
+    on_stall: str = "cancel"
     # `submit --first-of`: this alternative's NODESxGPUS; the job claims the run or bows out.
     race: str | None = None
     # `render`: a script to read, never submitted by hpctrain; what only the submit needs (the
@@ -133,6 +136,9 @@ class JobPlan:
     after: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     monitor_interval_s: int | None = DEFAULT_MONITOR_INTERVAL_S
+    # The stall watch in the monitor: its window ('' derived, 'off', seconds), its action.
+    stall_window: str = ""
+    on_stall: str = "cancel"
     # The partition's node types the job fits on (the --constraint keeps it there).
     node_types: tuple[str, ...] = ()
     # `submit --first-of`: this alternative's NODESxGPUS (the script claims the run first).
@@ -184,6 +190,8 @@ class JobPlan:
             "chain": self.chain,
             "after": list(self.after),
             "monitor_interval_s": self.monitor_interval_s,
+            "stall_window": self.stall_window or "auto",
+            "on_stall": self.on_stall,
             "notes": list(self.notes),
             "race": self.race,
             "array": self.array.spec if self.array else None,

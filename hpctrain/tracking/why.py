@@ -16,17 +16,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpctrain import rundir
+from hpctrain.diagnosis import badnodes
 from hpctrain.diagnosis.advice import Advice, advise
 from hpctrain.diagnosis.causes import diagnose
 from hpctrain.diagnosis.logscan import Finding, scan
 from hpctrain.diagnosis.model import Diagnosis, Evidence
+from hpctrain.errors import SlurmError
 from hpctrain.slurm import accounting
 from hpctrain.slurm.accounting import Accounting, summary_row
 from hpctrain.slurm.client import AccountingUnavailableError, parse_pending, pending_argv
 from hpctrain.slurm.states import JobState, parse_state
 
 if TYPE_CHECKING:
-    from hpctrain.history import History, JobRecord
+    from hpctrain.history import History, JobRecord, NodeSuspect
     from hpctrain.places import Place
     from hpctrain.slurm.client import SlurmClient
 
@@ -100,7 +102,7 @@ class _Gathered:
     files: dict[str, dict[str, Any] | None]
 
 
-_RUN_FILES = (rundir.METRICS, rundir.MONITOR_SUMMARY, rundir.ENVIRONMENT)
+_RUN_FILES = (rundir.METRICS, rundir.MONITOR_SUMMARY, rundir.ENVIRONMENT, rundir.STALL_REPORT)
 
 
 def _log_paths(record: JobRecord) -> list[str]:
@@ -154,11 +156,25 @@ def _json_text(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _stall_stacks(record: JobRecord, place: Place, stall: dict[str, Any] | None
+                  ) -> dict[str, str]:
+    """The stacks the stall watcher kept, by file name (one more read, only after a stall)."""
+    names = sorted({str(row["stack"]) for view in (stall or {}).get("nodes") or []
+                    if isinstance(view, dict) for row in view.get("ranks") or []
+                    if isinstance(row, dict) and row.get("stack")})
+    if not names or not record.run_dir:
+        return {}
+    folder = Path(record.run_dir) / rundir.STALL_DIR
+    _, got = place.ask_and_read([], [(folder / n, LOG_TAIL_LINES) for n in names])
+    return {n: g[0].decode("utf-8", "replace") for n, g in zip(names, got, strict=True) if g}
+
+
 def why(record: JobRecord, place: Place) -> Why:
     """The diagnosis of `record`'s job and what to ask for next time."""
     client = place.slurm_client()
     got = (_gather_batched(record, place) if client.transport.batches
            else _gather_here(record, place, client))
+    stall = got.files[rundir.STALL_REPORT]
     last = got.acct.last
     waiting = last is None or last.state is JobState.PENDING
     evidence = Evidence(
@@ -166,7 +182,8 @@ def why(record: JobRecord, place: Place) -> Why:
         pending_reason=(got.reason or (last.reason if last else None)) if waiting else None,
         start_estimate=got.start, metrics=got.files[rundir.METRICS],
         monitor=got.files[rundir.MONITOR_SUMMARY], environment=got.files[rundir.ENVIRONMENT],
-        chain=record.segments or 1, user_names=_user_names(got.acct, place))
+        chain=record.segments or 1, user_names=_user_names(got.acct, place), stall=stall,
+        stall_stacks=_stall_stacks(record, place, stall))
     return Why(record.job_id, last.slurm_state if last else None, diagnose(evidence),
                tuple(advise(got.acct, got.files[rundir.MONITOR_SUMMARY])), tuple(got.logs))
 
@@ -184,22 +201,38 @@ def verdicts(history: History, records: Sequence[JobRecord], local: Place) -> li
     made: dict[int, str] = {}
     new = [r for r in records if r.terminal and r.verdict is None]
     for place, group in places.by_place(new, local) if new else ():
-        made.update((r.id, _verdict(r, place)) for r in group)
+        judged = [(r, *_verdict(r, place)) for r in group]
+        made.update((r.id, d.headline) for r, d, _ in judged)
+        history.add_suspects(_suspects(judged, place))
     history.set_verdicts(made.items())
     return [dataclasses.replace(r, verdict=made[r.id]) if r.id in made else r for r in records]
 
 
-def _verdict(record: JobRecord, place: Place) -> str:
+def _suspects(judged: Sequence[tuple[JobRecord, Diagnosis, Evidence]], place: Place
+              ) -> list[NodeSuspect]:
+    """The nodes these jobs' failures point at; SLURM's node states asked once, if needed."""
+    states: dict[str, str] = {}
+    if any(d.cause == "node_failure" for _, d, _ in judged):
+        try:
+            states = place.slurm_client().node_states()
+        except SlurmError:
+            states = {}  # the verdict stands; which node failed stays unknown
+    return [s for r, d, ev in judged for s in badnodes.suspects(d, ev, r.cluster, states)]
+
+
+def _verdict(record: JobRecord, place: Place) -> tuple[Diagnosis, Evidence]:
     row = summary_row(record.job_id, parse_state(record.state),
                       record.slurm_state or record.state, exit_code=record.exit_code,
                       signal=record.signal, elapsed_s=record.elapsed_s,
                       time_limit_s=record.time_limit_s, node_list=record.node_list)
     findings: list[Finding] = []
-    metrics = None
+    metrics = stall = None
     if place.free_reads:
         findings = _logs(record, place, VERDICT_TAIL_LINES)[0]
         if record.run_dir:
             metrics = _json(place, Path(record.run_dir) / rundir.METRICS)
+            stall = _json(place, Path(record.run_dir) / rundir.STALL_REPORT)
     evidence = Evidence(job_id=record.job_id, accounting=Accounting((row,)),
-                        findings=tuple(findings), metrics=metrics)
-    return diagnose(evidence).headline
+                        findings=tuple(findings), metrics=metrics, stall=stall,
+                        stall_stacks=_stall_stacks(record, place, stall))
+    return diagnose(evidence), evidence

@@ -175,8 +175,7 @@ class RunRecorder(Checkpoint):
                                 outputs: Any, batch: Any, *_: Any) -> None:
         if not trainer.sanity_checking:
             self.metrics.validation_batch_end(trainer, batch)
-        # The same step again: validation is progress too, for the stall watcher.
-        progress.report(trainer.global_step)
+        progress.report(trainer.global_step)  # validation is progress too (the stall watch)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.sanity_checking:

@@ -68,6 +68,9 @@ mkdir -p "$HPCTRAIN_RUN_DIR"
 # Monitoring (docs/monitoring.md): one sampler per node, every 10 s, into
 # $HPCTRAIN_RUN_DIR/monitor/. --overlap shares the training's CPUs and GPUs instead of taking
 # them; the sampler sleeps between samples. It stops when this script ends, for any reason.
+# It watches for a stall too (docs/long-runs.md, "Hangs"): no rank reporting progress for the window (20 step times, 2 to 30 minutes).
+# Every rank's stack is kept in the run directory, then the job is: cancel.
+export HPCTRAIN_STALL_WINDOW='' HPCTRAIN_ON_STALL=cancel
 hpctrain_monitor=""
 if python -c "import hpctrain.monitor" 2>/dev/null; then
   srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \

@@ -1,0 +1,60 @@
+"""--stall-window and --on-stall (issue 41): checked in the plan, handed to the monitor's
+stall watch through the script, noted where they cannot work as asked."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpctrain.errors import PlanError
+from hpctrain.plan import JobRequest, build_plan
+from hpctrain.profiles import load_profile
+
+
+def _plan(**kw: object):  # type: ignore[no-untyped-def]
+    return build_plan(JobRequest(profile=load_profile("local"), **kw))  # type: ignore[arg-type]
+
+
+def test_the_window_and_action_reach_the_monitor(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "hpctrain", "render", "-P", "local", "-o", "-",
+         "--stall-window", "30", "--on-stall", "requeue", "--", "python", "t.py"],
+        capture_output=True, text=True, timeout=60, check=True, cwd=tmp_path)
+    assert "export HPCTRAIN_STALL_WINDOW=30 HPCTRAIN_ON_STALL=requeue\n" in out.stdout
+    assert "from its start: only the packaged trainer resumes" in out.stdout
+
+
+@pytest.mark.parametrize("argv", [
+    ["submit", "-P", "local", "--dry-run", "--stall-window", "off", "--on-stall", "report"],
+    ["sweep", "-P", "local", "--dry-run", "--stall-window", "off", "--on-stall", "report",
+     "--grid", "optim.lr=0.1,0.01"]])
+def test_submit_and_sweep_take_them_too(tmp_path: Path, argv: list[str]) -> None:
+    out = subprocess.run([sys.executable, "-m", "hpctrain", *argv], capture_output=True,
+                         text=True, timeout=60, check=False, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "export HPCTRAIN_STALL_WINDOW=off HPCTRAIN_ON_STALL=report" in out.stdout
+    assert "No stall watch (--stall-window off)" in out.stdout
+
+
+def test_the_default_window_is_derived_and_off_is_off() -> None:
+    plan = _plan()
+    assert (plan.stall_window, plan.on_stall) == ("", "cancel")
+    assert plan.summary()["stall_window"] == "auto"
+    assert _plan(stall_window="off").stall_window == "off"
+
+
+@pytest.mark.parametrize(("kw", "words"), [
+    ({"stall_window": "5"}, "at least 10"), ({"stall_window": "ten"}, "whole seconds"),
+    ({"on_stall": "kill"}, "choose one of cancel, requeue, report")])
+def test_bad_values_are_refused(kw: dict[str, str], words: str) -> None:
+    with pytest.raises(PlanError) as e:
+        _plan(**kw)
+    assert words in str(e.value)
+
+
+def test_no_monitor_means_no_watch_and_says_so() -> None:
+    plan = _plan(monitor_interval_s=None, stall_window="60")
+    assert any("no stall watch" in n for n in plan.notes)
