@@ -23,7 +23,7 @@ def test_a_rank_hung_outside_the_collective_is_caught_named_and_ended(
         devcluster: DevClusterHandle, tmp_path: Path) -> None:
     cli = Cli(devcluster, tmp_path)
     shutil.copy(PROGRAM, cli.cwd / PROGRAM.name)
-    job = cli.submit("--nodes", "2", "--time", "10", "--stall-window", "20",
+    job = cli.submit("--nodes", "2", "--gpus-per-node", "1", "--time", "10", "--stall-window", "20",
                      "--", "python", PROGRAM.name)
     ended = cli.wait(str(job["job_id"]), lambda j: j["terminal"], 300)
     assert ended["state"] == "CANCELLED", ended
