@@ -116,6 +116,10 @@ class Facts(Protocol):
         """A path at the place as people are shown it (a login's: host:path)."""
         ...
 
+    def shown_cluster(self, cluster: str) -> str:
+        """A cluster as a listing names it (through a login: "c via HOST")."""
+        ...
+
 
 class Slurm(Protocol):
     """The place's SLURM: one client, and the cluster it talks to."""

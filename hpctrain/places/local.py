@@ -219,6 +219,9 @@ class LocalPlace(LocalSlurm, LocalFiles, LocalCode, LocalProject):
     def user(self) -> str:
         return getpass.getuser()
 
+    def shown_cluster(self, cluster: str) -> str:
+        return cluster
+
     def shown(self, path: Path | str) -> str:
         return str(path)
 

@@ -380,6 +380,9 @@ class LoginPlace(LoginSlurm, LoginFiles, LoginCode, LoginProject):
     def shown(self, path: Path | str) -> str:
         return f"{self.login}:{path}"
 
+    def shown_cluster(self, cluster: str) -> str:
+        return f"{cluster} via {self.login}"
+
     def ask_and_read(self, asks: Sequence[tuple[str, ...]], reads: Sequence[FileRead]
                      ) -> tuple[list[tuple[str, str, int]], list[tuple[bytes, int] | None]]:
         """One round trip: the SLURM commands, then each file's size and text."""

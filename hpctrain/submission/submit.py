@@ -152,7 +152,7 @@ def check_trainer_python(prep: Prepared, place: Place) -> None:
             ("sh", "-c", script), None, PYTHON_CHECK_S, str(prep.workdir))
     except subprocess.TimeoutExpired:
         return
-    where = f"on {place.login}" if place.login else "here"
+    where = place.where
     fix = (f"install the trainer into it: {install_trainer(shlex.quote(python))}; or name "
            "an environment that has it with --python-env")
     if code != 0:

@@ -33,9 +33,12 @@ def by_login(records: Sequence[JobRecord], login: str | None
 
 def group_watcher(history: History, local: Place, group: Sequence[JobRecord]) -> JobWatcher:
     """The watcher for jobs of one login (all went through the same one, or none)."""
+    return _watcher_of(history, places.place_for(group[0], local), group)
+
+
+def _watcher_of(history: History, place: Place, group: Sequence[JobRecord]) -> JobWatcher:
     known = {r.cluster for r in group}
-    return watcher(history, places.place_for(group[0], local),
-                   known.pop() if len(known) == 1 else "")
+    return watcher(history, place, known.pop() if len(known) == 1 else "")
 
 
 @dataclass(frozen=True)
@@ -63,13 +66,13 @@ def refresh(history: History, local: Place, records: Sequence[JobRecord], login:
     fresh: dict[int, JobRecord] = {}
     total, clusters = RefreshReport(), []
     starts: dict[str, str | None] = {}
-    for key, group in by_login(records, login).items():
-        w = group_watcher(history, local, group)
+    for place, group in places.by_place(records, local, login):
+        w = _watcher_of(history, place, group)
         rows, report = w.refresh(group)
         fresh.update((r.id, r) for r in rows)
         if w.answer is not None:
             starts.update(w.answer.starts)
-        clusters.append(f"{w.cluster} via {key[0]}" if key[0] else w.cluster)
+        clusters.append(place.shown_cluster(w.cluster))
         total.asked += report.asked
         total.calls += report.calls
         total.warnings += report.warnings
