@@ -115,6 +115,9 @@ class JobOptions:
     stall_window: Annotated[str | None, Flags(
         ("--stall-window",), "Seconds without any rank's progress that make a stall (default: "
         "20 step times, within 2 and 30 minutes; 'off': no watch).", metavar="SECONDS")] = None
+    ignore_quarantine: Annotated[bool, Flags(
+        ("--ignore-quarantine",), "Let the job use nodes `hpctrain nodes` lists as "
+        "quarantined (they are excluded by default).")] = False
     on_stall: Annotated[str, Flags(
         ("--on-stall",), "On a stall, after every rank's stack is kept: cancel the job, "
         "requeue it (from its checkpoint), or only report.",

@@ -43,6 +43,7 @@ def submit(
 
     from hpctrain.submission.kinds import Kind, submission
     from hpctrain.submission.pipeline import run
+    from hpctrain.submission.quarantine import with_quarantine
 
     if in_place and not snapshot:
         from hpctrain.errors import HpctrainError
@@ -53,8 +54,9 @@ def submit(
     request = replace(build_request(job), chain=chain, after=after_ids, snapshot=snapshot,
                       in_place=tuple(in_place or ()))
     place = backends.place_for(request.profile, login, job.python_env)
-    kind: Kind[Any, Any] = submission(request, first_of)
-    show(run(kind, place, backends.history(), dry_run), place, json_out)
+    history = backends.history()
+    kind: Kind[Any, Any] = submission(with_quarantine(request, place, history), first_of)
+    show(run(kind, place, history, dry_run), place, json_out)
 
 
 def register(app: typer.Typer) -> None:

@@ -14,6 +14,7 @@ from hpctrain.plan.limits import choose_qos, wall_time
 from hpctrain.plan.model import JobPlan, JobRequest
 from hpctrain.plan.nodetypes import Fit, fit_node_types, selected_types
 from hpctrain.plan.outcome import Collector
+from hpctrain.plan.quarantine import exclusion
 from hpctrain.plan.resources import NodeShare, cpus_per_task, memory, node_share
 from hpctrain.plan.restart import restart_policy
 from hpctrain.plan.sbatch import sbatch_options
@@ -83,6 +84,7 @@ def _assemble(req: JobRequest) -> JobPlan:
     found.take(cuda_graphs_problems(req, world, shape.gpus_per_node))
     restart = found.take(restart_policy(req, command, time_s))
     stall = found.take(stall_policy(req, command))
+    exclude = found.take(exclusion(req, part.name, shape.nodes))
     found.raise_any()
 
     return JobPlan(
@@ -111,9 +113,8 @@ def _assemble(req: JobRequest) -> JobPlan:
         run_dir=req.run_dir,
         invocation=req.invocation,
         monitor_interval_s=req.monitor_interval_s, stall_window=stall.window, on_stall=stall.action,
-        grace_s=restart.grace_s,
-        requeue=restart.requeue,
-        chain=restart.chain,
+        exclude=exclude,
+        grace_s=restart.grace_s, requeue=restart.requeue, chain=restart.chain,
         after=restart.after,
         notes=tuple(found.notes),
         race=req.race, code_dir=req.code_dir, array=req.array,

@@ -61,6 +61,11 @@ class JobRequest:
     # The stall watch (plan/stall.py): its window ('' derived, 'off', seconds), its action.
     stall_window: str | None = None
     on_stall: str = "cancel"
+    # Quarantined nodes of the job's cluster (`hpctrain nodes`) and each partition's nodes, as
+    # the submit found them (plan/quarantine.py); --ignore-quarantine leaves them in.
+    quarantined: Sequence[str] = ()
+    partition_nodes: Mapping[str, Sequence[str]] | None = None
+    ignore_quarantine: bool = False
     # `submit --first-of`: this alternative's NODESxGPUS; the job claims the run or bows out.
     race: str | None = None
     # `render`: a script to read, never submitted by hpctrain; what only the submit needs (the
@@ -139,6 +144,8 @@ class JobPlan:
     # The stall watch in the monitor: its window ('' derived, 'off', seconds), its action.
     stall_window: str = ""
     on_stall: str = "cancel"
+    # Quarantined nodes the job keeps away from (#SBATCH --exclude).
+    exclude: tuple[str, ...] = ()
     # The partition's node types the job fits on (the --constraint keeps it there).
     node_types: tuple[str, ...] = ()
     # `submit --first-of`: this alternative's NODESxGPUS (the script claims the run first).
@@ -192,6 +199,7 @@ class JobPlan:
             "monitor_interval_s": self.monitor_interval_s,
             "stall_window": self.stall_window or "auto",
             "on_stall": self.on_stall,
+            "exclude": list(self.exclude),
             "notes": list(self.notes),
             "race": self.race,
             "array": self.array.spec if self.array else None,

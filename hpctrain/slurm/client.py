@@ -342,6 +342,11 @@ class SlurmClient:
         result = self.run(["sinfo", "--noheader", "--Node", "--format=%N %t"])
         return parsers.parse_sinfo_node_states(result.stdout)
 
+    def partition_nodes(self) -> dict[str, list[str]]:
+        """Each partition's nodes, from one `sinfo` (a node may be in several)."""
+        result = self.run(["sinfo", "--noheader", "--Node", "--format=%N %R"])
+        return parsers.parse_sinfo_partition_nodes(result.stdout)
+
     def node_reasons(self) -> str:
         """Why nodes are down or drained (`sinfo --list-reasons`), for error messages."""
         return self.run(["sinfo", "--list-reasons"]).stdout.strip()

@@ -276,6 +276,16 @@ def parse_sinfo_node_states(stdout: str) -> dict[str, str]:
     return states
 
 
+def parse_sinfo_partition_nodes(stdout: str) -> dict[str, list[str]]:
+    """`sinfo --noheader --Node --format='%N %R'` -> {partition: its nodes, in order}."""
+    nodes: dict[str, list[str]] = {}
+    for line in stdout.splitlines():
+        name, _, partition = line.strip().partition(" ")
+        if name and partition.strip():
+            nodes.setdefault(partition.strip(), []).append(name)
+    return nodes
+
+
 def is_array_task(job_id: str) -> bool:
     """`123_4`: task 4 of job array 123 (a sweep's point)."""
     array, sep, task = job_id.partition("_")

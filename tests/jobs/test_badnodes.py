@@ -96,3 +96,42 @@ def test_nodes_command_lists_and_clears(tmp_path: Path) -> None:
     History(home / "state" / "history.sqlite3").add_suspects([NodeSuspect(
         cluster="dev", node="node-4", reason="stall", evidence="e", job_id="10")])
     assert json.loads(run("nodes", "--clear-all", "--json").stdout) == {"cleared": 1}
+
+
+def test_each_partitions_nodes_as_sinfo_lists_them() -> None:
+    from hpctrain.slurm.parsers import parse_sinfo_partition_nodes
+
+    text = (Path(__file__).parent / "recorded" / "slurm-22.05" / "sinfo_partition_nodes.txt"
+            ).read_text()
+    assert parse_sinfo_partition_nodes(text) == {"debug": ["node1", "node2"]}
+
+
+def _plan_with(quarantined: tuple[str, ...], nodes: int, **kw: object):  # type: ignore[no-untyped-def]
+    from hpctrain.plan import JobRequest, build_plan
+    from hpctrain.profiles import load_profile
+
+    req = JobRequest(profile=load_profile("local"), nodes=nodes, gpus_per_node=1,
+                     quarantined=quarantined, partition_nodes={"debug": ("node1", "node2")},
+                     **kw)  # type: ignore[arg-type]
+    return build_plan(req)
+
+
+def test_quarantined_nodes_are_excluded_and_said_so() -> None:
+    plan = _plan_with(("node2", "elsewhere"), 1)
+    assert plan.exclude == ("node2",)
+    assert any("excluding quarantined node(s) node2" in n for n in plan.notes)
+    from hpctrain.render import render_script
+
+    assert "#SBATCH --exclude=node2\n" in render_script(plan, environ={})
+
+
+def test_a_job_that_needs_every_node_says_why_it_ignores_the_quarantine() -> None:
+    plan = _plan_with(("node2",), 2)
+    assert plan.exclude == ()
+    assert any("not excluded: the job needs 2 of partition debug's 2 node(s)" in n
+               for n in plan.notes)
+
+
+def test_ignore_quarantine_leaves_the_nodes_in() -> None:
+    plan = _plan_with(("node2",), 1, ignore_quarantine=True)
+    assert plan.exclude == () and not any("quarantine" in n for n in plan.notes)

@@ -21,7 +21,8 @@ def _plan(**kw: object):  # type: ignore[no-untyped-def]
 def test_the_window_and_action_reach_the_monitor(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "hpctrain", "render", "-P", "local", "-o", "-",
-         "--stall-window", "30", "--on-stall", "requeue", "--", "python", "t.py"],
+         "--stall-window", "30", "--on-stall", "requeue", "--ignore-quarantine", "--",
+         "python", "t.py"],
         capture_output=True, text=True, timeout=60, check=True, cwd=tmp_path)
     assert "export HPCTRAIN_STALL_WINDOW=30 HPCTRAIN_ON_STALL=requeue\n" in out.stdout
     assert "from its start: only the packaged trainer resumes" in out.stdout
@@ -30,7 +31,7 @@ def test_the_window_and_action_reach_the_monitor(tmp_path: Path) -> None:
 @pytest.mark.parametrize("argv", [
     ["submit", "-P", "local", "--dry-run", "--stall-window", "off", "--on-stall", "report"],
     ["sweep", "-P", "local", "--dry-run", "--stall-window", "off", "--on-stall", "report",
-     "--grid", "optim.lr=0.1,0.01"]])
+     "--grid", "optim.lr=0.1,0.01", "--ignore-quarantine"]])
 def test_submit_and_sweep_take_them_too(tmp_path: Path, argv: list[str]) -> None:
     out = subprocess.run([sys.executable, "-m", "hpctrain", *argv], capture_output=True,
                          text=True, timeout=60, check=False, cwd=tmp_path)
