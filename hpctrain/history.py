@@ -578,6 +578,27 @@ class History:
             found = self._studies("WHERE id = ?", (int(name),))
         return found[0] if found else None
 
+    def add_attempt(self, record: JobRecord, job_id: str, stdout: str | None,
+                    stderr: str | None) -> JobRecord:
+        """Record `job_id` as the next attempt of `record`'s job (a retry after a fault): the
+        two become a chain, shown as one job."""
+        head, segment = record.chain_head or record.job_id, record.segment or 1
+        facts = {f.name: getattr(record, f.name) for f in fields(JobFacts)}
+        conn = self._connect()
+        try:
+            with self._transaction(conn):
+                conn.execute("UPDATE jobs SET chain_head = ?, segment = ?, segments = ? "
+                             "WHERE cluster = ? AND chain_head IS ? AND job_id = ?",
+                             (head, segment, segment + 1, record.cluster, record.chain_head,
+                              record.job_id))
+                conn.execute("UPDATE jobs SET segments = ? WHERE cluster = ? AND "
+                             "chain_head = ?", (segment + 1, record.cluster, head))
+        except sqlite3.Error as e:
+            raise self._error("write", e) from None
+        return self.add(NewJob(**{**facts, "job_id": job_id, "chain_head": head,
+                                  "segment": segment + 1, "segments": segment + 1,
+                                  "stdout_path": stdout, "stderr_path": stderr}))
+
     # --- bad nodes (`hpctrain nodes`) ----------------------------------------------------------
 
     def add_suspects(self, suspects: Sequence[NodeSuspect]) -> None:

@@ -48,6 +48,8 @@ PROGRESS_DIR = "rank-progress"
 # (<node>.json), and the summary the batch node writes before it ends the job.
 STALL_DIR = "stall-evidence"
 STALL_REPORT = "stall.json"
+# `--retries`: each attempt the job's faults started, "NEW_ID OLD_ID REASON NODE" a line.
+RETRIES = "retries.txt"
 # Not a file: the monitor's srun step name, by which `why` tells its steps from the job's.
 MONITOR_STEP = "hpctrain-monitor"
 

@@ -3,7 +3,8 @@
 The stall watcher's test case (docs/long-runs.md): every rank reports its step with
 `hpctrain.progress.report`, as a program of one's own does; at step HANG_AT the last rank
 sleeps in `load_next_shard` instead of joining the all_reduce, and the collective timeout is an
-hour, as long trainings set it. Run under srun or torchrun (RANK and WORLD_SIZE set), with gloo.
+hour, as long trainings set it. Run under srun or torchrun (RANK and WORLD_SIZE set), with gloo;
+HANG_AT, STEPS and HANG_ONCE=1 (hang in the first attempt only) shape it.
 """
 
 from __future__ import annotations
@@ -19,12 +20,20 @@ from hpctrain.progress import report
 
 HANG_AT = int(os.environ.get("HANG_AT", "5"))
 STEPS = int(os.environ.get("STEPS", "1000"))
+# Set: hang in the first attempt only (the run directory remembers it), as a node's fault would.
+HANG_ONCE = os.environ.get("HANG_ONCE") == "1"
 
 
 def load_next_shard(step: int) -> None:
     """Where the last rank hangs (a stuck read of a shared file system, say)."""
-    if step == HANG_AT:
-        time.sleep(10**6)
+    if step != HANG_AT:
+        return
+    if HANG_ONCE:
+        marker = os.path.join(os.environ.get("HPCTRAIN_RUN_DIR", "."), "hung-once")
+        if os.path.exists(marker):
+            return
+        open(marker, "w").close()
+    time.sleep(10**6)
 
 
 def main() -> None:

@@ -115,6 +115,10 @@ class JobOptions:
     stall_window: Annotated[str | None, Flags(
         ("--stall-window",), "Seconds without any rank's progress that make a stall (default: "
         "20 step times, within 2 and 30 minutes; 'off': no watch).", metavar="SECONDS")] = None
+    retries: Annotated[int, Flags(
+        ("--retries",), "After a stall that one node's ranks caused, submit the job again "
+        "without that node, this many times (a failed node: SLURM requeues the job).",
+        min=0)] = 0
     ignore_quarantine: Annotated[bool, Flags(
         ("--ignore-quarantine",), "Let the job use nodes `hpctrain nodes` lists as "
         "quarantined (they are excluded by default).")] = False

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from hpctrain.diagnosis import stacks
 from hpctrain.diagnosis.model import Diagnosis, Evidence
 from hpctrain.history import NodeSuspect
+from hpctrain.monitor import stacks
 
 # How long a suspect stays quarantined after its latest evidence, unless the job asks otherwise
 # (`HPCTRAIN_QUARANTINE_HOURS`, `hpctrain nodes clear`).

@@ -12,10 +12,10 @@ import math
 from collections.abc import Callable
 
 from hpctrain import rundir
-from hpctrain.diagnosis import stacks
 from hpctrain.diagnosis.logscan import Finding
 from hpctrain.diagnosis.model import Diagnosis, Evidence, where
 from hpctrain.diagnosis.pending import pending_diagnosis
+from hpctrain.monitor import stacks
 from hpctrain.slurm.accounting import Row
 from hpctrain.slurm.states import JobState
 from hpctrain.units import format_time

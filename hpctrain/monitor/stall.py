@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hpctrain import rundir
+from hpctrain.monitor import stacks
 from hpctrain.progress import STACK_SIGNAL, record_name, safe_name
 
 # The window when the job names none: this many step times, within the floor and the
@@ -169,6 +170,20 @@ def gather(run_dir: Path, nodes: int, wait_s: float) -> list[dict[str, Any]]:
         time.sleep(0.5)
 
 
+def suspect_node(run_dir: Path, views: Sequence[dict[str, Any]]) -> str | None:
+    """The one node whose ranks never entered the collective the others waited in."""
+    folder = run_dir / rundir.STALL_DIR
+    ranks = []
+    for view in views:
+        for row in view.get("ranks") or []:
+            path = folder / str(row.get("stack")) if row.get("stack") else None
+            text = path.read_text(encoding="utf-8", errors="replace") if path else None
+            ranks.append(stacks.read_rank(row, text))
+    stuck, waiting = stacks.stuck_ranks(ranks)
+    nodes = {r.node for r in stuck}
+    return nodes.pop() if len(nodes) == 1 and waiting else None
+
+
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -185,9 +200,10 @@ class StallWatch:
     nodes: int
     override: float | None
     action: str
-    act: Callable[[str], None]
+    act: Callable[[str, dict[str, Any]], None]
     started: float = 0.0
     gpus: int = 0  # the job's GPUs, for the GPU-hours a stall's early end saves
+    retries_left: int = 0  # --retries: a stall that points at one node is retried without it
 
     def check(self, now: float) -> bool:
         """One look at the ranks; True once the stall was handled (the watch is over)."""
@@ -199,12 +215,15 @@ class StallWatch:
         collect_node(self.run_dir, self.node, ranks, now, window)
         if self.leader:
             views = gather(self.run_dir, self.nodes, GATHER_WAIT_S)
+            suspect = suspect_node(self.run_dir, views)
+            action = "retry" if self.retries_left > 0 and suspect else self.action
             report = {"detected_t": round(now, 3), "window_s": window,
-                      "silent_s": round(quiet, 1), "action": self.action,
+                      "silent_s": round(quiet, 1), "action": action,
                       "job_id": os.environ.get("SLURM_JOB_ID"), "gpus": self.gpus,
+                      "suspect_node": suspect, "retries_left": self.retries_left,
                       "nodes": views}
             _write(self.run_dir / rundir.STALL_REPORT, json.dumps(report, indent=1) + "\n")
-            self.act(self.action)
+            self.act(action, report)
         return True
 
     def run(self, stop: threading.Event) -> None:
@@ -217,18 +236,47 @@ class StallWatch:
                 print(f"hpctrain monitor: stall watch: {e}", file=sys.stderr)
 
 
-def slurm_action(action: str) -> None:
-    """End the job (`cancel`), put it back in the queue (`requeue`), or leave it (`report`)."""
+def slurm_action(action: str, report: dict[str, Any]) -> None:
+    """End the job (`cancel`), put it back in the queue (`requeue`), submit it again without
+    the suspect node and end this one (`retry`), or leave it (`report`)."""
     job = os.environ.get("SLURM_JOB_ID")
     if not job or action == "report":
         return
-    argv = ["scancel", job] if action == "cancel" else ["scontrol", "requeue", job]
+    if action == "retry" and not _retry(job, str(report["suspect_node"]),
+                                         int(report["retries_left"])):
+        action = "cancel"
+    argv = ["scontrol", "requeue", job] if action == "requeue" else ["scancel", job]
     print(f"hpctrain monitor: no rank progressed within the stall window; {' '.join(argv)}",
           file=sys.stderr)
+    _run(argv)
+
+
+def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str] | None:
     try:
-        subprocess.run(argv, timeout=60, check=False)
+        return subprocess.run(list(argv), timeout=60, check=False, capture_output=True,
+                              text=True)
     except (OSError, subprocess.TimeoutExpired) as e:
         print(f"hpctrain monitor: {argv[0]}: {e}", file=sys.stderr)
+        return None
+
+
+def _retry(job: str, node: str, left: int) -> bool:
+    """The job's own script submitted again, after this one, without `node`; its id is kept
+    in the run directory for `status` (one job's attempts). False: sbatch refused it."""
+    run_dir = Path(os.environ.get("HPCTRAIN_RUN_DIR", "."))
+    script = Path(os.environ.get("HPCTRAIN_SCRIPT") or run_dir / rundir.SCRIPT)
+    done = _run(["sbatch", "--parsable", f"--exclude={node}", f"--dependency=afterany:{job}",
+                 f"--export=ALL,HPCTRAIN_RETRIES_LEFT={left - 1}", str(script)])
+    new = done.stdout.strip().split(";")[0] if done and done.returncode == 0 else ""
+    if not new.isdigit():
+        print(f"hpctrain monitor: the retry was not submitted: "
+              f"{(done.stderr if done else '').strip()}", file=sys.stderr)
+        return False
+    with (run_dir / rundir.RETRIES).open("a", encoding="utf-8") as fh:
+        fh.write(f"{new} {job} stall {node}\n")
+    print(f"hpctrain monitor: retry submitted as job {new}, without node {node}",
+          file=sys.stderr)
+    return True
 
 
 def from_environment(run_dir: Path, node: str, started: float) -> StallWatch | None:
@@ -240,7 +288,7 @@ def from_environment(run_dir: Path, node: str, started: float) -> StallWatch | N
     nodes = _count("SLURM_JOB_NUM_NODES", "SLURM_NNODES") or 1
     return StallWatch(run_dir, node, os.environ.get("SLURM_PROCID", "0") == "0", nodes,
                       override, action, slurm_action, started,
-                      nodes * _count("SLURM_GPUS_ON_NODE"))
+                      nodes * _count("SLURM_GPUS_ON_NODE"), _count("HPCTRAIN_RETRIES_LEFT"))
 
 
 def _count(*names: str) -> int:

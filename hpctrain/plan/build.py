@@ -113,7 +113,7 @@ def _assemble(req: JobRequest) -> JobPlan:
         run_dir=req.run_dir,
         invocation=req.invocation,
         monitor_interval_s=req.monitor_interval_s, stall_window=stall.window, on_stall=stall.action,
-        exclude=exclude,
+        exclude=exclude, retries=stall.retries,
         grace_s=restart.grace_s, requeue=restart.requeue, chain=restart.chain,
         after=restart.after,
         notes=tuple(found.notes),

@@ -63,6 +63,8 @@ class JobRequest:
     on_stall: str = "cancel"
     # Quarantined nodes of the job's cluster (`hpctrain nodes`) and each partition's nodes, as
     # the submit found them (plan/quarantine.py); --ignore-quarantine leaves them in.
+    # Submit again without the suspect node after a stall (the node's failure: SLURM requeues).
+    retries: int = 0
     quarantined: Sequence[str] = ()
     partition_nodes: Mapping[str, Sequence[str]] | None = None
     ignore_quarantine: bool = False
@@ -144,8 +146,9 @@ class JobPlan:
     # The stall watch in the monitor: its window ('' derived, 'off', seconds), its action.
     stall_window: str = ""
     on_stall: str = "cancel"
-    # Quarantined nodes the job keeps away from (#SBATCH --exclude).
+    # Quarantined nodes the job keeps away from (#SBATCH --exclude); --retries.
     exclude: tuple[str, ...] = ()
+    retries: int = 0
     # The partition's node types the job fits on (the --constraint keeps it there).
     node_types: tuple[str, ...] = ()
     # `submit --first-of`: this alternative's NODESxGPUS (the script claims the run first).
@@ -200,6 +203,7 @@ class JobPlan:
             "stall_window": self.stall_window or "auto",
             "on_stall": self.on_stall,
             "exclude": list(self.exclude),
+            "retries": self.retries,
             "notes": list(self.notes),
             "race": self.race,
             "array": self.array.spec if self.array else None,

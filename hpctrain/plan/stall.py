@@ -19,12 +19,17 @@ ACTIONS = ("cancel", "requeue", "report")
 MIN_WINDOW_S = 10
 
 
+MAX_RETRIES = 10
+
+
 @dataclass(frozen=True)
 class StallWatch:
-    """`window`: '' (derived from the step time), 'off', or seconds; `action`: on a stall."""
+    """`window`: '' (derived from the step time), 'off', or seconds; `action`: on a stall;
+    `retries`: how often a fault's job is submitted again without its node."""
 
     window: str
     action: str
+    retries: int = 0
 
 
 def stall_policy(req: JobRequest, command: Sequence[str]) -> Outcome[StallWatch]:
@@ -46,5 +51,20 @@ def stall_policy(req: JobRequest, command: Sequence[str]) -> Outcome[StallWatch]
     if watching and monitored and action == "requeue" and not trainer:
         notes.append("--on-stall requeue runs your command again from its start: only the "
                      "packaged trainer resumes from its checkpoint")
-    return Outcome(StallWatch("" if window == "auto" else window, action),
+    problems += _retry_problems(req)
+    return Outcome(StallWatch("" if window == "auto" else window, action, req.retries),
                    tuple(problems), notes=tuple(notes))
+
+
+def _retry_problems(req: JobRequest) -> list[str]:
+    """--retries submits the same script again: one job, not a chain, a race or a sweep."""
+    if not req.retries:
+        return []
+    if not 0 < req.retries <= MAX_RETRIES:
+        return [f"--retries {req.retries}: give 1 to {MAX_RETRIES}"]
+    shared = ("--chain" if req.chain > 1 else "a sweep" if req.array is not None
+              else "--first-of" if req.race else None)
+    if shared:
+        return [f"--retries applies to one job; {shared} shares its run directory with other "
+                f"jobs, which a retry would run beside: drop --retries or {shared}"]
+    return []

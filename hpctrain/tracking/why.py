@@ -204,6 +204,7 @@ def verdicts(history: History, records: Sequence[JobRecord], local: Place) -> li
         judged = [(r, *_verdict(r, place)) for r in group]
         made.update((r.id, d.headline) for r, d, _ in judged)
         history.add_suspects(_suspects(judged, place))
+        _adopt_retries(history, judged, place)
     history.set_verdicts(made.items())
     return [dataclasses.replace(r, verdict=made[r.id]) if r.id in made else r for r in records]
 
@@ -218,6 +219,29 @@ def _suspects(judged: Sequence[tuple[JobRecord, Diagnosis, Evidence]], place: Pl
         except SlurmError:
             states = {}  # the verdict stands; which node failed stays unknown
     return [s for r, d, ev in judged for s in badnodes.suspects(d, ev, r.cluster, states)]
+
+
+def _adopt_retries(history: History, judged: Sequence[tuple[JobRecord, Diagnosis, Evidence]],
+                   place: Place) -> None:
+    """The jobs a stall watcher submitted again (--retries) join the history as the next
+    attempts of the job that stalled."""
+    for r, d, ev in judged:
+        if d.cause != "stalled" or (ev.stall or {}).get("action") != "retry" or not r.run_dir:
+            continue
+        got = place.read_file(Path(r.run_dir) / rundir.RETRIES, None)
+        for line in (got[0].decode("utf-8", "replace") if got else "").splitlines():
+            new, old = (line.split() + ["", ""])[:2]
+            if old == r.job_id and new.isdigit() and not history.by_job_ids([new]):
+                history.add_attempt(r, new, _renamed(r.stdout_path, r.job_id, new),
+                                    _renamed(r.stderr_path, r.job_id, new))
+
+
+def _renamed(path: str | None, old: str, new: str) -> str | None:
+    """A log's path for the retry: the job id in its name (SLURM's %j) is the new one."""
+    if path is None:
+        return None
+    p = Path(path)
+    return str(p.with_name(p.name.replace(old, new)))
 
 
 def _verdict(record: JobRecord, place: Place) -> tuple[Diagnosis, Evidence]:

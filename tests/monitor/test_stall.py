@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from hpctrain import progress, rundir
-from hpctrain.diagnosis import stacks
-from hpctrain.monitor import stall
+from hpctrain.monitor import stacks, stall
 
 pytest.importorskip("torch")
 PROGRAM = Path(__file__).resolve().parents[2] / "examples" / "stall" / "hang_in_collective.py"
@@ -55,7 +54,7 @@ def hung(tmp_path: Path) -> Iterator[Path]:
 
 def _watch(run_dir: Path, acted: list[str]) -> stall.StallWatch:
     return stall.StallWatch(run_dir, "nodeA", leader=True, nodes=1, override=2.0,
-                            action="cancel", act=acted.append, started=0.0, gpus=4)
+                            action="cancel", act=lambda a, _: acted.append(a), started=0.0, gpus=4)
 
 
 def _ranks(run_dir: Path) -> list[stacks.RankStack]:

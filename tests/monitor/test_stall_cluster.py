@@ -46,3 +46,22 @@ def test_a_rank_hung_outside_the_collective_is_caught_named_and_ended(
 
     held = json.loads(cli.ok("nodes", "--json").stdout)["nodes"]
     assert [(n["node"], n["reasons"]) for n in held] == [(hung["node"], ["stall"])]
+
+
+def test_retries_submit_the_job_again_without_the_stalled_node(
+        devcluster: DevClusterHandle, tmp_path: Path) -> None:
+    """--retries 1: the first attempt stalls on its node; the job is submitted again without
+    it, the retry runs on the other node and completes; status knows both attempts."""
+    cli = Cli(devcluster, tmp_path, HANG_ONCE="1", STEPS="30")
+    shutil.copy(PROGRAM, cli.cwd / PROGRAM.name)
+    job = cli.submit("--gpus-per-node", "2", "--time", "10", "--stall-window", "15",
+                     "--retries", "1", "--", "python", PROGRAM.name)
+    first = cli.wait(str(job["job_id"]), lambda j: j["terminal"], 300)
+    assert first["state"] == "CANCELLED" and first["verdict"] == "stalled", first
+    report = json.loads((Path(job["run_dir"]) / rundir.STALL_REPORT).read_text())
+    assert report["action"] == "retry" and report["suspect_node"] == first["node_list"]
+    new, old, reason, node = (Path(job["run_dir"]) / rundir.RETRIES).read_text().split()
+    assert (old, reason, node) == (str(job["job_id"]), "stall", first["node_list"])
+    retry = cli.wait(new, lambda j: j["terminal"], 300)
+    assert retry["state"] == "COMPLETED", retry
+    assert retry["node_list"] != first["node_list"]

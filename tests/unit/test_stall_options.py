@@ -29,7 +29,8 @@ def test_the_window_and_action_reach_the_monitor(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("argv", [
-    ["submit", "-P", "local", "--dry-run", "--stall-window", "off", "--on-stall", "report"],
+    ["submit", "-P", "local", "--dry-run", "--stall-window", "off", "--on-stall", "report",
+     "--retries", "1"],
     ["sweep", "-P", "local", "--dry-run", "--stall-window", "off", "--on-stall", "report",
      "--grid", "optim.lr=0.1,0.01", "--ignore-quarantine"]])
 def test_submit_and_sweep_take_them_too(tmp_path: Path, argv: list[str]) -> None:
@@ -59,3 +60,29 @@ def test_bad_values_are_refused(kw: dict[str, str], words: str) -> None:
 def test_no_monitor_means_no_watch_and_says_so() -> None:
     plan = _plan(monitor_interval_s=None, stall_window="60")
     assert any("no stall watch" in n for n in plan.notes)
+
+
+def test_retries_reach_the_script_and_make_it_requeueable(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "hpctrain", "render", "-P", "local", "-o", "-", "--retries", "2",
+         "--", "python", "t.py"],
+        capture_output=True, text=True, timeout=60, check=True, cwd=tmp_path)
+    assert 'export HPCTRAIN_RETRIES_LEFT="${HPCTRAIN_RETRIES_LEFT:-2}"' in out.stdout
+    assert "#SBATCH --requeue\n" in out.stdout
+    assert _plan(retries=2).summary()["retries"] == 2
+
+
+@pytest.mark.parametrize(("kw", "words"), [
+    ({"retries": 11}, "give 1 to 10"), ({"retries": 1, "chain": 2}, "--chain shares its run"),
+    ({"retries": 1, "race": "1x1"}, "--first-of shares")])
+def test_retries_are_for_one_job(kw: dict[str, object], words: str) -> None:
+    with pytest.raises(PlanError) as e:
+        _plan(**kw)
+    assert words in str(e.value)
+
+
+def test_a_sweep_refuses_retries(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "hpctrain", "sweep", "-P", "local", "--dry-run",
+                          "--retries", "1", "--grid", "optim.lr=0.1,0.01"],
+                         capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
+    assert out.returncode == 1 and "a sweep shares its run directory" in out.stderr, out.stderr
