@@ -90,3 +90,10 @@ def type_name(kind: type) -> str:
 def register_display(name: str, people: Shown, json: AsJson) -> None:
     """Show values of the type named `name` (module.Class) so."""
     DISPLAYS[name] = Display(people, json)
+
+
+def result_json(outcome: Outcome[Any, Any], place: Place) -> dict[str, object]:
+    """A submitted kind's result as --json shows it: the result's own `as_dict()`."""
+    assert outcome.result is not None
+    found: dict[str, object] = outcome.result.as_dict()
+    return found

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hpctrain.cli.output import console, err_console, register_display
+from hpctrain.cli.output import console, err_console, register_display, result_json
 
 if TYPE_CHECKING:
     from hpctrain.places import Place
@@ -131,11 +131,6 @@ def _race_submitted(outcome: Outcome[Race, RaceSubmitted], place: Place) -> None
     console.print(f"cancel all:    hpctrain cancel {head}", highlight=False)
 
 
-def _race_submitted_json(outcome: Outcome[Race, RaceSubmitted], place: Place
-                         ) -> dict[str, object]:
-    assert outcome.result is not None
-    return outcome.result.as_dict()
-
 
 register_display("hpctrain.submission.race.Race", _race_dry_run, _race_dry_run_json)
-register_display("hpctrain.submission.race.RaceSubmitted", _race_submitted, _race_submitted_json)
+register_display("hpctrain.submission.race.RaceSubmitted", _race_submitted, result_json)

@@ -13,6 +13,7 @@ from hpctrain.cli.output import (
     plain_columns,
     print_json,
     register_display,
+    result_json,
 )
 
 if TYPE_CHECKING:
@@ -60,14 +61,9 @@ def _submitted(outcome: Outcome[PreparedSweep, SweepSubmitted], place: Place) ->
     console.print(f"results:       hpctrain sweep-report {done.study.name}", highlight=False)
 
 
-def _submitted_json(outcome: Outcome[PreparedSweep, SweepSubmitted], place: Place
-                    ) -> dict[str, object]:
-    assert outcome.result is not None
-    return outcome.result.as_dict()
-
 
 register_display("hpctrain.submission.sweep.PreparedSweep", _dry_run, _dry_run_json)
-register_display("hpctrain.submission.sweep.SweepSubmitted", _submitted, _submitted_json)
+register_display("hpctrain.submission.sweep.SweepSubmitted", _submitted, result_json)
 
 
 def _cell(value: Any, fmt: str = "") -> str:
