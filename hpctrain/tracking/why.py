@@ -201,7 +201,8 @@ def verdicts(history: History, records: Sequence[JobRecord], local: Place) -> li
     made: dict[int, str] = {}
     new = [r for r in records if r.terminal and r.verdict is None]
     for place, group in places.by_place(new, local) if new else ():
-        judged = [(r, *_verdict(r, place)) for r in group]
+        stalls = _stall_reports(group, place)
+        judged = [(r, *_verdict(r, place, stalls.get(r.id))) for r in group]
         made.update((r.id, d.headline) for r, d, _ in judged)
         history.add_suspects(_suspects(judged, place))
         _adopt_retries(history, judged, place)
@@ -244,18 +245,31 @@ def _renamed(path: str | None, old: str, new: str) -> str | None:
     return str(p.with_name(p.name.replace(old, new)))
 
 
-def _verdict(record: JobRecord, place: Place) -> tuple[Diagnosis, Evidence]:
+def _stall_reports(group: Sequence[JobRecord], place: Place) -> dict[int, dict[str, Any]]:
+    """Each ended job's stall report, if the stall watch wrote one: read together (over a
+    login one round trip for the group, once per job, when status first sees it ended)."""
+    ended = [r for r in group if r.run_dir]
+    if not ended:
+        return {}
+    _, got = place.ask_and_read([], [(Path(str(r.run_dir)) / rundir.STALL_REPORT, None)
+                                     for r in ended])
+    reports = {r.id: _json_text(g[0].decode("utf-8", "replace")) for r, g in
+               zip(ended, got, strict=True) if g is not None}
+    return {k: v for k, v in reports.items() if v is not None}
+
+
+def _verdict(record: JobRecord, place: Place, stall: dict[str, Any] | None
+             ) -> tuple[Diagnosis, Evidence]:
     row = summary_row(record.job_id, parse_state(record.state),
                       record.slurm_state or record.state, exit_code=record.exit_code,
                       signal=record.signal, elapsed_s=record.elapsed_s,
                       time_limit_s=record.time_limit_s, node_list=record.node_list)
     findings: list[Finding] = []
-    metrics = stall = None
+    metrics = None
     if place.free_reads:
         findings = _logs(record, place, VERDICT_TAIL_LINES)[0]
         if record.run_dir:
             metrics = _json(place, Path(record.run_dir) / rundir.METRICS)
-            stall = _json(place, Path(record.run_dir) / rundir.STALL_REPORT)
     evidence = Evidence(job_id=record.job_id, accounting=Accounting((row,)),
                         findings=tuple(findings), metrics=metrics, stall=stall,
                         stall_stacks=_stall_stacks(record, place, stall))
