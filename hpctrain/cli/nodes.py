@@ -35,6 +35,11 @@ def nodes(
     24) or they are cleared."""
     from hpctrain.diagnosis import badnodes
 
+    if clear and clear_all:
+        from hpctrain.errors import HpctrainError
+
+        raise HpctrainError("--clear NODE and --clear-all both given",
+                            "give --clear for some nodes, or --clear-all for every node")
     history = backends.history()
     if clear or clear_all:
         count = history.clear_suspects(cluster, None if clear_all else list(clear or []))

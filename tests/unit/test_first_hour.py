@@ -171,6 +171,7 @@ FAILING: dict[tuple[str, ...], list[str]] = {
     ("status",): ["status", "99999", "--json"],
     ("cancel",): ["cancel", "99999", "--json"],
     ("why",): ["why", "99999", "--json"],
+    ("nodes",): ["nodes", "--clear", "node1", "--clear-all", "--json"],
     ("diff",): ["diff", "99999", "99998", "--json"],
     ("rerun",): ["rerun", "99999", "--json"],
     ("login",): ["login", "nope", "--ssh-config", "no/config", "--json"],
