@@ -127,6 +127,7 @@ def _traceback(lines: list[tuple[int, str]], start: int, source: str
                ) -> tuple[Finding | None, int]:
     """The traceback starting at lines[start]: its frames and exception line; the next index."""
     frames: list[Frame] = []
+    interleaved = False
     i = start + 1
     while i < len(lines):
         n, line = lines[i]
@@ -134,11 +135,16 @@ def _traceback(lines: list[tuple[int, str]], start: int, source: str
             frames.append(Frame(m.group("file"), int(m.group("line")), m.group("func").strip()))
         elif _INTERJECTION.match(line):
             pass
+        elif line.startswith("Traceback (most recent call last)"):
+            # Another rank's traceback, its lines mixed with this one's (ranks that share a
+            # log without a prefix): the frames of both are read as one call chain.
+            interleaved = True
         elif not line.startswith((" ", "\t")) and line.strip():
             m = _EXC.match(line.strip())
             if m is None:
                 return None, i
-            return _exception(m, frames, source, n, line), i + 1
+            chain = list(dict.fromkeys(frames)) if interleaved else frames
+            return _exception(m, chain, source, n, line), i + 1
         i += 1
     return None, i
 
