@@ -247,8 +247,10 @@ def _renamed(path: str | None, old: str, new: str) -> str | None:
 
 def _stall_reports(group: Sequence[JobRecord], place: Place) -> dict[int, dict[str, Any]]:
     """Each ended job's stall report, if the stall watch wrote one: read together (over a
-    login one round trip for the group, once per job, when status first sees it ended)."""
-    ended = [r for r in group if r.run_dir]
+    login one round trip for the group, once per job, when status first sees it ended), and
+    only for the ends a stall leaves (cancelled; timed out with --on-stall report)."""
+    ended = [r for r in group if r.run_dir
+             and parse_state(r.state) in (JobState.CANCELLED, JobState.TIMEOUT)]
     if not ended:
         return {}
     _, got = place.ask_and_read([], [(Path(str(r.run_dir)) / rundir.STALL_REPORT, None)
