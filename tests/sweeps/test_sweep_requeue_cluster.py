@@ -23,13 +23,14 @@ from tests.options.helpers import User
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.quiet]
 
 # The long point is the last task of the array, the one that keeps the array's id. Its 1,000
-# epochs of 16,384 samples need several 1-minute segments (test_requeue.py's long run); the
+# epochs of 16,384 samples in batches of 256 (test_requeue.py's long run; the task's own 8,192
+# trains 1,000 epochs in 20 s on an idle machine) need several 1-minute segments; the
 # short ones train one epoch of 2,000 samples, over long before the limit's warning (20 to
 # 50 s into a 1-minute job, slurmctld checking limits every 30 s).
 POINTS = """\
 - {trainer.max_epochs: 1, data.samples: 2000}
 - {trainer.max_epochs: 1, data.samples: 2001}
-- {trainer.max_epochs: 1000, data.samples: 16384}
+- {trainer.max_epochs: 1000, data.samples: 16384, trainer.batch_size: 256}
 """
 
 
