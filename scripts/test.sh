@@ -193,4 +193,8 @@ times=("$logs"/*.times.json)
 if [ "${#times[@]}" != 0 ]; then
   python3 scripts/slowest.py "${times[@]}"
 fi
+junit=("$logs"/*.xml)
+if [ "${#junit[@]}" != 0 ]; then
+  python3 scripts/failures.py "${junit[@]}"
+fi
 exit "$rc"

@@ -31,20 +31,26 @@ def _free_port() -> int:
 
 @pytest.fixture
 def hung(tmp_path: Path) -> Iterator[Path]:
-    """Two ranks on "nodeA": rank 1 sleeps at step 3, rank 0 waits in all_reduce."""
+    """Two ranks on "nodeA": rank 1 sleeps at step 3, rank 0 waits in all_reduce.
+
+    Yielded once rank 1 is in its sleep (its hung-once marker written): checking from the ranks'
+    first reports instead named rank 1's sleep between steps whenever a loaded machine took
+    longer than the 2 s window to bring the ranks to step 3."""
     port = _free_port()
     procs = []
     for rank in (0, 1):
         env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
                "RANK": str(rank), "WORLD_SIZE": "2", "HPCTRAIN_RUN_DIR": str(tmp_path),
-               "SLURMD_NODENAME": "nodeA", "HANG_AT": "3", "OMP_NUM_THREADS": "1"}
+               "SLURMD_NODENAME": "nodeA", "HANG_AT": "3", "HANG_ONCE": "1",
+               "OMP_NUM_THREADS": "1"}
         procs.append(subprocess.Popen([sys.executable, str(PROGRAM)], env=env))
     try:
         deadline = time.monotonic() + 120
-        while len(stall.read_progress(tmp_path, 0)) < 2:
+        while len(stall.read_progress(tmp_path, 0)) < 2 or not (tmp_path / "hung-once").exists():
             assert time.monotonic() < deadline, "the ranks never reported"
             assert all(p.poll() is None for p in procs), "a rank exited"
             time.sleep(0.2)
+        time.sleep(1.0)  # rank 0: the rest of its 0.2 s pause, then into all_reduce
         yield tmp_path
     finally:
         for p in procs:
