@@ -11,9 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from hpctrain.diagnosis.model import Diagnosis, Evidence
+from hpctrain.diagnosis.model import Diagnosis, Evidence, node_of
 from hpctrain.history import NodeSuspect
 from hpctrain.monitor import stacks
+from hpctrain.slurm.accounting import Row
+from hpctrain.slurm.states import JobState
 
 # How long a suspect stays quarantined after its latest evidence, unless the job asks otherwise
 # (`HPCTRAIN_QUARANTINE_HOURS`, `hpctrain nodes clear`).
@@ -66,33 +68,63 @@ def _split_top(text: str) -> list[str]:
     return [*parts, cur] if cur else parts
 
 
+def needs_node_states(diagnosis: Diagnosis, ev: Evidence) -> bool:
+    """Whether naming this job's suspects needs SLURM's node states (a node failed)."""
+    return diagnosis.cause == "node_failure" or bool(_node_failed_runs(ev))
+
+
 def suspects(diagnosis: Diagnosis, ev: Evidence, cluster: str,
              node_states: Mapping[str, str]) -> list[NodeSuspect]:
-    """The nodes this ended job's failure points at (none where it points at none or all)."""
-    last = ev.accounting.last if ev.accounting else None
-    nodes = expand_nodes(last.node_list if last else None)
-    if diagnosis.cause == "node_failure":
-        unwell = [n for n in nodes if any(w in node_states.get(n, "").lower() for w in _UNWELL)]
-        # Without a node SLURM calls unwell, one node of a one-node job is still the one.
-        picked = unwell or (nodes if len(nodes) == 1 else [])
-        return [NodeSuspect(cluster=cluster, node=n, reason="node_failure", job_id=ev.job_id,
-                            evidence=f"job {ev.job_id} ended NODE_FAIL; SLURM calls {n} "
-                            f"{node_states.get(n, 'unknown')}") for n in picked]
+    """The nodes this ended job's failure points at (none where it points at none or all).
+    A run SLURM requeued after a node failure counts too, though the job then completed."""
+    found = [s for run in _node_failed_runs(ev)
+             for s in _node_failure(ev, run.node_list, cluster, node_states)]
     if diagnosis.cause == "stalled":
-        return _stall_suspects(ev, cluster)
-    return []
+        found += _stall_suspects(ev, cluster)
+    elif diagnosis.cause == "gpu_fault":
+        found += _gpu_fault_suspects(ev, cluster)
+    elif diagnosis.cause == "node_failure" and not found:
+        last = ev.accounting.last if ev.accounting else None
+        said = next((f.node for f in ev.findings if f.kind == "node_fail" and f.node), None)
+        found = _node_failure(ev, said or (last.node_list if last else None), cluster,
+                              node_states)
+    return list({(s.node, s.reason): s for s in found}.values())
+
+
+def _node_failed_runs(ev: Evidence) -> list[Row]:
+    return [r for r in (ev.accounting.runs if ev.accounting else ())
+            if r.state is JobState.NODE_FAIL]
+
+
+def _node_failure(ev: Evidence, node_list: str | None, cluster: str,
+                  node_states: Mapping[str, str]) -> list[NodeSuspect]:
+    nodes = expand_nodes(node_list)
+    unwell = [n for n in nodes if any(w in node_states.get(n, "").lower() for w in _UNWELL)]
+    # Without a node SLURM calls unwell, one node of a one-node job is still the one.
+    picked = unwell or (nodes if len(nodes) == 1 else [])
+    return [NodeSuspect(cluster=cluster, node=n, reason="node_failure", job_id=ev.job_id,
+                        evidence=f"job {ev.job_id} ended NODE_FAIL; SLURM calls {n} "
+                        f"{node_states.get(n, 'unknown')}") for n in picked]
+
+
+def _gpu_fault_suspects(ev: Evidence, cluster: str) -> list[NodeSuspect]:
+    """A GPU or driver error that the ranks of one node alone show points at that node."""
+    faults = [f for f in ev.findings if f.kind == "gpu_fault"]
+    nodes = {n for f in faults if (n := node_of(f, ev))}
+    if len(nodes) != 1:
+        return []
+    node = nodes.pop()
+    what = next(f.info.get("what", "") for f in faults if node_of(f, ev) == node)
+    return [NodeSuspect(cluster=cluster, node=node, reason="gpu_fault", job_id=ev.job_id,
+                        evidence=f"job {ev.job_id}: {what} on {node}")]
 
 
 def _stall_suspects(ev: Evidence, cluster: str) -> list[NodeSuspect]:
     """A stall whose ranks outside the collective all live on one node points at that node."""
-    ranks = [stacks.read_rank(row, ev.stall_stacks.get(str(row.get("stack"))))
-             for view in (ev.stall or {}).get("nodes") or [] if isinstance(view, dict)
-             for row in view.get("ranks") or [] if isinstance(row, dict)]
-    stuck, waiting = stacks.stuck_ranks(ranks)
-    nodes = {r.node for r in stuck}
-    if len(nodes) != 1 or not waiting:
+    ranks = stacks.ranks_of((ev.stall or {}).get("nodes") or [], ev.stall_stacks)
+    node = stacks.suspect_node(ranks)
+    if node is None:
         return []
-    node = nodes.pop()
     return [NodeSuspect(cluster=cluster, node=node, reason="stall", job_id=ev.job_id,
                         evidence=f"job {ev.job_id} stalled: {stacks.describe(ranks)}")]
 

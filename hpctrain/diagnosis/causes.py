@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from hpctrain import rundir
 from hpctrain.diagnosis.logscan import Finding
-from hpctrain.diagnosis.model import Diagnosis, Evidence, where
+from hpctrain.diagnosis.model import Diagnosis, Evidence, node_of, where
 from hpctrain.diagnosis.pending import pending_diagnosis
 from hpctrain.monitor import stacks
 from hpctrain.slurm.accounting import Row
@@ -241,6 +241,24 @@ def _collective(ev: Evidence, last: Row) -> Diagnosis | None:
         evidence=_with_task(ev, found))
 
 
+def _gpu_fault(ev: Evidence, last: Row) -> Diagnosis | None:
+    """A GPU or its driver failed: not the code's fault, and the node is the suspect. The
+    others ranks' timeouts and exceptions that follow it are its consequences."""
+    faults = [f for f in ev.findings if f.kind == "gpu_fault"]
+    if not faults or last.state is JobState.COMPLETED:
+        return None
+    nodes = sorted({n for f in faults if (n := node_of(f, ev))})
+    what = " / ".join(dict.fromkeys(f.info.get("what", "GPU error") for f in faults))
+    on = f" on {', '.join(nodes)}" if nodes else ""
+    keep = (f"hpctrain keeps {nodes[0]} out of your next submits (`hpctrain nodes`); "
+            if len(nodes) == 1 else "")
+    return Diagnosis(
+        "gpu_fault", f"a GPU or its driver failed{on}: {what}; not the job's code",
+        f"submit again ({keep}the run continues from its last checkpoint); tell the cluster's "
+        "admins if it comes back, with the node and this line",
+        evidence=tuple(where(f) for f in faults[:3]))
+
+
 def _cuda_oom(f: Finding) -> str:
     return f"the GPU ran out of memory (it tried to allocate {f.info.get('size', '?')})"
 
@@ -279,10 +297,7 @@ def _signal(ev: Evidence, last: Row) -> Diagnosis | None:
 
 
 def _stall_ranks(ev: Evidence) -> list[stacks.RankStack]:
-    views = (ev.stall or {}).get("nodes") or []
-    return [stacks.read_rank(row, ev.stall_stacks.get(str(row.get("stack"))))
-            for view in views if isinstance(view, dict)
-            for row in view.get("ranks") or [] if isinstance(row, dict)]
+    return stacks.ranks_of((ev.stall or {}).get("nodes") or [], ev.stall_stacks)
 
 
 def _saved(ev: Evidence, last: Row) -> str:
@@ -378,7 +393,8 @@ def _completed(ev: Evidence, last: Row) -> Diagnosis | None:
 
 # Most specific first: what the logs name beats what the state says.
 RULES: tuple[Callable[[Evidence, Row], Diagnosis | None], ...] = (
-    _node_fail, _preempted, _stalled, _time_limit, _cancelled, _stopped, _completed, _host_memory,
+    _node_fail, _preempted, _stalled, _gpu_fault, _time_limit, _cancelled, _stopped, _completed,
+    _host_memory,
     _by_log("cuda_oom", _cuda_oom, lambda f: "a smaller batch per GPU (`trainer.batch_size`, "
             "with `trainer.global_batch` to keep the global batch), or more GPUs"),
     _import_error, _missing_file, _collective, _exception, _signal, _nonzero,
@@ -399,6 +415,8 @@ def headline(d: Diagnosis, ev: Evidence, last: Row) -> str:
         return f"{info.get('type')}: {info.get('message')}"[:80]
     if d.cause == "import_error":
         return f"no module {info.get('module')}"
+    if d.cause == "gpu_fault":
+        return f"GPU fault: {info.get('what')}"
     if d.cause == "missing_file":
         return f"no file {info.get('path')}"
     if d.cause == "time_limit":

@@ -27,6 +27,30 @@ _COLLECTIVE = re.compile(
     r"ProcessGroupGloo.*[Tt]imed out|Connection closed by peer|"
     r"timed out .*(?:store_based_barrier|initializing process group)|"
     r"Timed out initializing process group")
+# A GPU or its driver failing, not the job's code (NVIDIA's Xid catalogue files these under
+# hardware, driver or "reset the GPU"): CUDA's error strings as PyTorch and NCCL print them,
+# the kernel's NVRM lines. Not an illegal address or a device-side assert: those are the code's.
+_GPU_FAULT = (
+    ("uncorrectable ECC error", re.compile(r"uncorrectable ECC error|ECC_UNCORRECTABLE|"
+                                           r"cudaErrorECCUncorrectable")),
+    ("GPU fell off the bus", re.compile(r"fallen off the bus")),
+    ("uncorrectable NVLink error", re.compile(r"uncorrectable NVLink error|"
+                                              r"cudaErrorNvlinkUncorrectable")),
+    ("GPU lost", re.compile(r"GPU is lost|GPU has been lost")),
+    ("unspecified launch failure", re.compile(r"unspecified launch failure")),
+    ("CUDA unknown error", re.compile(r"Cuda failure 999|CUDA error: unknown error|"
+                                      r"cudaErrorUnknown")),
+    ("GPU busy or unavailable", re.compile(r"CUDA-capable device\(s\) (?:is|are) busy or "
+                                           r"unavailable")),
+    ("no GPU visible", re.compile(r"no CUDA-capable device is detected")),
+    ("driver older than CUDA", re.compile(r"CUDA driver version is insufficient")),
+    ("Xid", re.compile(r"NVRM: Xid \(")),
+)
+# "host:pid:tid [gpu] ... NCCL WARN ...": the host is NCCL's own prefix. "[Rank 3]" in a
+# watchdog's message names the rank.
+_NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")
+_RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
+_XID = re.compile(r"NVRM: Xid \([^)]*\): (\d+)")
 _JOINED = re.compile(r"world_size=(?P<world>\d+), num_workers_joined=(?P<joined>\d+)|"
                      r"(?P<joined2>\d+)/(?P<world2>\d+) clients joined")
 _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)|"
@@ -39,7 +63,10 @@ _WARNED_STOP = re.compile(r"^hpctrain: the time limit's warning came: checkpoint
 # A word each line pattern needs (found in the whole text at C speed, so that the patterns
 # run on a few lines, not on a chatty run's 20,000 lines of progress).
 _WORDS = ("***", "srun: error", "out of memory", "Out Of Memory", "oom", "OOM", "Watchdog",
-          "imed out", "Connection closed", "hpctrain: ", "hpctrain monitor: ")
+          "imed out", "Connection closed", "hpctrain: ", "hpctrain monitor: ", "ECC",
+          "fallen off", "NVLink", "GPU is lost", "GPU has been lost", "launch failure",
+          "Cuda failure 999", "unknown error", "cudaError", "CUDA-capable", "insufficient",
+          "NVRM: Xid")
 # The batch script's monitor step says so as it ends: its USR2 is then hpctrain's own.
 _MONITOR = re.compile(r"^hpctrain monitor: ")
 # Lines other programs write into the same file while a traceback is being printed (stderr is
@@ -97,8 +124,26 @@ def _srun(m: re.Match[str], source: str, n: int, line: str) -> Finding:
                    info=info)
 
 
+def gpu_fault(text: str) -> str | None:
+    """What GPU or driver failure `text` names, in a few words (None: none)."""
+    names = [name for name, pattern in _GPU_FAULT if pattern.search(text)]
+    if "Xid" in names and (m := _XID.search(text)):
+        said = [n for n in names if n != "Xid"]
+        return f"Xid {m.group(1)}" + (f" ({said[0]})" if said else "")
+    return names[0] if names else None
+
+
+def _gpu_finding(line: str, source: str, n: int, what: str) -> Finding:
+    host = _NCCL_HOST.match(line)
+    rank = _RANK_IN_TEXT.search(line)
+    return Finding("gpu_fault", source, n, line.strip(), node=host.group("host") if host else None,
+                   info={"what": what}, rank=rank.group(1) if rank else None)
+
+
 def _line_finding(line: str, source: str, n: int) -> Finding | None:
     """A finding from one line, or None."""
+    if what := gpu_fault(line):
+        return _gpu_finding(line, source, n, what)
     if m := _STEPD.search(line):
         return _stepd(m, source, n, line)
     if m := _SRUN_TASK.search(line):
@@ -161,6 +206,8 @@ def _exception(m: re.Match[str], frames: list[Frame], source: str, n: int, line:
         found, info["path"] = "missing_file", path.group("path")
     elif cuda := _CUDA_OOM.search(msg):
         found, info["size"] = "cuda_oom", cuda.group("size")
+    elif what := gpu_fault(msg):
+        found, info["what"] = "gpu_fault", what
     elif _COLLECTIVE.search(msg):
         found = "collective_timeout"
     return Finding(found, source, n, line.strip(), info=info, frames=tuple(frames))

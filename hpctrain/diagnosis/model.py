@@ -63,3 +63,14 @@ def where(f: Finding) -> str:
     at = ", ".join(x for x in (f"rank {f.rank}" if f.rank else None, f.node,
                                 f"task {f.task}" if f.task else None) if x)
     return f"{f.source}:{f.line_no}{f' ({at})' if at else ''}: {f.text}"
+
+
+def node_of(f: Finding, ev: Evidence) -> str | None:
+    """The node a finding names (NCCL's host prefix, srun's line); else, for a rank's error,
+    the one node whose tasks exited with an error code. srun kills the other tasks after the
+    first exits (--kill-on-bad-exit), so those say "Killed". A task's number is not its rank
+    under torchrun (one task a node), hence no mapping by number. None: not known."""
+    if f.node:
+        return f.node
+    exited = {t.node for t in ev.findings if t.kind == "task_exit" and t.node}
+    return exited.pop() if len(exited) == 1 else None

@@ -109,3 +109,18 @@ def describe(ranks: Sequence[RankStack]) -> str:
         where = f"; it was in {r.frame}" if r.frame else ""
         parts.append(f"rank {r.rank} on {r.node} never entered a collective{where}")
     return "; ".join(parts) + (f"; {waited}" if waited else "")
+
+
+def ranks_of(views: Sequence[Any], texts: Mapping[str, str]) -> list[RankStack]:
+    """Every rank of a stall report's node views, each with its stack's text by file name."""
+    return [read_rank(row, texts.get(str(row.get("stack"))) if row.get("stack") else None)
+            for view in views if isinstance(view, dict)
+            for row in view.get("ranks") or [] if isinstance(row, dict)]
+
+
+def suspect_node(ranks: Sequence[RankStack]) -> str | None:
+    """The one node whose ranks never entered the collective the others waited in (None: no
+    rank waited, or the stuck ranks live on several nodes)."""
+    stuck, waiting = stuck_ranks(ranks)
+    nodes = {r.node for r in stuck}
+    return nodes.pop() if len(nodes) == 1 and waiting else None

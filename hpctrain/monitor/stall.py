@@ -173,15 +173,11 @@ def gather(run_dir: Path, nodes: int, wait_s: float) -> list[dict[str, Any]]:
 def suspect_node(run_dir: Path, views: Sequence[dict[str, Any]]) -> str | None:
     """The one node whose ranks never entered the collective the others waited in."""
     folder = run_dir / rundir.STALL_DIR
-    ranks = []
-    for view in views:
-        for row in view.get("ranks") or []:
-            path = folder / str(row.get("stack")) if row.get("stack") else None
-            text = path.read_text(encoding="utf-8", errors="replace") if path else None
-            ranks.append(stacks.read_rank(row, text))
-    stuck, waiting = stacks.stuck_ranks(ranks)
-    nodes = {r.node for r in stuck}
-    return nodes.pop() if len(nodes) == 1 and waiting else None
+    names = {str(row["stack"]) for view in views for row in view.get("ranks") or []
+             if row.get("stack")}
+    texts = {n: (folder / n).read_text(encoding="utf-8", errors="replace") for n in names
+             if (folder / n).is_file()}
+    return stacks.suspect_node(stacks.ranks_of(views, texts))
 
 
 def _write(path: Path, text: str) -> None:

@@ -214,7 +214,7 @@ def _suspects(judged: Sequence[tuple[JobRecord, Diagnosis, Evidence]], place: Pl
               ) -> list[NodeSuspect]:
     """The nodes these jobs' failures point at; SLURM's node states asked once, if needed."""
     states: dict[str, str] = {}
-    if any(d.cause == "node_failure" for _, d, _ in judged):
+    if any(badnodes.needs_node_states(d, ev) for _, d, ev in judged):
         try:
             states = place.slurm_client().node_states()
         except SlurmError:

@@ -104,6 +104,10 @@ def test_a_finished_run_is_told_its_time_was_too_long(slurm: Path) -> None:
     ("cuda-oom-torch-1.log", "cuda_oom", "tried to allocate 2.87 GiB"),
     ("nccl-watchdog.log", "collective_timeout", "a collective operation timed out"),
     ("slurm-oom-kill.log", "host_memory", "ran out of host memory"),
+    ("ecc-accelerate.log", "gpu_fault", "failed: uncorrectable ECC error; not the job's code"),
+    ("watchdog-launch-failure.log", "gpu_fault", "unspecified launch failure"),
+    ("nccl-unknown-error.log", "gpu_fault", "failed on DESKTOP-1CE5APL: CUDA unknown error"),
+    ("xid-79.log", "gpu_fault", "failed: Xid 79 (GPU fell off the bus)"),
 ])
 def test_published_output_of_gpu_and_memory_failures(name: str, cause: str, words: str) -> None:
     if not SETS:
@@ -122,6 +126,31 @@ def test_ranks_and_nodes_are_named_in_the_evidence() -> None:
     oom = scan((RECORDED / "published" / "slurm-oom-kill.log").read_text(), "y.log")
     killed = [f for f in oom if f.task]
     assert [(f.kind, f.node, f.task) for f in killed] == [("host_oom", "nid001277", "1-3")]
+
+
+def test_a_gpu_fault_is_told_from_the_codes_own_cuda_errors() -> None:
+    """A device-side assert or an illegal address is the code's; a GPU's failure is not, and
+    the watchdog's "[Rank 1]" or NCCL's host prefix says whose it was."""
+    faults = scan((RECORDED / "published" / "watchdog-launch-failure.log").read_text(), "w.log")
+    assert [(f.kind, f.rank, f.info["what"]) for f in faults] == [
+        ("gpu_fault", "1", "unspecified launch failure")]
+    nccl = scan((RECORDED / "published" / "nccl-unknown-error.log").read_text(), "n.log")
+    assert [(f.kind, f.node) for f in nccl] == [("gpu_fault", "DESKTOP-1CE5APL")]
+    code = ("Traceback (most recent call last):\n"
+            '  File "/home/me/train.py", line 3, in <module>\n'
+            "RuntimeError: CUDA error: device-side assert triggered\n"
+            "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert [f.kind for f in scan(code, "c.log")] == ["exception"]
+
+
+def test_a_gpu_fault_names_the_one_node_whose_task_exited_with_an_error() -> None:
+    text = ((RECORDED / "published" / "ecc-accelerate.log").read_text()
+            + "srun: error: gpu2: task 3: Exited with exit code 1\n"
+            "srun: error: gpu1: tasks 0-2: Killed\n")
+    got = diagnose(Evidence(job_id="1", accounting=_sacct(SETS[0] / "exit_code"),
+                            findings=tuple(scan(text, "e.log"))))
+    assert got.cause == "gpu_fault" and "failed on gpu2" in got.summary, got.summary
+    assert "hpctrain keeps gpu2 out of your next submits" in got.fix
 
 
 def test_line_numbers_hold_with_progress_bars_and_other_line_breaks() -> None:

@@ -50,6 +50,34 @@ def test_a_stall_points_at_the_node_of_the_rank_outside_the_collective() -> None
     assert "rank 1 on nodeA never entered a collective" in found[0].evidence
 
 
+def test_a_run_slurm_requeued_after_a_node_failure_still_names_the_node() -> None:
+    """The job completed in its second run; its first ended NODE_FAIL on node2."""
+    first = summary_row("41", JobState.NODE_FAIL, "NODE_FAIL", exit_code=0, signal=None,
+                        elapsed_s=30, time_limit_s=600, node_list="node[1-2]")
+    second = summary_row("41", JobState.COMPLETED, "COMPLETED", exit_code=0, signal=None,
+                         elapsed_s=60, time_limit_s=600, node_list="node[1,3]")
+    ev = Evidence("41", Accounting((first, second)))
+    done = Diagnosis("completed", "", "")
+    assert badnodes.needs_node_states(done, ev)
+    found = badnodes.suspects(done, ev, "dev", {"node2": "down", "node1": "mixed"})
+    assert [(s.node, s.reason) for s in found] == [("node2", "node_failure")]
+
+
+def test_a_gpu_fault_on_one_node_makes_it_a_suspect() -> None:
+    from hpctrain.diagnosis.logscan import scan
+
+    text = ("h9:77:78 [0] misc.cc:1 NCCL WARN Cuda failure 999 'unknown error'\n"
+            "srun: error: h9: task 1: Exited with exit code 1\n")
+    ev = Evidence("41", None, findings=tuple(scan(text, "x.log")))
+    found = badnodes.suspects(Diagnosis("gpu_fault", "", ""), ev, "dev", {})
+    assert [(s.node, s.reason) for s in found] == [("h9", "gpu_fault")]
+    assert "CUDA unknown error on h9" in found[0].evidence
+    # Two nodes' ranks show it: no one node is to blame.
+    both = text + "h8:70:71 [0] misc.cc:1 NCCL WARN Cuda failure 999 'unknown error'\n"
+    ev2 = Evidence("41", None, findings=tuple(scan(both, "x.log")))
+    assert badnodes.suspects(Diagnosis("gpu_fault", "", ""), ev2, "dev", {}) == []
+
+
 def test_a_users_exception_points_at_no_node() -> None:
     ev = _ended(JobState.FAILED, "node1")
     assert badnodes.suspects(Diagnosis("exception", "", ""), ev, "dev", {"node1": "down"}) == []
