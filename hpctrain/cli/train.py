@@ -30,7 +30,7 @@ def _train(**values: Any) -> None:
     # The trainer's modules (the config models; torch and Lightning once training starts)
     # load only when the command runs: `hpctrain --help` stays fast.
     try:
-        from hpctrain.trainer.entry import run
+        from hpctrain.trainer.entry import leave_if_distributed, run
 
         run(TrainerCall.from_values(values))
     except ModuleNotFoundError as e:
@@ -43,6 +43,8 @@ def _train(**values: Any) -> None:
             f"cannot import {e.name}: hpctrain was installed without its trainer",
             f"install it: {install_trainer(shlex.quote(sys.executable))}",
         ) from None
+    # Under torchrun or srun: every rank leaves together, without tearing down gloo.
+    leave_if_distributed()
 
 
 def train_command() -> Any:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import NoReturn
 
 from hpctrain import rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.trainconfig.load import dump_config
 from hpctrain.trainconfig.options import TrainerCall, add_arguments
-from hpctrain.trainer.signals import TrainingStopped
+from hpctrain.trainer.signals import EXIT_REQUEUE, TrainingStopped
 
 EPILOG = f"""\
 config layers (later wins): the task's defaults < --config FILE < --set KEY=VALUE <
@@ -67,3 +69,34 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def leave(code: int) -> NoReturn:
+    """Exit at once, everything being on disk, instead of tearing down the interpreter.
+
+    A stop (EXIT_REQUEUE): srun --kill-on-bad-exit kills ranks that are still exiting, and
+    tearing down live process groups can hang. A finished DDP run: with gloo, a rank whose
+    interpreter tears down after a peer has gone may abort in a background thread ("terminate
+    called without an active exception", exit 134), failing a job whose every rank finished;
+    the barrier makes all ranks finish first (examples/tutorials/ranks.py does the same).
+    `python -m hpctrain.trainer` and `hpctrain train` both leave this way.
+    """
+    if code == 0:
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            sys.exit(0)
+        dist.barrier()
+    elif code != EXIT_REQUEUE:
+        sys.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def leave_if_distributed() -> None:
+    """A rank of a DDP run (torchrun, srun) leaves as `leave(0)` does; one process returns."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        leave(0)
