@@ -59,6 +59,7 @@ def show_summary(plan: JobPlan) -> None:
         ("CPUs per node", f"{plan.cpus_per_node} ({plan.cpus_per_task} per task)"),
         ("memory per node", f"{plan.mem_mb} MB"),
         ("time", plan.time),
+        ("reserves", reserved(plan)),
     ]
     for k, v in rows:
         t.add_row(k, v)
@@ -66,12 +67,23 @@ def show_summary(plan: JobPlan) -> None:
     show_notes(plan)
 
 
+def reserved(plan: JobPlan) -> str:
+    """What the job holds at most, in GPU-hours (a job without GPUs: its nodes' CPU time)."""
+    segments = f" x {plan.chain} segments" if plan.chain > 1 else ""
+    if plan.total_gpus:
+        return (f"{plan.gpu_hours:,.1f} GPU-hours at most ({plan.total_gpus} GPU(s) x "
+                f"{plan.time}{segments})")
+    cpus = plan.nodes * plan.cpus_per_node
+    hours = cpus * plan.time_seconds / 3600 * max(plan.chain, 1)
+    return f"{hours:,.1f} CPU-hours at most ({cpus} CPU(s) x {plan.time}{segments})"
+
+
 def summary_line(plan: JobPlan) -> str:
     """The plan in one line: what a pipe's reader still hears of it on stderr."""
     gpus = f"{plan.gpus_per_node} x {plan.gpu_type}" if plan.gpu_type else str(plan.gpus_per_node)
     return (f"{plan.profile} ({plan.cluster}), partition {plan.partition}: {plan.nodes} node(s) "
             f"x {gpus} GPU(s) = {plan.total_gpus}, launcher {plan.launcher}, {plan.cpus_per_node} "
-            f"CPUs and {plan.mem_mb} MB per node, time {plan.time}")
+            f"CPUs and {plan.mem_mb} MB per node, time {plan.time}; {reserved(plan)}")
 
 
 def show_notes(plan: JobPlan) -> None:
@@ -185,6 +197,11 @@ def render(
     if output is not None and str(output) == "-":
         output = None
     request = replace(build_request(job), preview=True)
+    if check:
+        from hpctrain.slurm.client import SlurmClient
+        from hpctrain.submission.maintenance import with_maintenance
+
+        request = with_maintenance(request, client=SlurmClient.from_environment())
     logs = _log_dir(request.profile.output_dir)
     if output is not None:
         # SLURM opens --output before the script runs and creates no directory for it; a

@@ -42,6 +42,7 @@ def submit(
     from dataclasses import replace
 
     from hpctrain.submission.kinds import Kind, submission
+    from hpctrain.submission.maintenance import with_maintenance
     from hpctrain.submission.pipeline import run
     from hpctrain.submission.quarantine import with_quarantine
 
@@ -55,7 +56,8 @@ def submit(
                       in_place=tuple(in_place or ()))
     place = backends.place_for(request.profile, login, job.python_env)
     history = backends.history()
-    kind: Kind[Any, Any] = submission(with_quarantine(request, place, history), first_of)
+    request = with_maintenance(with_quarantine(request, place, history), place)
+    kind: Kind[Any, Any] = submission(request, first_of)
     show(run(kind, place, history, dry_run), place, json_out)
 
 

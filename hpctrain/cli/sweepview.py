@@ -40,7 +40,9 @@ def _show_points(prep: PreparedSweep) -> None:
     count = len(prep.sweep.points)
     arrays = ", ".join(p.plan.array.spec for p in prep.arrays if p.plan.array)
     err_console.print(f"sweep {prep.name}: {count} point(s) ({prep.sweep.method} over "
-                      f"{', '.join(prep.sweep.keys)}), array(s) {arrays}", highlight=False)
+                      f"{', '.join(prep.sweep.keys)}), array(s) {arrays}; the study reserves "
+                      f"{prep.gpu_hours:,.1f} GPU-hours at most ({count} x "
+                      f"{prep.arrays[0].plan.gpu_hours:,.2f})", highlight=False)
     for n, args in enumerate(prep.args[:3]):
         err_console.print(f"  point {n}: {' '.join(args)}", highlight=False)
     if count > 3:

@@ -15,6 +15,7 @@ from hpctrain.diagnosis.model import Diagnosis, Evidence, node_of
 from hpctrain.history import NodeSuspect
 from hpctrain.monitor import stacks
 from hpctrain.slurm.accounting import Row
+from hpctrain.slurm.hostlist import expand_nodes
 from hpctrain.slurm.states import JobState
 
 # How long a suspect stays quarantined after its latest evidence, unless the job asks otherwise
@@ -36,36 +37,6 @@ class Quarantined:
     def as_dict(self) -> dict[str, object]:
         return {"cluster": self.cluster, "node": self.node, "since": self.since,
                 "until": self.until, "reasons": list(self.reasons), "jobs": list(self.jobs)}
-
-
-def expand_nodes(node_list: str | None) -> list[str]:
-    """`node[1-3,5],gpu7` as node names (SLURM's host list, one level of brackets)."""
-    out: list[str] = []
-    for part in _split_top(node_list or ""):
-        prefix, _, rest = part.partition("[")
-        if not rest:
-            out.append(prefix)
-            continue
-        for item in rest.rstrip("]").split(","):
-            low, _, high = item.partition("-")
-            if not high:
-                out.append(prefix + low)
-                continue
-            width = len(low)
-            out.extend(f"{prefix}{i:0{width}d}" for i in range(int(low), int(high) + 1))
-    return [n for n in out if n]
-
-
-def _split_top(text: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        depth += {"[": 1, "]": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return [*parts, cur] if cur else parts
 
 
 def needs_node_states(diagnosis: Diagnosis, ev: Evidence) -> bool:

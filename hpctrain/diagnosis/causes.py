@@ -14,7 +14,7 @@ from collections.abc import Callable
 from hpctrain import rundir
 from hpctrain.diagnosis.logscan import Finding
 from hpctrain.diagnosis.model import Diagnosis, Evidence, node_of, where
-from hpctrain.diagnosis.pending import pending_diagnosis
+from hpctrain.diagnosis.pending import maintenance_in_way, pending_diagnosis
 from hpctrain.monitor import stacks
 from hpctrain.slurm.accounting import Row
 from hpctrain.slurm.states import JobState
@@ -439,8 +439,11 @@ def diagnose(ev: Evidence) -> Diagnosis:
     """The job's diagnosis; see RULES for the order."""
     last = ev.accounting.last if ev.accounting else None
     if ev.pending_reason is not None or (last and last.state is JobState.PENDING):
-        return pending_diagnosis(ev.pending_reason or (last.reason if last else None),
-                                 ev.start_estimate)
+        reason = ev.pending_reason or (last.reason if last else None)
+        limit = (last.time_limit_s if last else None) or ev.time_limit_s
+        return pending_diagnosis(reason, ev.start_estimate,
+                                 maintenance_in_way(reason, ev.maintenance, ev.now, limit),
+                                 ev.now, limit)
     if last is None:
         return Diagnosis("unknown", f"SLURM's accounting has no record of job {ev.job_id}",
                          "check the job id; `hpctrain status` shows what hpctrain knows",

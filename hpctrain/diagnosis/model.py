@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hpctrain import rundir
 from hpctrain.diagnosis.logscan import Finding
 from hpctrain.slurm.accounting import Accounting
+from hpctrain.slurm.reservations import Reservation
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,11 @@ class Evidence:
     # The stall watcher's report (stall.json) and the stacks it names, by file name.
     stall: Mapping[str, Any] | None = None
     stall_stacks: Mapping[str, str] = field(default_factory=dict)
+    # The cluster's maintenance reservations (read for a job waiting for nodes) and when.
+    maintenance: Sequence[Reservation] = ()
+    now: float = field(default_factory=time.time)
+    # The job's time limit as submitted (accounting may not list a job that waits yet).
+    time_limit_s: int | None = None
 
     @property
     def monitored(self) -> bool:

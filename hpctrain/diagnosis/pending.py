@@ -6,7 +6,12 @@ SLURM wrote it, marked as not known to hpctrain.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from hpctrain.diagnosis.model import Diagnosis
+from hpctrain.slurm.reservations import Reservation, fit_before, minute
+from hpctrain.units import format_time
 
 _SHORTER = ("a shorter `--time` lets the scheduler fit it into gaps (backfill); fewer nodes or "
             "`--first-of 2x4,1x4` starts on whichever shape is free first")
@@ -70,9 +75,14 @@ def short_reason(code: str) -> str:
 
 
 def plain_reason(code: str | None) -> tuple[str, str, bool]:
-    """(what it means, what would start it sooner, whether hpctrain knows the code)."""
+    """(what it means, what would start it sooner, whether hpctrain knows the code). squeue
+    may add words after a comma (`ReqNodeNotAvail, Reserved for maintenance`)."""
     if not code:
         return "SLURM gives no reason", "ask again in a minute", False
+    code, _, detail = code.partition(",")
+    if detail.strip() and code in REASONS:
+        meaning, sooner = REASONS[code]
+        return f"{meaning}: {detail.strip()}", sooner, True
     if code in REASONS:
         return (*REASONS[code], True)
     if code.startswith(("QOS", "Assoc")):
@@ -84,7 +94,12 @@ def plain_reason(code: str | None) -> tuple[str, str, bool]:
     return f"SLURM's reason is {code}", "see `man squeue`, JOB REASON CODES", False
 
 
-def pending_diagnosis(code: str | None, start: str | None) -> Diagnosis:
+def pending_diagnosis(code: str | None, start: str | None,
+                      waits_for: Reservation | None = None, now: float | None = None,
+                      time_limit_s: int | None = None) -> Diagnosis:
+    """The diagnosis of a waiting job; `waits_for`: the maintenance window in its way."""
+    if waits_for is not None and now is not None:
+        return _maintenance_wait(code, waits_for, now, time_limit_s)
     meaning, sooner, known = plain_reason(code)
     when = f"; SLURM expects it to start at {start}" if start else \
         "; SLURM gives no start estimate yet"
@@ -94,3 +109,33 @@ def pending_diagnosis(code: str | None, start: str | None) -> Diagnosis:
         f"the job waits: {meaning}{'' if never else when}", sooner,
         evidence=(f"squeue: Reason {code or 'None'}"
                   + (f", StartTime {start}" if start else ""),), certain=known)
+
+
+def maintenance_in_way(code: str | None, windows: Sequence[Reservation], now: float,
+                       time_limit_s: int | None) -> Reservation | None:
+    """The first maintenance window that overlaps the job's time limit from now, for a job
+    SLURM keeps waiting for nodes (reason ReqNodeNotAvail)."""
+    if not code or not code.startswith("ReqNodeNotAvail"):
+        return None
+    # Without the time limit: the next window, as SLURM's reason names one.
+    end = now + time_limit_s if time_limit_s else math.inf
+    return next((w for w in sorted(windows, key=lambda r: r.start)
+                 if w.maintenance and w.overlaps(now, end)), None)
+
+
+def _maintenance_wait(code: str | None, w: Reservation, now: float,
+                      time_limit_s: int | None) -> Diagnosis:
+    fit = fit_before(w, now)
+    shorter = ""
+    if time_limit_s and fit >= 600:
+        chain = math.ceil(time_limit_s / fit)
+        shorter = (f"cancel it and submit again with --time {format_time(fit)} --chain "
+                   f"{chain} (the packaged trainer goes on from its checkpoint in each "
+                   "segment), or ")
+    return Diagnosis(
+        "pending", f"the job waits for maintenance reservation {w.name!r} "
+        f"({minute(w.start)} to {minute(w.end)}): its time limit "
+        f"{format_time(time_limit_s or 0)} would run into the window, so SLURM starts it only "
+        f"after {minute(w.end)}", f"{shorter}let it wait until {minute(w.end)}",
+        evidence=(f"squeue: Reason {code}", f"scontrol show reservation: {w.name}, "
+                  f"Flags {','.join(sorted(w.flags))}, Nodes {','.join(w.nodes)}"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from hpctrain.errors import PlanError
@@ -11,12 +12,13 @@ from hpctrain.plan.inputs import check_inputs, choose_command
 from hpctrain.plan.launch_lines import adopt_launch_line
 from hpctrain.plan.launchers import LaunchMode, launcher_problems
 from hpctrain.plan.limits import choose_qos, wall_time
+from hpctrain.plan.maintenance import maintenance_windows
 from hpctrain.plan.model import JobPlan, JobRequest
 from hpctrain.plan.nodetypes import Fit, fit_node_types, selected_types
 from hpctrain.plan.outcome import Collector
 from hpctrain.plan.quarantine import exclusion
 from hpctrain.plan.resources import NodeShare, cpus_per_task, memory, node_share
-from hpctrain.plan.restart import restart_policy
+from hpctrain.plan.restart import restart_policy, runs_trainer
 from hpctrain.plan.sbatch import sbatch_options
 from hpctrain.plan.stall import stall_policy
 from hpctrain.plan.suggest import with_fix
@@ -60,6 +62,16 @@ def build_plan(req: JobRequest, suggest: bool = True) -> JobPlan:
         raise with_fix(e, req, _assemble) from None
 
 
+def _cluster_now(req: JobRequest, part: Partition, nodes: int, time_s: int,
+                 command: Sequence[str], found: Collector) -> tuple[str, ...]:
+    """What the cluster's state now asks of the job (as the submit read it): the nodes to
+    exclude (quarantined), and no time limit that runs into a maintenance window."""
+    exclude = found.take(exclusion(req, part.name, nodes))
+    found.take(maintenance_windows(req, part.name, nodes, time_s, runs_trainer(command),
+                                   exclude))
+    return exclude
+
+
 def _assemble(req: JobRequest) -> JobPlan:
     """The plan, from the rules in the order their problems are reported."""
     profile = req.profile
@@ -84,7 +96,7 @@ def _assemble(req: JobRequest) -> JobPlan:
     found.take(cuda_graphs_problems(req, world, shape.gpus_per_node))
     restart = found.take(restart_policy(req, command, time_s))
     stall = found.take(stall_policy(req, command))
-    exclude = found.take(exclusion(req, part.name, shape.nodes))
+    exclude = _cluster_now(req, part, shape.nodes, time_s, command, found)
     found.raise_any()
 
     return JobPlan(

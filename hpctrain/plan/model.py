@@ -10,6 +10,7 @@ from hpctrain.profiles.model import Profile
 from hpctrain.units import format_time
 
 if TYPE_CHECKING:
+    from hpctrain.slurm.reservations import Reservation
     from hpctrain.trainconfig.model import TrainConfig
 
 Launcher = Literal["srun", "torchrun", "per-node"]
@@ -68,6 +69,10 @@ class JobRequest:
     quarantined: Sequence[str] = ()
     partition_nodes: Mapping[str, Sequence[str]] | None = None
     ignore_quarantine: bool = False
+    # Maintenance reservations of the job's cluster and the time they were read (plan/
+    # maintenance.py): a time limit that runs into one is refused with a shorter time.
+    maintenance: Sequence[Reservation] = ()
+    now: float | None = None
     # `submit --first-of`: this alternative's NODESxGPUS; the job claims the run or bows out.
     race: str | None = None
     # `render`: a script to read, never submitted by hpctrain; what only the submit needs (the
@@ -164,6 +169,12 @@ class JobPlan:
         return self.nodes * self.gpus_per_node
 
     @property
+    def gpu_hours(self) -> float:
+        """The GPU-hours the job reserves at most: its GPUs for its time limit, each segment
+        of a chain (a sweep's script: each point; the study sums its points)."""
+        return self.total_gpus * self.time_seconds / 3600 * max(self.chain, 1)
+
+    @property
     def time(self) -> str:
         """The wall time as SLURM writes it."""
         return format_time(self.time_seconds)
@@ -188,6 +199,7 @@ class JobPlan:
             "cpus_per_node": self.cpus_per_node,
             "mem_mb_per_node": self.mem_mb,
             "time": self.time,
+            "gpu_hours": round(self.gpu_hours, 2),
             "account": self.account,
             "qos": self.qos,
             "constraint": self.constraint,

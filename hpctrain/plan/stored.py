@@ -15,9 +15,9 @@ from hpctrain.profiles.model import Profile
 FORMAT = 1
 # Kept elsewhere (the profile: profile.yaml), or facts of one submission rather than requests:
 # where this run writes, a race's alternative, `render`'s preview, a sweep's array (its points
-# are in sweep.json), the quarantine as that submit found it.
+# are in sweep.json), the quarantine and the maintenance windows as that submit found them.
 _NOT_KEPT = frozenset({"profile", "preview", "log_dir", "run_dir", "code_dir", "race",
-                       "array", "quarantined", "partition_nodes"})
+                       "array", "quarantined", "partition_nodes", "maintenance", "now"})
 
 
 def request_json(req: JobRequest) -> str:

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 
 from hpctrain import paths
 from hpctrain.errors import SlurmError, SlurmUnavailableError
-from hpctrain.slurm import accounting, controller, parsers, parsers_json, query, starts
+from hpctrain.slurm import (
+    accounting,
+    controller,
+    parsers,
+    parsers_json,
+    query,
+    reservations,
+    starts,
+)
 from hpctrain.slurm.accounting import Accounting
 from hpctrain.slurm.parsers import JobInfo
 from hpctrain.slurm.query import QueueResult
@@ -346,6 +354,10 @@ class SlurmClient:
         """Each partition's nodes, from one `sinfo` (a node may be in several)."""
         result = self.run(["sinfo", "--noheader", "--Node", "--format=%N %R"])
         return parsers.parse_sinfo_partition_nodes(result.stdout)
+
+    def reservations(self) -> list[reservations.Reservation]:
+        """The cluster's reservations (`scontrol show reservation`; slurm/reservations.py)."""
+        return reservations.parse(self.run(["scontrol", "show", "reservation"]).stdout)
 
     def node_reasons(self) -> str:
         """Why nodes are down or drained (`sinfo --list-reasons`), for error messages."""

@@ -84,9 +84,15 @@ class PreparedSweep:
         count = len(self.sweep.points)
         return self.run_dir / rundir.POINTS / points_of.point_dir_name(index, count)
 
+    @property
+    def gpu_hours(self) -> float:
+        """What the whole study reserves at most: every point's GPUs for its time limit."""
+        return self.arrays[0].plan.gpu_hours * len(self.sweep.points)
+
     def as_dict(self) -> dict[str, Any]:
         first = self.arrays[0]
         return {"name": self.name, "run_dir": str(self.run_dir), "points": len(self.sweep.points),
+                "gpu_hours": round(self.gpu_hours, 2),
                 "method": self.sweep.method, "keys": list(self.sweep.keys),
                 "max_array_size": self.max_array_size,
                 "arrays": [{"script": str(p.script_path), "array": p.plan.array.spec

@@ -22,8 +22,8 @@ from hpctrain.diagnosis.causes import diagnose
 from hpctrain.diagnosis.logscan import Finding, scan
 from hpctrain.diagnosis.model import Diagnosis, Evidence
 from hpctrain.errors import SlurmError
-from hpctrain.slurm import accounting
-from hpctrain.slurm.accounting import Accounting, summary_row
+from hpctrain.slurm import accounting, reservations
+from hpctrain.slurm.accounting import Accounting, Row, summary_row
 from hpctrain.slurm.client import AccountingUnavailableError, parse_pending, pending_argv
 from hpctrain.slurm.states import JobState, parse_state
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, NodeSuspect
     from hpctrain.places import Place
     from hpctrain.slurm.client import SlurmClient
+    from hpctrain.slurm.reservations import Reservation
 
 # A failure's lines are at a log's end; 20,000 lines is hours of a chatty run's output.
 LOG_TAIL_LINES = 20_000
@@ -169,6 +170,16 @@ def _stall_stacks(record: JobRecord, place: Place, stall: dict[str, Any] | None
     return {n: g[0].decode("utf-8", "replace") for n, g in zip(names, got, strict=True) if g}
 
 
+def _maintenance(reason: str | None, client: SlurmClient) -> tuple[Reservation, ...]:
+    """The maintenance reservations, asked only of a job SLURM keeps waiting for nodes."""
+    if not reason or not reason.startswith("ReqNodeNotAvail"):
+        return ()
+    try:
+        return tuple(reservations.maintenance(client.reservations()))
+    except SlurmError:
+        return ()  # the reason alone is still said
+
+
 def why(record: JobRecord, place: Place) -> Why:
     """The diagnosis of `record`'s job and what to ask for next time."""
     client = place.slurm_client()
@@ -177,9 +188,11 @@ def why(record: JobRecord, place: Place) -> Why:
     stall = got.files[rundir.STALL_REPORT]
     last = got.acct.last
     waiting = last is None or last.state is JobState.PENDING
+    reason = (got.reason or (last.reason if last else None)) if waiting else None
     evidence = Evidence(
         job_id=record.job_id, accounting=got.acct, findings=tuple(got.findings),
-        pending_reason=(got.reason or (last.reason if last else None)) if waiting else None,
+        pending_reason=reason, maintenance=_maintenance(reason, client),
+        time_limit_s=record.time_limit_s,
         start_estimate=got.start, metrics=got.files[rundir.METRICS],
         monitor=got.files[rundir.MONITOR_SUMMARY], environment=got.files[rundir.ENVIRONMENT],
         chain=record.segments or 1, user_names=_user_names(got.acct, place), stall=stall,
@@ -260,6 +273,20 @@ def _stall_reports(group: Sequence[JobRecord], place: Place) -> dict[int, dict[s
     return {k: v for k, v in reports.items() if v is not None}
 
 
+def _runs(record: JobRecord, place: Place, metrics: dict[str, Any] | None, row: Row
+          ) -> Accounting:
+    """The job's runs: its last state alone, or, for a run that started more than once here
+    (SLURM requeued it: a node failed, a preemption), each run as sacct keeps it, so that a
+    node failure before the requeue still names its node."""
+    if not metrics or len(metrics.get("restarts") or []) < 2:
+        return Accounting((row,))
+    try:
+        got = place.slurm_client().accounting(record.job_id)
+    except SlurmError:
+        return Accounting((row,))
+    return got if got.runs else Accounting((row,))
+
+
 def _verdict(record: JobRecord, place: Place, stall: dict[str, Any] | None
              ) -> tuple[Diagnosis, Evidence]:
     row = summary_row(record.job_id, parse_state(record.state),
@@ -272,7 +299,7 @@ def _verdict(record: JobRecord, place: Place, stall: dict[str, Any] | None
         findings = _logs(record, place, VERDICT_TAIL_LINES)[0]
         if record.run_dir:
             metrics = _json(place, Path(record.run_dir) / rundir.METRICS)
-    evidence = Evidence(job_id=record.job_id, accounting=Accounting((row,)),
+    evidence = Evidence(job_id=record.job_id, accounting=_runs(record, place, metrics, row),
                         findings=tuple(findings), metrics=metrics, stall=stall,
                         stall_stacks=_stall_stacks(record, place, stall))
     return diagnose(evidence), evidence

@@ -14,6 +14,7 @@ from hpctrain.diagnosis import badnodes
 from hpctrain.diagnosis.model import Diagnosis, Evidence
 from hpctrain.history import History, NodeSuspect
 from hpctrain.slurm.accounting import Accounting, summary_row
+from hpctrain.slurm.hostlist import expand_nodes
 from hpctrain.slurm.states import JobState
 
 RECORDED = Path(__file__).resolve().parents[1] / "diagnosis" / "recorded" / "py-spy-0.4.3"
@@ -26,9 +27,9 @@ def _ended(state: JobState, nodes: str) -> Evidence:
 
 
 def test_node_lists_expand_as_slurm_writes_them() -> None:
-    assert badnodes.expand_nodes("node[1-3,05],gpu7,a[08-10]") == [
+    assert expand_nodes("node[1-3,05],gpu7,a[08-10]") == [
         "node1", "node2", "node3", "node05", "gpu7", "a08", "a09", "a10"]
-    assert badnodes.expand_nodes(None) == []
+    assert expand_nodes(None) == []
 
 
 def test_a_node_failure_points_at_the_node_slurm_calls_down() -> None:
