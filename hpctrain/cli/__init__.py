@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 # of the command being run is imported and turned into click commands (typer inspects every
 # registered signature at start-up: ~20 ms for all of them); `--help` and unknown commands
 # get them all. tests/unit/test_cli.py checks that this table matches the modules.
-MODULES = ("render", "submit", "jobs", "why", "nodes", "snapshots", "login", "train", "profiles",
-           "devcluster", "data", "stats", "scale", "sweep", "completion")
+MODULES = ("render", "submit", "jobs", "why", "nodes", "free", "snapshots", "login", "train",
+           "profiles", "devcluster", "data", "stats", "scale", "sweep", "completion")
 MODULE_OF = {
     "render": "render", "submit": "submit", "status": "jobs", "logs": "jobs", "cancel": "jobs",
     "why": "why",
@@ -30,6 +30,7 @@ MODULE_OF = {
     "train": "train", "profiles": "profiles", "devcluster": "devcluster", "data": "data",
     "stats": "stats", "scale": "scale", "scale-report": "scale",
     "sweep": "sweep", "sweep-report": "sweep", "completion": "completion", "nodes": "nodes",
+    "free": "free",
 }
 
 # Each command's line in its group's command list. click otherwise cuts the first sentence of
@@ -43,6 +44,7 @@ SUMMARY = {
     "cancel": "Cancel tracked jobs: by id, a chain, a race or a sweep",
     "why": "Why a job failed, waits or wasted what it asked for",
     "nodes": "Nodes a failure pointed at: quarantined, excluded",
+    "free": "Free GPUs per partition; where a request starts soonest",
     "diff": "What differs between two runs: code, settings, topology",
     "rerun": "Submit a job again from its code snapshot",
     "gc": "Remove code snapshots that no recorded job needs",

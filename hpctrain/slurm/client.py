@@ -16,6 +16,7 @@ from hpctrain import paths
 from hpctrain.errors import SlurmError, SlurmUnavailableError
 from hpctrain.slurm import (
     accounting,
+    availability,
     controller,
     parsers,
     parsers_json,
@@ -354,6 +355,17 @@ class SlurmClient:
         """Each partition's nodes, from one `sinfo` (a node may be in several)."""
         result = self.run(["sinfo", "--noheader", "--Node", "--format=%N %R"])
         return parsers.parse_sinfo_partition_nodes(result.stdout)
+
+    def availability(self) -> list[availability.PartitionGpus]:
+        """Each partition's GPUs busy and free and its waiting jobs: sinfo and squeue in one
+        round trip (slurm/availability.py)."""
+        nodes, queue = self._run_together((availability.SINFO_ARGV, availability.SQUEUE_ARGV))
+        for got in (nodes, queue):
+            if got.returncode != 0:
+                raise SlurmError(f"{got.argv[0]} failed: {(got.stderr or got.stdout).strip()}",
+                                 "check that SLURM answers (`sinfo`)")
+        return availability.by_partition(availability.parse_nodes(nodes.stdout),
+                                         availability.parse_waiting(queue.stdout))
 
     def reservations(self) -> list[reservations.Reservation]:
         """The cluster's reservations (`scontrol show reservation`; slurm/reservations.py)."""

@@ -172,6 +172,7 @@ FAILING: dict[tuple[str, ...], list[str]] = {
     ("cancel",): ["cancel", "99999", "--json"],
     ("why",): ["why", "99999", "--json"],
     ("nodes",): ["nodes", "--clear", "node1", "--clear-all", "--json"],
+    ("free",): ["free", "--profile", "nope", "--json"],
     ("diff",): ["diff", "99999", "99998", "--json"],
     ("rerun",): ["rerun", "99999", "--json"],
     ("login",): ["login", "nope", "--ssh-config", "no/config", "--json"],

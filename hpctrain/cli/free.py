@@ -1,0 +1,151 @@
+"""`hpctrain free`: where GPUs are free now, per profile and partition, and where a request
+would start soonest (docs/queue.md).
+
+Per profile: one round trip for the partitions' GPUs and queues (sinfo and squeue together),
+then one `sbatch --test-only` per candidate (each partition that accepts the request, times
+each topology of --first-of); through the profile's login, all over its one connection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from hpctrain.cli import backends
+from hpctrain.cli.output import console, plain_columns, print_json
+from hpctrain.errors import HpctrainError
+
+if TYPE_CHECKING:
+    from hpctrain.places import Place
+    from hpctrain.profiles import Profile
+    from hpctrain.slurm.availability import PartitionGpus
+
+
+@dataclass(frozen=True)
+class Candidate:
+    profile: str
+    partition: str
+    topology: str
+    verdict: dict[str, object] | None  # SLURM's answer (render --json's form)
+    refused: str | None  # hpctrain's own refusal of the plan
+
+    def sort_key(self) -> tuple[int, float]:
+        wait = self.verdict.get("wait_s") if self.verdict else None
+        if self.refused or not self.verdict or not self.verdict.get("accepted"):
+            return (2, 0.0)
+        return (0, float(wait)) if isinstance(wait, int | float) else (1, 0.0)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"profile": self.profile, "partition": self.partition, "topology": self.topology,
+                "refused": self.refused, "check": self.verdict}
+
+
+def _topologies(first_of: str | None, nodes: int | None, gpus: int | None) -> list[str]:
+    if first_of:
+        from hpctrain.submission.race import parse_first_of
+
+        return [f"{t.nodes}x{t.gpus_per_node}" for t in parse_first_of(first_of)]
+    if nodes is None and gpus is None:
+        return []
+    return [f"{nodes or 1}x{gpus if gpus is not None else 1}"]
+
+
+def _candidate(profile: Profile, partition: str, topology: str, time: str | None,
+               place: Place) -> Candidate:
+    """Plan the request in this partition and ask SLURM when it would start."""
+    from hpctrain.cli.race import verdict_dict
+    from hpctrain.plan import JobRequest
+    from hpctrain.slurm.client import sbatch_test_only
+    from hpctrain.submission.kinds import submission
+
+    nodes, _, gpus = topology.partition("x")
+    req = JobRequest(profile=profile, partition=partition, nodes=int(nodes),
+                     gpus_per_node=int(gpus), time=time, command=("true",), preview=True,
+                     job_name="hpctrain-free")
+    try:
+        (script,) = submission(req, None).preview()
+    except HpctrainError as e:
+        first = e.what.splitlines()[0]
+        return Candidate(profile.name, partition, topology, None,
+                         first.removeprefix(f"{profile.name}: "))
+    verdict = sbatch_test_only(place.slurm_client(), script.text)
+    return Candidate(profile.name, partition, topology, verdict_dict(verdict), None)
+
+
+def _profile_view(name: str, login: str | None, topologies: list[str], time: str | None
+                  ) -> tuple[list[PartitionGpus], list[Candidate]]:
+    from hpctrain.profiles import load_profile
+
+    profile = load_profile(name)
+    place = backends.place_for(profile, login)
+    rows = place.slurm_client().availability()
+    candidates = [_candidate(profile, p.name, t, time, place)
+                  for p in profile.partitions for t in topologies]
+    return rows, candidates
+
+
+def _show(views: list[tuple[str, list[PartitionGpus]]], ranked: list[Candidate]) -> None:
+    columns = ("PROFILE", "PARTITION", "GPU", "GPUS FREE", "IN USE", "NODES IDLE", "WAITING")
+    rows = [(name, r.partition, r.gpu_type or "-", f"{r.free}/{r.gpus}", str(r.used),
+             f"{r.idle_nodes}/{r.nodes}", str(r.waiting)) for name, got in views for r in got]
+    console.print(plain_columns(columns, rows), highlight=False, markup=False, soft_wrap=True)
+    if not ranked:
+        return
+    console.print("\nwhere the request would start, soonest first (sbatch --test-only):",
+                  highlight=False)
+    lines = [(c.profile, c.partition, c.topology, _starts(c)) for c in ranked]
+    console.print(plain_columns(("PROFILE", "PARTITION", "TOPOLOGY", "STARTS"), lines),
+                  highlight=False, markup=False, soft_wrap=True)
+
+
+def _starts(c: Candidate) -> str:
+    """When and where a candidate would start, or who refuses it and why."""
+    if c.refused:
+        return f"refused by hpctrain: {c.refused}"
+    v = c.verdict or {}
+    start = v.get("start")
+    if v.get("accepted") and isinstance(start, dict):
+        return f"{v.get('starts')} on {start.get('nodes')}"
+    said = str(v.get("message", "")).strip().splitlines()
+    return f"refused by SLURM: {said[-1] if said else '?'}"
+
+
+def free(
+    profiles: Annotated[list[str], typer.Option(
+        "--profile", "-P", help="A profile to look at (repeatable): its cluster's partitions.")],
+    login: Annotated[str | None, typer.Option(
+        "--login", metavar="DEST", help="Through this ssh destination (one profile).")] = None,
+    nodes: Annotated[int | None, typer.Option(
+        "--nodes", "-N", min=1, help="A request to place: its nodes.")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(
+        "--gpus-per-node", "-G", min=0, help="A request to place: its GPUs per node.")] = None,
+    first_of: Annotated[str | None, typer.Option(
+        "--first-of", metavar="NxG,...", help="Several topologies to place, e.g. 1x4,2x2.")
+    ] = None,
+    time: Annotated[str | None, typer.Option(
+        "--time", "-t", help="The request's time limit (default: each partition's).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Where GPUs are free now, per partition, and where a request would start soonest."""
+    if login and len(profiles) > 1:
+        raise HpctrainError("--login reaches one cluster", "give one --profile with it")
+    topologies = _topologies(first_of, nodes, gpus_per_node)
+    views, candidates = [], []
+    for name in profiles:
+        rows, found = _profile_view(name, login, topologies, time)
+        views.append((name, rows))
+        candidates += found
+    ranked = sorted(candidates, key=Candidate.sort_key)
+    if json_out:
+        print_json({"profiles": [{"profile": n, "partitions": [r.as_dict() for r in rows]}
+                                 for n, rows in views],
+                    "candidates": [c.as_dict() for c in ranked]})
+        return
+    _show(views, ranked)
+
+
+def register(app: typer.Typer) -> None:
+    """Add free to the root app."""
+    app.command(epilog="Example: hpctrain free -P raven --first-of 1x4,2x2")(free)

@@ -1,0 +1,60 @@
+"""`hpctrain free`'s reading of SLURM (issue 42): each partition's GPUs busy and free and its
+waiting jobs, from recorded sinfo and squeue output of SLURM 22.05 (the dev cluster emulating
+`local` and `raven`). On the dev cluster: tests/jobs/test_free_cluster.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from hpctrain.slurm import availability
+
+RECORDED = Path(__file__).resolve().parent / "recorded" / "slurm-22.05"
+
+
+def _rows(suffix: str) -> dict[str, availability.PartitionGpus]:
+    nodes = availability.parse_nodes((RECORDED / f"sinfo_gres_used{suffix}.txt").read_text())
+    waiting = availability.parse_waiting(
+        (RECORDED / f"squeue_waiting_partitions{suffix}.txt").read_text())
+    return {r.partition: r for r in availability.by_partition(nodes, waiting)}
+
+
+def test_one_partition_with_a_gpu_busy_on_each_node() -> None:
+    (debug,) = _rows("").values()
+    assert (debug.partition, debug.gpu_type, debug.gpus, debug.used, debug.free) == (
+        "debug", "emu", 4, 2, 2)
+    assert (debug.nodes, debug.idle_nodes, debug.waiting) == (2, 0, 1)
+
+
+def test_partitions_that_share_nodes_and_a_job_waiting_for_planned_nodes() -> None:
+    rows = _rows("_raven")
+    gpu, dev = rows["gpu"], rows["gpudev"]
+    assert (gpu.gpus, gpu.used, gpu.free, gpu.waiting) == (16, 10, 6, 1)
+    assert (dev.gpus, dev.used, dev.free, dev.waiting) == (8, 2, 6, 0)
+    # gpu2 is idle but planned for the waiting 4-node job: not counted as idle.
+    assert gpu.idle_nodes == 0 and dev.idle_nodes == 0
+
+
+def test_gres_forms_and_unusable_nodes() -> None:
+    text = ("n1|p*|gpu:a100:4(S:0-1),tmpdisk:100|gpu:a100:1(IDX:0)|mix\n"
+            "n2|p*|gpu:4|gpu:0|down*\n"
+            "n3|p*|(null)|(null)|idle\n"
+            "garbage line\n")
+    rows = availability.by_partition(availability.parse_nodes(text),
+                                     availability.parse_waiting("p,q\nq\n"))
+    by = {(r.partition, r.gpu_type): r for r in rows}
+    a100 = by[("p", "a100")]
+    assert (a100.gpus, a100.used, a100.free) == (4, 1, 3)
+    untyped = by[("p", "")]
+    # n2 (down) and n3 (no GPUs) share the untyped row: n2's GPUs are not free.
+    assert (untyped.nodes, untyped.usable_nodes, untyped.gpus, untyped.free) == (2, 1, 4, 0)
+    assert untyped.waiting == 1
+    assert availability.parse_waiting("p,q\nq\n") == {"p": 1, "q": 2}
+
+
+def test_login_reaches_one_cluster(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "hpctrain", "free", "-P", "local", "-P", "raven",
+                          "--login", "x"], capture_output=True, text=True, cwd=tmp_path,
+                         check=False, timeout=60)
+    assert res.returncode == 1 and "--login reaches one cluster" in res.stderr, res.stderr
