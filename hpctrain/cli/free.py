@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hpctrain.cli import backends
+from hpctrain.cli.options import job_option
 from hpctrain.cli.output import console, plain_columns, print_json
 from hpctrain.errors import HpctrainError
 
@@ -42,40 +43,41 @@ class Candidate:
                 "refused": self.refused, "check": self.verdict}
 
 
-def _topologies(first_of: str | None, nodes: int | None, gpus: int | None) -> list[str]:
+def _topologies(first_of: str | None, nodes: int, gpus: int | None
+                ) -> list[tuple[int, int | None]]:
+    """The request's (nodes, GPUs per node): --first-of's, else the one given, if any (GPUs
+    None: the plan's default, as for submit)."""
     if first_of:
         from hpctrain.submission.race import parse_first_of
 
-        return [f"{t.nodes}x{t.gpus_per_node}" for t in parse_first_of(first_of)]
-    if nodes is None and gpus is None:
-        return []
-    return [f"{nodes or 1}x{gpus if gpus is not None else 1}"]
+        return [(t.nodes, t.gpus_per_node) for t in parse_first_of(first_of)]
+    return [] if nodes == 1 and gpus is None else [(nodes, gpus)]
 
 
-def _candidate(profile: Profile, partition: str, topology: str, time: str | None,
-               place: Place) -> Candidate:
+def _candidate(profile: Profile, partition: str, shape: tuple[int, int | None],
+               time: str | None, place: Place) -> Candidate:
     """Plan the request in this partition and ask SLURM when it would start."""
     from hpctrain.cli.race import verdict_dict
     from hpctrain.plan import JobRequest
     from hpctrain.slurm.client import sbatch_test_only
     from hpctrain.submission.kinds import submission
 
-    nodes, _, gpus = topology.partition("x")
-    req = JobRequest(profile=profile, partition=partition, nodes=int(nodes),
-                     gpus_per_node=int(gpus), time=time, command=("true",), preview=True,
-                     job_name="hpctrain-free")
+    nodes, gpus = shape
+    req = JobRequest(profile=profile, partition=partition, nodes=nodes, gpus_per_node=gpus,
+                     time=time, command=("true",), preview=True, job_name="hpctrain-free")
     try:
         (script,) = submission(req, None).preview()
     except HpctrainError as e:
         first = e.what.splitlines()[0]
-        return Candidate(profile.name, partition, topology, None,
+        return Candidate(profile.name, partition, f"{nodes}x{'?' if gpus is None else gpus}", None,
                          first.removeprefix(f"{profile.name}: "))
+    label = f"{script.plan.nodes}x{script.plan.gpus_per_node}"
     verdict = sbatch_test_only(place.slurm_client(), script.text)
-    return Candidate(profile.name, partition, topology, verdict_dict(verdict), None)
+    return Candidate(profile.name, partition, label, verdict_dict(verdict), None)
 
 
-def _profile_view(name: str, login: str | None, topologies: list[str], time: str | None
-                  ) -> tuple[list[PartitionGpus], list[Candidate]]:
+def _profile_view(name: str, login: str | None, topologies: list[tuple[int, int | None]],
+                  time: str | None) -> tuple[list[PartitionGpus], list[Candidate]]:
     from hpctrain.profiles import load_profile
 
     profile = load_profile(name)
@@ -117,15 +119,12 @@ def free(
         "--profile", "-P", help="A profile to look at (repeatable): its cluster's partitions.")],
     login: Annotated[str | None, typer.Option(
         "--login", metavar="DEST", help="Through this ssh destination (one profile).")] = None,
-    nodes: Annotated[int | None, typer.Option(
-        "--nodes", "-N", min=1, help="A request to place: its nodes.")] = None,
-    gpus_per_node: Annotated[int | None, typer.Option(
-        "--gpus-per-node", "-G", min=0, help="A request to place: its GPUs per node.")] = None,
+    nodes: Annotated[int, job_option("nodes")] = 1,
+    gpus_per_node: Annotated[int | None, job_option("gpus_per_node")] = None,
     first_of: Annotated[str | None, typer.Option(
         "--first-of", metavar="NxG,...", help="Several topologies to place, e.g. 1x4,2x2.")
     ] = None,
-    time: Annotated[str | None, typer.Option(
-        "--time", "-t", help="The request's time limit (default: each partition's).")] = None,
+    time: Annotated[str | None, job_option("time")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Where GPUs are free now, per partition, and where a request would start soonest."""

@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[2]
 # Options that share a job option's flags and mean something else: the cluster devcluster
 # emulates; a rerun's changes to the recorded job (default: the job's own value).
 OTHER_MEANING = {("devcluster", "up"): {"profile", "nodes"},
-                 ("rerun",): {"nodes", "gpus_per_node", "time"}}
+                 ("rerun",): {"nodes", "gpus_per_node", "time"},
+                 ("free",): {"profiles"}}  # several profiles: a view of each
 
 
 @pytest.fixture(autouse=True)
