@@ -43,26 +43,29 @@ class Candidate:
                 "refused": self.refused, "check": self.verdict}
 
 
-def _topologies(first_of: str | None, nodes: int, gpus: int | None
-                ) -> list[tuple[int, int | None]]:
-    """The request's (nodes, GPUs per node): --first-of's, else the one given, if any (GPUs
-    None: the plan's default, as for submit)."""
+Shape = tuple[int, int | None, str | None]  # nodes, GPUs per node (None: default), partition
+
+
+def _topologies(first_of: str | None, nodes: int, gpus: int | None) -> list[Shape]:
+    """The request's shapes: --first-of's (each in its partition, if it names one), else the
+    one given, if any (GPUs None: the plan's default, as for submit)."""
     if first_of:
         from hpctrain.submission.race import parse_first_of
 
-        return [(t.nodes, t.gpus_per_node) for t in parse_first_of(first_of)]
-    return [] if nodes == 1 and gpus is None else [(nodes, gpus)]
+        return [(a.shape.nodes, a.shape.gpus_per_node, a.partition)
+                for a in parse_first_of(first_of)]
+    return [] if nodes == 1 and gpus is None else [(nodes, gpus, None)]
 
 
-def _candidate(profile: Profile, partition: str, shape: tuple[int, int | None],
-               time: str | None, place: Place) -> Candidate:
+def _candidate(profile: Profile, partition: str, shape: Shape, time: str | None,
+               place: Place) -> Candidate:
     """Plan the request in this partition and ask SLURM when it would start."""
     from hpctrain.cli.race import verdict_dict
     from hpctrain.plan import JobRequest
     from hpctrain.slurm.client import sbatch_test_only
     from hpctrain.submission.kinds import submission
 
-    nodes, gpus = shape
+    nodes, gpus, _ = shape
     req = JobRequest(profile=profile, partition=partition, nodes=nodes, gpus_per_node=gpus,
                      time=time, command=("true",), preview=True, job_name="hpctrain-free")
     try:
@@ -76,15 +79,15 @@ def _candidate(profile: Profile, partition: str, shape: tuple[int, int | None],
     return Candidate(profile.name, partition, label, verdict_dict(verdict), None)
 
 
-def _profile_view(name: str, login: str | None, topologies: list[tuple[int, int | None]],
-                  time: str | None) -> tuple[list[PartitionGpus], list[Candidate]]:
+def _profile_view(name: str, login: str | None, topologies: list[Shape], time: str | None
+                  ) -> tuple[list[PartitionGpus], list[Candidate]]:
     from hpctrain.profiles import load_profile
 
     profile = load_profile(name)
     place = backends.place_for(profile, login)
     rows = place.slurm_client().availability()
     candidates = [_candidate(profile, p.name, t, time, place)
-                  for p in profile.partitions for t in topologies]
+                  for t in topologies for p in profile.partitions if t[2] in (None, p.name)]
     return rows, candidates
 
 

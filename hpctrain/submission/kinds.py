@@ -20,9 +20,8 @@ if TYPE_CHECKING:
     from hpctrain.plan import JobRequest
     from hpctrain.submission.planned import Planned, Script
     from hpctrain.submission.prepare import Prepared
-    from hpctrain.submission.race import Race, RaceSubmitted
+    from hpctrain.submission.race import Alternative, Race, RaceSubmitted
     from hpctrain.submission.submit import Submitted
-    from hpctrain.units import Topology
 
 P = TypeVar("P", bound="Planned")
 R_co = TypeVar("R_co", covariant=True)
@@ -81,7 +80,7 @@ class RaceKind:
     """`--first-of`: the same job as alternative topologies; the first to start wins."""
 
     request: JobRequest
-    shapes: tuple[Topology, ...]
+    shapes: tuple[Alternative, ...]
 
     @property
     def runs_folder(self) -> str:

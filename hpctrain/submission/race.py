@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,32 +38,67 @@ T = TypeVar("T")
 MAX_ALTERNATIVES = 8
 
 
-def parse_first_of(text: str) -> tuple[Topology, ...]:
-    """`1x4,4x1,2x2` as shapes; every malformed or repeated one is an error naming it."""
+@dataclass(frozen=True)
+class Alternative:
+    """One way to run the raced job: a topology, in a partition of its own or the job's."""
+
+    shape: Topology
+    partition: str | None = None
+
+    @property
+    def label(self) -> str:
+        """`2x4`, or `gpudev:1x4` with a partition."""
+        return f"{self.partition}:{self.shape.label}" if self.partition else self.shape.label
+
+
+_PARTITION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def _alternative(part: str) -> Alternative:
+    partition, _, shape = part.rpartition(":")
+    if partition and not _PARTITION.fullmatch(partition):
+        raise ValueError(f"{partition!r} is not a partition name")
+    return Alternative(units.parse_topology(shape), partition or None)
+
+
+def parse_first_of(text: str) -> tuple[Alternative, ...]:
+    """`1x4,4x1,2x2` or `gpu:2x4,gpudev:1x4` as alternatives; every malformed or repeated one
+    is an error naming it."""
     try:
-        shapes = units.parse_topologies(text)
+        found: list[Alternative] = []
+        for part in text.split(","):
+            alt = _alternative(part.strip())
+            if alt in found:
+                raise ValueError(f"{alt.label} is listed twice")
+            found.append(alt)
     except ValueError as e:
         raise HpctrainError(f"--first-of {text!r}: {e}",
-                            "give two or more topologies, e.g. --first-of 1x4,4x1,2x2") from None
-    if not 2 <= len(shapes) <= MAX_ALTERNATIVES:
+                            "give two or more topologies, each NODESxGPUS or PARTITION:NODESxGPUS, "
+                            "e.g. --first-of 1x4,4x1 or --first-of gpu:2x4,gpudev:1x4") from None
+    if not 2 <= len(found) <= MAX_ALTERNATIVES:
         raise HpctrainError(
             f"--first-of {text!r}: give 2 to {MAX_ALTERNATIVES} topologies",
             "e.g. --first-of 1x4,4x1 (one of them alone is plain --nodes/--gpus-per-node)",
         )
-    return shapes
+    return tuple(found)
 
 
-def race_requests(req: JobRequest, shapes: Sequence[Topology]) -> tuple[JobRequest, ...]:
-    """One request per alternative: the same job on each topology, marked as racing."""
+def race_requests(req: JobRequest, alternatives: Sequence[Alternative]
+                  ) -> tuple[JobRequest, ...]:
+    """One request per alternative: the same job on each topology (and partition), marked as
+    racing."""
     if req.chain > 1:
         raise HpctrainError("--first-of and --chain do not mix",
                             "race one job, or chain one topology")
-    return tuple(dataclasses.replace(req, nodes=s.nodes, gpus_per_node=s.gpus_per_node,
-                                     race=s.label) for s in shapes)
+    return tuple(dataclasses.replace(req, nodes=a.shape.nodes,
+                                     gpus_per_node=a.shape.gpus_per_node,
+                                     partition=a.partition or req.partition, race=a.label)
+                 for a in alternatives)
 
 
-def script_name(shape: str) -> str:
-    return f"job-{shape}.sbatch"
+def script_name(label: str) -> str:
+    """`job-2x4.sbatch`, `job-gpudev-1x4.sbatch`."""
+    return f"job-{label.replace(':', '-')}.sbatch"
 
 
 @dataclass(frozen=True)
@@ -109,7 +145,7 @@ class Race:
 
 
 def prepare_race(
-    req: JobRequest, shapes: Sequence[Topology], workdir: Path, *,
+    req: JobRequest, shapes: Sequence[Alternative], workdir: Path, *,
     environ: Mapping[str, str] | None = None, now: datetime | None = None,
 ) -> Race:
     """Plan every alternative; refuse the race listing each impossible one's problems."""
@@ -121,7 +157,7 @@ def prepare_race(
         script_name=script_name(one.race or ""))))
 
 
-def plan_race(req: JobRequest, shapes: Sequence[Topology], *,
+def plan_race(req: JobRequest, shapes: Sequence[Alternative], *,
               environ: Mapping[str, str] | None = None) -> tuple[tuple[JobPlan, str], ...]:
     """Every alternative's plan and script, for `render` (no run directory)."""
     from hpctrain.render import plan_script

@@ -81,9 +81,12 @@ def stored_request(record: JobRecord, place: Place, changes: Changes) -> JobRequ
             "it cannot be planned again", "submit it again from the project")
     req = request_from_json(request, profile_from_text(profile, str(old / rundir.PROFILE)),
                             str(old / rundir.REQUEST))
-    # A race's alternatives keep the first one's request: the topology is the record's.
+    # A race's alternatives keep the first one's request: the topology (and the partition,
+    # which an alternative may name) is the record's.
     nodes, gpus = ((record.nodes, record.gpus_per_node) if record.race_of
                    else (req.nodes, req.gpus_per_node))
+    if record.race_of and record.partition:
+        req = dataclasses.replace(req, partition=record.partition)
     # One job, its dependencies long met; the settings were read at submit (the config's
     # copy is carried over, never the project's file as it is now). Not adapted to the place
     # again: the request was kept as the place had adapted it (its Python, its paths).

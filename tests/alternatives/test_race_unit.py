@@ -49,6 +49,23 @@ def test_first_of_refuses_bad_lists(text: str) -> None:
     assert "--first-of" in e.value.what and e.value.fix
 
 
+def test_first_of_alternatives_may_name_their_partition(tmp_path: Path) -> None:
+    alts = alt.parse_first_of("gpu:2x4, gpudev:1x4,1x4")
+    assert [(a.partition, a.shape.label, a.label) for a in alts] == [
+        ("gpu", "2x4", "gpu:2x4"), ("gpudev", "1x4", "gpudev:1x4"), (None, "1x4", "1x4")]
+    for bad in ("gpu:1x4,gpu:1x4", "a b:1x4,1x1", "$(id):1x4,1x1", ";:1x4,1x1"):
+        with pytest.raises(HpctrainError):
+            alt.parse_first_of(bad)
+    raven = JobRequest(profile=load_profile("raven"), command=("hostname",), time="10")
+    race = alt.prepare_race(raven, alts[:2], tmp_path, environ={})
+    assert [(p.plan.partition, p.plan.nodes, p.script_name) for p in race.alternatives] == [
+        ("gpu", 2, "job-gpu-2x4.sbatch"), ("gpudev", 1, "job-gpudev-1x4.sbatch")]
+    # gpudev takes one node at most: that alternative is refused, named by its label.
+    with pytest.raises(PlanError) as e:
+        alt.prepare_race(raven, alt.parse_first_of("gpu:2x4,gpudev:2x4"), tmp_path, environ={})
+    assert [p.split(":")[0:2] for p in e.value.problems][0] == ["gpudev", "2x4"]
+
+
 def request(**kw: object) -> JobRequest:
     return JobRequest(profile=load_profile("local"), command=("hostname",), **kw)  # type: ignore[arg-type]
 
