@@ -41,6 +41,7 @@ def submit(
     """Submit a job: render it, create its run directory, sbatch it and record it."""
     from dataclasses import replace
 
+    from hpctrain.submission.budget import with_budget
     from hpctrain.submission.kinds import Kind, submission
     from hpctrain.submission.maintenance import with_maintenance
     from hpctrain.submission.pipeline import run
@@ -56,7 +57,8 @@ def submit(
                       in_place=tuple(in_place or ()))
     place = backends.place_for(request.profile, login, job.python_env)
     history = backends.history()
-    request = with_maintenance(with_quarantine(request, place, history), place)
+    request = with_budget(with_maintenance(with_quarantine(request, place, history), place),
+                          place)
     kind: Kind[Any, Any] = submission(request, first_of)
     show(run(kind, place, history, dry_run), place, json_out)
 

@@ -8,6 +8,7 @@ from typing import Any
 from hpctrain.errors import PlanError
 from hpctrain.plan.access import choose_account
 from hpctrain.plan.batch import global_batch_problems
+from hpctrain.plan.budget import within_budget
 from hpctrain.plan.inputs import check_inputs, choose_command
 from hpctrain.plan.launch_lines import adopt_launch_line
 from hpctrain.plan.launchers import LaunchMode, launcher_problems
@@ -97,6 +98,7 @@ def _assemble(req: JobRequest) -> JobPlan:
     restart = found.take(restart_policy(req, command, time_s))
     stall = found.take(stall_policy(req, command))
     exclude = _cluster_now(req, part, shape.nodes, time_s, command, found)
+    found.take(within_budget(req, shape.nodes * shape.gpus_per_node, time_s))
     found.raise_any()
 
     return JobPlan(

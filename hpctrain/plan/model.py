@@ -73,6 +73,9 @@ class JobRequest:
     # maintenance.py): a time limit that runs into one is refused with a shorter time.
     maintenance: Sequence[Reservation] = ()
     now: float | None = None
+    # The GPU-hours the user's queued and running jobs on the cluster hold (plan/budget.py;
+    # None: not asked, or SLURM could not say).
+    held_gpu_hours: float | None = None
     # `submit --first-of`: this alternative's NODESxGPUS; the job claims the run or bows out.
     race: str | None = None
     # `render`: a script to read, never submitted by hpctrain; what only the submit needs (the

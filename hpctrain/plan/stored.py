@@ -17,7 +17,8 @@ FORMAT = 1
 # where this run writes, a race's alternative, `render`'s preview, a sweep's array (its points
 # are in sweep.json), the quarantine and the maintenance windows as that submit found them.
 _NOT_KEPT = frozenset({"profile", "preview", "log_dir", "run_dir", "code_dir", "race",
-                       "array", "quarantined", "partition_nodes", "maintenance", "now"})
+                       "array", "quarantined", "partition_nodes", "maintenance", "now",
+                       "held_gpu_hours"})
 
 
 def request_json(req: JobRequest) -> str:

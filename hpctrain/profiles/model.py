@@ -412,6 +412,9 @@ class Profile:
     sbatch_defaults: list[SbatchDefault] = field(default_factory=list)
     # Submitting from a laptop over ssh (docs/remote.md).
     login: Login | None = None
+    # The GPU-hours your jobs on this cluster may hold at once: a submit whose job, with your
+    # queued and running ones, would hold more is refused (docs/queue.md).
+    budget_gpu_hours: float | None = None
 
     def __post_init__(self) -> None:
         _check_name("profile", self.name)
@@ -428,6 +431,9 @@ class Profile:
         for p in self.partitions:
             if p.required_qos and p.required_qos not in qos_names:
                 raise ValueError(f"partition {p.name} requires QOS {p.required_qos!r}, not in qos")
+        if self.budget_gpu_hours is not None and not self.budget_gpu_hours > 0:
+            raise ValueError(f"budget_gpu_hours: {self.budget_gpu_hours} is not a positive "
+                             "number of GPU-hours")
         if self.account == "never" and self.default_account:
             raise ValueError("default_account is set but account policy is 'never'")
         if self.default_qos is not None and self.qos and self.default_qos not in qos_names:

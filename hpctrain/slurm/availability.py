@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from hpctrain.units import parse_time_seconds
+
 SINFO_ARGV = ("sinfo", "--Node", "--noheader", "--Format",
               "NodeList:0|,Partition:0|,Gres:0|,GresUsed:0|,StateCompact:0")
 SQUEUE_ARGV = ("squeue", "--noheader", "--states=PENDING", "--format", "%P")
@@ -98,3 +100,26 @@ def _row(partition: str, gpu_type: str, nodes: Sequence[NodeGpus], waiting: int
         sum(1 for n in usable if n.used == 0 and not n.state.startswith(("alloc", "plnd"))),
         sum(n.gpus for n in nodes), sum(n.used for n in nodes),
         sum(max(n.gpus - n.used, 0) for n in usable), waiting)
+
+
+MINE_ARGV = ("squeue", "--me", "--noheader", "--format", "%i|%T|%D|%b|%L|%l")
+_PER_NODE_GPUS = re.compile(r"gpu(?::[^:,]+)?:(\d+)")
+
+
+def held_gpu_hours(stdout: str) -> float:
+    """The GPU-hours the user's queued and running jobs still hold (MINE_ARGV's lines): each
+    job's nodes x GPUs per node x its time left (running) or its time limit (waiting)."""
+    total = 0.0
+    for line in stdout.splitlines():
+        cols = line.strip().split("|")
+        if len(cols) != 6:
+            continue
+        _, state, nodes, tres, left, limit = cols
+        m = _PER_NODE_GPUS.search(tres)
+        try:
+            seconds = parse_time_seconds(left if state == "RUNNING" else limit)
+        except ValueError:
+            continue  # UNLIMITED, INVALID, NOT_SET: nothing to count
+        if m and nodes.isdigit():
+            total += int(nodes) * int(m.group(1)) * seconds / 3600
+    return total
