@@ -105,6 +105,19 @@ def _show(views: list[tuple[str, list[PartitionGpus]]], ranked: list[Candidate])
                   highlight=False, markup=False, soft_wrap=True)
 
 
+def _with_login() -> list[str]:
+    """Every profile that names a login host: the clusters reachable from here."""
+    from hpctrain.profiles import load_profile
+    from hpctrain.profiles.loader import list_profiles
+
+    names = [p.name for p in list_profiles() if load_profile(p.name).login is not None]
+    if not names:
+        raise HpctrainError("no profile names a login host, and no --profile is given",
+                            "give the profiles to look at, e.g. hpctrain free -P raven "
+                            "(a profile's `login:` makes it a default here; docs/remote.md)")
+    return names
+
+
 def _starts(c: Candidate) -> str:
     """When and where a candidate would start, or who refuses it and why."""
     if c.refused:
@@ -118,8 +131,9 @@ def _starts(c: Candidate) -> str:
 
 
 def free(
-    profiles: Annotated[list[str], typer.Option(
-        "--profile", "-P", help="A profile to look at (repeatable): its cluster's partitions.")],
+    profiles: Annotated[list[str] | None, typer.Option(
+        "--profile", "-P", help="A profile to look at (repeatable): its cluster's partitions. "
+        "Default: every profile with a login (docs/remote.md).")] = None,
     login: Annotated[str | None, typer.Option(
         "--login", metavar="DEST", help="Through this ssh destination (one profile).")] = None,
     nodes: Annotated[int, job_option("nodes")] = 1,
@@ -131,6 +145,7 @@ def free(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Where GPUs are free now, per partition, and where a request would start soonest."""
+    profiles = profiles or _with_login()
     if login and len(profiles) > 1:
         raise HpctrainError("--login reaches one cluster", "give one --profile with it")
     topologies = _topologies(first_of, nodes, gpus_per_node)

@@ -4,6 +4,7 @@ waiting jobs, from recorded sinfo and squeue output of SLURM 22.05 (the dev clus
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,11 @@ def test_login_reaches_one_cluster(tmp_path: Path) -> None:
                           "--login", "x"], capture_output=True, text=True, cwd=tmp_path,
                          check=False, timeout=60)
     assert res.returncode == 1 and "--login reaches one cluster" in res.stderr, res.stderr
+
+
+def test_without_a_profile_every_profile_with_a_login_is_looked_at(tmp_path: Path) -> None:
+    """None of the shipped profiles names a login host: the command says what to give."""
+    res = subprocess.run([sys.executable, "-m", "hpctrain", "free"], capture_output=True,
+                         text=True, cwd=tmp_path, check=False, timeout=60,
+                         env={**os.environ, "HPCTRAIN_HOME": str(tmp_path)})
+    assert res.returncode == 1 and "no profile names a login host" in res.stderr, res.stderr
