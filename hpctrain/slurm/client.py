@@ -54,6 +54,13 @@ class AccountingUnavailableError(SlurmError):
     """sacct cannot answer: accounting is off here, or slurmdbd is down."""
 
 
+def controller_gone(error: SlurmError) -> bool:
+    """The controller refused or did not answer: the error cost a wait, and the next command
+    would wait again. A submit's questions before sbatch raise it at once (a SLURM that is not
+    configured here at all, or a refused question, leaves the plan to go on without)."""
+    return isinstance(error, ControllerDownError | SlurmTimeoutError)
+
+
 def resolve_slurm_conf() -> str | None:
     """SLURM_CONF from the environment; else the one a local cluster published; else None."""
     if os.environ.get("SLURM_CONF"):

@@ -126,9 +126,10 @@ def _changes(a: Mapping[str, Any], b: Mapping[str, Any], absent: object = None) 
             if a.get(k, absent) != b.get(k, absent)]
 
 
+# The shape of what the job holds (GPU-hours: its GPUs for its time, derived, not a setting).
 _TOPOLOGY = ("nodes", "gpus_per_node", "total_gpus", "tasks_per_node", "cpus_per_task",
              "cpus_per_node", "mem_mb_per_node", "gpu_type", "partition", "node_types",
-             "constraint")
+             "constraint", "gpu_hours")
 
 
 def settings_and_topology(a: RunFacts, b: RunFacts) -> tuple[list[Change], list[Change]]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from hpctrain.errors import SlurmError
 from hpctrain.slurm import availability
+from hpctrain.slurm.client import controller_gone
 
 if TYPE_CHECKING:
     from hpctrain.places import Place
@@ -24,6 +25,8 @@ def with_budget(req: JobRequest, place: Place) -> JobRequest:
         return req
     try:
         got = place.slurm_client().run(list(availability.MINE_ARGV))
-    except SlurmError:
+    except SlurmError as e:
+        if controller_gone(e):
+            raise
         return req
     return dataclasses.replace(req, held_gpu_hours=availability.held_gpu_hours(got.stdout))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from hpctrain.errors import SlurmError
 from hpctrain.slurm import reservations
+from hpctrain.slurm.client import controller_gone
 
 if TYPE_CHECKING:
     from hpctrain.places import Place
@@ -32,7 +33,9 @@ def with_maintenance(req: JobRequest, place: Place | None = None,
         nodes = req.partition_nodes
         if found and nodes is None:
             nodes = client.partition_nodes()
-    except SlurmError:
+    except SlurmError as e:
+        if controller_gone(e):
+            raise
         return req
     return dataclasses.replace(req, maintenance=tuple(found), partition_nodes=nodes,
                                now=time.time())

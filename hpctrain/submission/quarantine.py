@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from hpctrain.diagnosis import badnodes
 from hpctrain.errors import SlurmError
+from hpctrain.slurm.client import controller_gone
 
 if TYPE_CHECKING:
     from hpctrain.history import History
@@ -33,7 +34,9 @@ def with_quarantine(req: JobRequest, place: Place, history: History) -> JobReque
     try:
         cluster = place.cluster(client, req.profile.cluster)
         nodes = client.partition_nodes()
-    except SlurmError:
+    except SlurmError as e:
+        if controller_gone(e):
+            raise
         return req  # the submit itself says what is wrong with SLURM
     mine = tuple(q.node for q in held if q.cluster == cluster)
     return dataclasses.replace(req, quarantined=mine, partition_nodes=nodes) if mine else req
