@@ -107,10 +107,11 @@ def _show(views: list[tuple[str, list[PartitionGpus]]], ranked: list[Candidate])
 
 def _with_login() -> list[str]:
     """Every profile that names a login host: the clusters reachable from here."""
+    from hpctrain import places
     from hpctrain.profiles import load_profile
     from hpctrain.profiles.loader import list_profiles
 
-    names = [p.name for p in list_profiles() if load_profile(p.name).login is not None]
+    names = [p.name for p in places.elsewhere([load_profile(i.name) for i in list_profiles()])]
     if not names:
         raise HpctrainError("no profile names a login host, and no --profile is given",
                             "give the profiles to look at, e.g. hpctrain free -P raven "

@@ -13,6 +13,7 @@ from hpctrain.places.choose import (
     PLACES,
     PlaceKey,
     by_place,
+    elsewhere,
     for_study,
     grouped,
     place_for,
@@ -20,5 +21,5 @@ from hpctrain.places.choose import (
 )
 from hpctrain.places.local import LocalPlace
 
-__all__ = ["PLACES", "GitState", "LocalPlace", "Place", "PlaceKey", "by_place", "for_study",
-           "git_state", "grouped", "place_for", "submitted_through"]
+__all__ = ["PLACES", "GitState", "LocalPlace", "Place", "PlaceKey", "by_place", "elsewhere",
+           "for_study", "git_state", "grouped", "place_for", "submitted_through"]

@@ -48,6 +48,13 @@ def place_for(of: Profile | JobRecord, local: Place, login: str | None = None,
     return local
 
 
+def elsewhere(profiles: Sequence[Profile]) -> list[Profile]:
+    """The profiles a place other than this machine claims (their login): what `free` looks
+    at when it is given none."""
+    return [p for p in profiles
+            if any(kind.for_profile(p, None, None) is not None for kind in PLACES)]
+
+
 def for_study(study: StudyRecord, history: History, local: Place) -> Place:
     """The place a scaling study's runs were submitted through (its first recorded run's)."""
     ids = [str(r["job_id"]) for r in study.runs if r.get("job_id")]
