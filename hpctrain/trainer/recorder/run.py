@@ -185,12 +185,18 @@ class RunRecorder(Checkpoint):
         record = _epoch_record(trainer, self.throughput, self.metrics, self._epoch_lr)
         # The epoch is whole now: a checkpoint saved from here on carries no partial epoch.
         self._epoch_open = None
-        self.best.epoch_end(trainer, record.epoch, record.metrics, self.metrics.validation,
-                            lambda line: self.console.say(trainer, line))
         record.time_s = self.throughput.elapsed()
         self.epochs.append(record)
-        self.console.epoch(trainer, record)
+        # metrics.json first, then last.ckpt: a process killed between the two (a node that
+        # dies) leaves a record the resumed run drops and trains again, never a checkpoint
+        # whose epoch metrics.json lacks.
         if trainer.is_global_zero:
+            self._write(trainer, "running")
+        before = self.best.record()
+        self.best.epoch_end(trainer, record.epoch, record.metrics, self.metrics.validation,
+                            lambda line: self.console.say(trainer, line))
+        self.console.epoch(trainer, record)
+        if trainer.is_global_zero and self.best.record() != before:
             self._write(trainer, "running")
 
     def saved_at(self, global_step: int, mid_epoch: bool) -> bool:
