@@ -54,6 +54,9 @@ def test_a_lost_first_usr2_still_stops_the_monitor(tmp_path: Path) -> None:
                          text=True, check=False, timeout=60)
     assert ran.returncode == 0, ran.stderr
     assert "done" in ran.stdout
-    # Asked again within the second, then summarized, in seconds, not at the time limit.
-    assert stopped.read_text().split() == ["stopped", "summarized"]
+    # Asked again within the second, then summarized, in seconds, not at the time limit. On a
+    # loaded machine the stand-in may not have set its trap yet when the first USR2 comes: that
+    # USR2 then ends it (as it ends a sampler that has not started); a script that asked once
+    # and waited would still run into the 15 s below.
+    assert stopped.read_text().split() in (["stopped", "summarized"], ["summarized"])
     assert time.monotonic() - start < 15

@@ -74,8 +74,8 @@ class RunRecorder(Checkpoint):
     # A Checkpoint subclass on purpose: Lightning runs checkpoint callbacks after the module's
     # on_train_epoch_end, so what the module logs there is in by the time this one reads it.
     # The parts are plain objects driven from here rather than callbacks of their own: their
-    # order within a hook (the record before the save, the save before the write) is this
-    # code's, not the callback list's, and one checkpoint key keeps their state.
+    # order within a hook (the record, its write, then the save) is this code's, not the
+    # callback list's, and one checkpoint key keeps their state.
 
     def __init__(self, identity: RunIdentity, checkpoint: CheckpointSection, console: Console,
                  history: RunHistory | None = None, startup: Origin | None = None) -> None:
@@ -183,21 +183,15 @@ class RunRecorder(Checkpoint):
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         record = _epoch_record(trainer, self.throughput, self.metrics, self._epoch_lr)
-        # The epoch is whole now: a checkpoint saved from here on carries no partial epoch.
-        self._epoch_open = None
+        self._epoch_open = None  # whole now: a checkpoint from here has no partial epoch
         record.time_s = self.throughput.elapsed()
         self.epochs.append(record)
-        # metrics.json first, then last.ckpt: a process killed between the two (a node that
-        # dies) leaves a record the resumed run drops and trains again, never a checkpoint
-        # whose epoch metrics.json lacks.
+        # Written before last.ckpt holds it: killed between, the resumed run trains it again.
         if trainer.is_global_zero:
             self._write(trainer, "running")
-        before = self.best.record()
         self.best.epoch_end(trainer, record.epoch, record.metrics, self.metrics.validation,
                             lambda line: self.console.say(trainer, line))
         self.console.epoch(trainer, record)
-        if trainer.is_global_zero and self.best.record() != before:
-            self._write(trainer, "running")
 
     def saved_at(self, global_step: int, mid_epoch: bool) -> bool:
         """Whether last.ckpt already holds this point: saved at this epoch's end, at this step."""
