@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 
 from hpctrain.diagnosis.model import Diagnosis
-from hpctrain.slurm.reservations import Reservation, fit_before, minute
+from hpctrain.slurm.reservations import Reservation, minute, segments_before
 from hpctrain.units import format_time
 
 _SHORTER = ("a shorter `--time` lets the scheduler fit it into gaps (backfill); fewer nodes or "
@@ -111,11 +111,16 @@ def pending_diagnosis(code: str | None, start: str | None,
                   + (f", StartTime {start}" if start else ""),), certain=known)
 
 
+def waits_for_nodes(code: str | None) -> bool:
+    """SLURM keeps the job waiting for nodes it cannot have (down, drained or reserved)."""
+    return bool(code) and str(code).startswith("ReqNodeNotAvail")
+
+
 def maintenance_in_way(code: str | None, windows: Sequence[Reservation], now: float,
                        time_limit_s: int | None) -> Reservation | None:
     """The first maintenance window that overlaps the job's time limit from now, for a job
     SLURM keeps waiting for nodes (reason ReqNodeNotAvail)."""
-    if not code or not code.startswith("ReqNodeNotAvail"):
+    if not waits_for_nodes(code):
         return None
     # Without the time limit: the next window, as SLURM's reason names one.
     end = now + time_limit_s if time_limit_s else math.inf
@@ -125,10 +130,10 @@ def maintenance_in_way(code: str | None, windows: Sequence[Reservation], now: fl
 
 def _maintenance_wait(code: str | None, w: Reservation, now: float,
                       time_limit_s: int | None) -> Diagnosis:
-    fit = fit_before(w, now)
+    split = segments_before(w, now, time_limit_s) if time_limit_s else None
     shorter = ""
-    if time_limit_s and fit >= 600:
-        chain = math.ceil(time_limit_s / fit)
+    if split is not None:
+        fit, chain = split
         shorter = (f"cancel it and submit again with --time {format_time(fit)} --chain "
                    f"{chain} (the packaged trainer goes on from its checkpoint in each "
                    "segment), or ")

@@ -43,7 +43,7 @@ def within_budget(req: JobRequest, gpus: int, time_s: int) -> Outcome[None]:
 
 def _fix(req: JobRequest, gpus: int, left: float) -> str:
     """The longest --time (whole minutes, at least ten) whose job fits in what is left."""
-    per_hour = gpus * max(req.chain, 1) * (req.array.size if req.array else 1)
+    per_hour = reserved_gpu_hours(req, gpus, 3600)
     fit = int(left / per_hour * 3600) // 60 * 60 if per_hour else 0
     if fit < 600:
         return ("wait for your jobs to end, or raise budget_gpu_hours in the profile "

@@ -9,16 +9,12 @@ time that ends before the window and the rest as a chain of segments.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from hpctrain.plan.model import JobRequest
 from hpctrain.plan.outcome import Outcome
-from hpctrain.slurm.reservations import Reservation, fit_before, minute
+from hpctrain.slurm.reservations import Reservation, minute, segments_before
 from hpctrain.units import format_time
-
-# Shorter than this, a segment is not worth its start-up: the fix is to wait instead.
-MIN_SEGMENT_S = 10 * 60
 
 
 def blocking(req: JobRequest, partition: str, nodes: int, time_s: int,
@@ -65,13 +61,12 @@ def _nodes(w: Reservation) -> str:
 def _fix(req: JobRequest, w: Reservation, time_s: int, trainer: bool) -> str:
     """The longest time that ends before the window; the rest as segments of a chain."""
     assert req.now is not None
-    fit = fit_before(w, req.now)
-    if fit < MIN_SEGMENT_S:
+    split = segments_before(w, req.now, time_s * max(req.chain, 1))
+    if split is None:
         return f"submit after {minute(w.end)}, or to a partition outside the window"
+    fit, chain = split
     if not trainer:
         return (f"use --time {format_time(fit)} if the command finishes in that, or submit "
                 f"after {minute(w.end)}")
-    total = time_s * max(req.chain, 1)
-    chain = math.ceil(total / fit)
     return (f"use --time {format_time(fit)} --chain {chain} (each segment goes on from the "
             f"last checkpoint; the later ones start after the window)")

@@ -8,6 +8,7 @@ machine's zone, which a login node shares with its controller on every site we k
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ from hpctrain.slurm.hostlist import expand_nodes
 # A time that must end before a window ends this long before it: the job must still be
 # scheduled (plan/maintenance.py's fix, why's advice for a job already waiting).
 MARGIN_S = 5 * 60
+# Shorter than this, a segment before a window is not worth its start-up: wait instead.
+MIN_SEGMENT_S = 10 * 60
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Z][A-Za-z]*)=")
 _NONE = "No reservations in the system"
 
@@ -37,10 +40,6 @@ class Reservation:
     def overlaps(self, start: float, end: float) -> bool:
         return self.start < end and self.end > start
 
-    def as_dict(self) -> dict[str, object]:
-        return {"name": self.name, "start": _iso(self.start), "end": _iso(self.end),
-                "nodes": list(self.nodes), "flags": sorted(self.flags)}
-
 
 def minute(t: float) -> str:
     """`2026-11-27 20:25`, in this machine's zone."""
@@ -52,8 +51,11 @@ def fit_before(window: Reservation, now: float) -> int:
     return max(int((window.start - now - MARGIN_S) // 60 * 60), 0)
 
 
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+def segments_before(window: Reservation, now: float, total_s: int) -> tuple[int, int] | None:
+    """(time of a segment, segments) that run `total_s` as a chain whose first segment ends
+    before `window`; None where that segment would be shorter than MIN_SEGMENT_S."""
+    fit = fit_before(window, now)
+    return (fit, math.ceil(total_s / fit)) if fit >= MIN_SEGMENT_S else None
 
 
 def _fields(block: str) -> dict[str, str]:

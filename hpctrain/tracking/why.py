@@ -21,6 +21,7 @@ from hpctrain.diagnosis.advice import Advice, advise
 from hpctrain.diagnosis.causes import diagnose
 from hpctrain.diagnosis.logscan import Finding, scan
 from hpctrain.diagnosis.model import Diagnosis, Evidence
+from hpctrain.diagnosis.pending import waits_for_nodes
 from hpctrain.errors import SlurmError
 from hpctrain.slurm import accounting, reservations
 from hpctrain.slurm.accounting import Accounting, Row, summary_row
@@ -172,7 +173,7 @@ def _stall_stacks(record: JobRecord, place: Place, stall: dict[str, Any] | None
 
 def _maintenance(reason: str | None, client: SlurmClient) -> tuple[Reservation, ...]:
     """The maintenance reservations, asked only of a job SLURM keeps waiting for nodes."""
-    if not reason or not reason.startswith("ReqNodeNotAvail"):
+    if not waits_for_nodes(reason):
         return ()
     try:
         return tuple(reservations.maintenance(client.reservations()))
