@@ -21,7 +21,7 @@ from hpctrain.errors import HpctrainError
 if TYPE_CHECKING:
     from hpctrain.places import Place
     from hpctrain.profiles import Profile
-    from hpctrain.slurm.availability import PartitionGpus
+    from hpctrain.slurm.availability import Availability, Window
 
 
 @dataclass(frozen=True)
@@ -80,22 +80,39 @@ def _candidate(profile: Profile, partition: str, shape: Shape, time: str | None,
 
 
 def _profile_view(name: str, login: str | None, topologies: list[Shape], time: str | None
-                  ) -> tuple[list[PartitionGpus], list[Candidate]]:
+                  ) -> tuple[Availability, list[Candidate]]:
     from hpctrain.profiles import load_profile
 
     profile = load_profile(name)
     place = backends.place_for(profile, login)
-    rows = place.slurm_client().availability()
+    seen = place.slurm_client().availability()
     candidates = [_candidate(profile, p.name, t, time, place)
                   for t in topologies for p in profile.partitions if t[2] in (None, p.name)]
-    return rows, candidates
+    return seen, candidates
 
 
-def _show(views: list[tuple[str, list[PartitionGpus]]], ranked: list[Candidate]) -> None:
+def _window_line(profile: str, w: Window, now: float) -> str:
+    """`raven: maintenance 'm1' 2026-11-28 06:00 to 10:00 (in 7 h 5 min): gpu 4/4 nodes`."""
+    from hpctrain.slurm.reservations import minute
+    from hpctrain.slurm.starts import span
+
+    r = w.reservation
+    when = "now" if r.start <= now else f"in {span(r.start - now)}"
+    taken = ", ".join(f"{p} {n}/{of} nodes" for p, n, of in w.partitions)
+    return f"{profile}: maintenance '{r.name}' {minute(r.start)} to {minute(r.end)} ({when}): {taken}"
+
+
+def _show(views: list[tuple[str, Availability]], ranked: list[Candidate]) -> None:
+    import time
+
     columns = ("PROFILE", "PARTITION", "GPU", "GPUS FREE", "IN USE", "NODES IDLE", "WAITING")
     rows = [(name, r.partition, r.gpu_type or "-", f"{r.free}/{r.gpus}", str(r.used),
-             f"{r.idle_nodes}/{r.nodes}", str(r.waiting)) for name, got in views for r in got]
+             f"{r.idle_nodes}/{r.nodes}", str(r.waiting))
+            for name, got in views for r in got.partitions]
     console.print(plain_columns(columns, rows), highlight=False, markup=False, soft_wrap=True)
+    now = time.time()
+    for line in [_window_line(name, w, now) for name, got in views for w in got.windows]:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     if not ranked:
         return
     console.print("\nwhere the request would start, soonest first (sbatch --test-only):",
@@ -152,13 +169,15 @@ def free(
     topologies = _topologies(first_of, nodes, gpus_per_node)
     views, candidates = [], []
     for name in profiles:
-        rows, found = _profile_view(name, login, topologies, time)
-        views.append((name, rows))
+        seen, found = _profile_view(name, login, topologies, time)
+        views.append((name, seen))
         candidates += found
     ranked = sorted(candidates, key=Candidate.sort_key)
     if json_out:
-        print_json({"profiles": [{"profile": n, "partitions": [r.as_dict() for r in rows]}
-                                 for n, rows in views],
+        print_json({"profiles": [{"profile": n,
+                                  "partitions": [r.as_dict() for r in seen.partitions],
+                                  "maintenance": [w.as_dict() for w in seen.windows]}
+                                 for n, seen in views],
                     "candidates": [c.as_dict() for c in ranked]})
         return
     _show(views, ranked)

@@ -2,7 +2,8 @@
 
 Pure: the text of one `sinfo` (a line per node and partition: its GPUs configured and in use,
 its state) and one `squeue` (each waiting job's partitions) in, a row per partition and GPU
-type out. Both commands go in one round trip (`SlurmClient.availability`).
+type out; with the cluster's reservations, the maintenance windows ahead and the partitions
+whose nodes they take. The commands go in one round trip (`SlurmClient.availability`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from hpctrain.slurm.reservations import Reservation
 from hpctrain.units import parse_time_seconds
 
 SINFO_ARGV = ("sinfo", "--Node", "--noheader", "--Format",
@@ -100,6 +102,42 @@ def _row(partition: str, gpu_type: str, nodes: Sequence[NodeGpus], waiting: int
         sum(1 for n in usable if n.used == 0 and not n.state.startswith(("alloc", "plnd"))),
         sum(n.gpus for n in nodes), sum(n.used for n in nodes),
         sum(max(n.gpus - n.used, 0) for n in usable), waiting)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A maintenance reservation that has not ended, and what it takes of each partition."""
+
+    reservation: Reservation
+    partitions: tuple[tuple[str, int, int], ...]  # (partition, its nodes taken, its nodes)
+
+    def as_dict(self) -> dict[str, object]:
+        r = self.reservation
+        return {"name": r.name, "start": r.start, "end": r.end, "nodes": list(r.nodes),
+                "partitions": [{"partition": p, "nodes_taken": taken, "nodes": of}
+                               for p, taken, of in self.partitions]}
+
+
+@dataclass(frozen=True)
+class Availability:
+    partitions: list[PartitionGpus]
+    windows: list[Window]  # maintenance not yet over, soonest first
+
+
+def windows(nodes: Sequence[NodeGpus], found: Iterable[Reservation], now: float
+            ) -> list[Window]:
+    """The maintenance windows not yet over that take nodes of these partitions."""
+    members: dict[str, set[str]] = {}
+    for n in nodes:
+        members.setdefault(n.partition, set()).add(n.node)
+    ahead = sorted((r for r in found if r.maintenance and r.end > now), key=lambda r: r.start)
+    shown = []
+    for r in ahead:
+        taken = tuple((p, len(names & set(r.nodes)), len(names))
+                      for p, names in members.items() if names & set(r.nodes))
+        if taken:
+            shown.append(Window(r, taken))
+    return shown
 
 
 MINE_ARGV = ("squeue", "--me", "--noheader", "--format", "%i|%T|%D|%b|%L|%l")

@@ -363,20 +363,24 @@ class SlurmClient:
         result = self.run(["sinfo", "--noheader", "--Node", "--format=%N %R"])
         return parsers.parse_sinfo_partition_nodes(result.stdout)
 
-    def availability(self) -> list[availability.PartitionGpus]:
-        """Each partition's GPUs busy and free and its waiting jobs: sinfo and squeue in one
-        round trip (slurm/availability.py)."""
-        nodes, queue = self._run_together((availability.SINFO_ARGV, availability.SQUEUE_ARGV))
-        for got in (nodes, queue):
+    def availability(self, now: float | None = None) -> availability.Availability:
+        """Each partition's GPUs busy and free, its waiting jobs and the maintenance windows
+        ahead: sinfo, squeue and scontrol in one round trip (slurm/availability.py)."""
+        argvs = (availability.SINFO_ARGV, availability.SQUEUE_ARGV, reservations.SHOW_ARGV)
+        nodes, queue, reserved = self._run_together(argvs)
+        for got in (nodes, queue, reserved):
             if got.returncode != 0:
                 raise SlurmError(f"{got.argv[0]} failed: {(got.stderr or got.stdout).strip()}",
                                  "check that SLURM answers (`sinfo`)")
-        return availability.by_partition(availability.parse_nodes(nodes.stdout),
-                                         availability.parse_waiting(queue.stdout))
+        found = availability.parse_nodes(nodes.stdout)
+        return availability.Availability(
+            availability.by_partition(found, availability.parse_waiting(queue.stdout)),
+            availability.windows(found, reservations.parse(reserved.stdout),
+                                 time.time() if now is None else now))
 
     def reservations(self) -> list[reservations.Reservation]:
         """The cluster's reservations (`scontrol show reservation`; slurm/reservations.py)."""
-        return reservations.parse(self.run(["scontrol", "show", "reservation"]).stdout)
+        return reservations.parse(self.run(list(reservations.SHOW_ARGV)).stdout)
 
     def node_reasons(self) -> str:
         """Why nodes are down or drained (`sinfo --list-reasons`), for error messages."""

@@ -21,6 +21,7 @@ from hpctrain.slurm.hostlist import expand_nodes
 MARGIN_S = 5 * 60
 # Shorter than this, a segment before a window is not worth its start-up: wait instead.
 MIN_SEGMENT_S = 10 * 60
+SHOW_ARGV = ("scontrol", "show", "reservation")
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Z][A-Za-z]*)=")
 _NONE = "No reservations in the system"
 

@@ -91,8 +91,12 @@ def describe(start: str | None, now: datetime) -> str:
     # sbatch rounds to its scheduling pass: a few seconds ahead still means "at once".
     if wait <= 5:
         return "now"
-    minutes = (wait + 59) // 60
-    span = f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+    return f"in {span(wait)} ({start.replace('T', ' ')})"
+
+
+def span(seconds: float) -> str:
+    """`3 min`, `2 h 5 min`, `1 d 4 h`: a wait in words, rounded up to the minute."""
+    minutes = (int(seconds) + 59) // 60
     if minutes >= 24 * 60:
-        span = f"{minutes // 1440} d {minutes % 1440 // 60} h"
-    return f"in {span} ({start.replace('T', ' ')})"
+        return f"{minutes // 1440} d {minutes % 1440 // 60} h"
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"

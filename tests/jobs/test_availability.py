@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from hpctrain.slurm import availability
+from hpctrain.slurm import availability, reservations
 
 RECORDED = Path(__file__).resolve().parent / "recorded" / "slurm-22.05"
 
@@ -52,6 +53,24 @@ def test_gres_forms_and_unusable_nodes() -> None:
     assert (untyped.nodes, untyped.usable_nodes, untyped.gpus, untyped.free) == (2, 1, 4, 0)
     assert untyped.waiting == 1
     assert availability.parse_waiting("p,q\nq\n") == {"p": 1, "q": 2}
+
+
+def test_maintenance_windows_ahead_and_the_partitions_they_take() -> None:
+    """Recorded on the dev cluster (partition debug: node1, node2): a window over both nodes,
+    one over node2 only, and a reservation that is not maintenance (not shown)."""
+    nodes = availability.parse_nodes((RECORDED / "sinfo_gres_used.txt").read_text())
+    found = reservations.parse((RECORDED / "scontrol_show_reservation_three.txt").read_text())
+    before = time.mktime(time.strptime("2026-11-27T20:00:00", "%Y-%m-%dT%H:%M:%S"))
+    ahead = availability.windows(nodes, found, before)
+    assert [(w.reservation.name, w.partitions) for w in ahead] == [
+        ("maint-test", (("debug", 2, 2),)), ("lab course", (("debug", 1, 2),))]
+    # Once the first window is over only the second is ahead; a node of no partition: none.
+    assert [w.reservation.name for w in availability.windows(nodes, found, before + 5400)] == [
+        "lab course"]
+    assert availability.windows([n for n in nodes if n.node == "node1"], found,
+                                before + 5400) == []
+    assert ahead[1].as_dict()["partitions"] == [{"partition": "debug", "nodes_taken": 1,
+                                                 "nodes": 2}]
 
 
 def test_login_reaches_one_cluster(tmp_path: Path) -> None:

@@ -54,6 +54,11 @@ def test_a_time_into_the_window_is_refused_with_a_fix_that_chains(
         done = cli.wait(str(short["job_id"]), lambda j: j["terminal"], 120)
         assert done["state"] == "COMPLETED", done
         cli.ok("cancel", str(chained["job_id"]))
+        seen = json.loads(cli.ok("free", "-P", "local", "--json").stdout)
+        (window,) = seen["profiles"][0]["maintenance"]
+        assert window["name"] == NAME and window["partitions"] == [
+            {"partition": "debug", "nodes_taken": 2, "nodes": 2}], window
+        assert f"maintenance '{NAME}'" in cli.ok("free", "-P", "local").stdout
 
 
 def test_why_names_the_window_a_waiting_job_waits_for(
