@@ -99,7 +99,8 @@ def _window_line(profile: str, w: Window, now: float) -> str:
     r = w.reservation
     when = "now" if r.start <= now else f"in {span(r.start - now)}"
     taken = ", ".join(f"{p} {n}/{of} nodes" for p, n, of in w.partitions)
-    return f"{profile}: maintenance '{r.name}' {minute(r.start)} to {minute(r.end)} ({when}): {taken}"
+    return (f"{profile}: maintenance '{r.name}' {minute(r.start)} to {minute(r.end)} "
+            f"({when}): {taken}")
 
 
 def _show(views: list[tuple[str, Availability]], ranked: list[Candidate]) -> None:
