@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from hpctrain.places import Place
     from hpctrain.profiles import Profile
     from hpctrain.slurm.availability import Availability, Window
+    from hpctrain.slurm.usage import Usage
 
 
 @dataclass(frozen=True)
@@ -79,16 +80,32 @@ def _candidate(profile: Profile, partition: str, shape: Shape, time: str | None,
     return Candidate(profile.name, partition, label, verdict_dict(verdict), None)
 
 
-def _profile_view(name: str, login: str | None, topologies: list[Shape], time: str | None
-                  ) -> tuple[Availability, list[Candidate]]:
+@dataclass(frozen=True)
+class View:
+    """One profile's cluster: its partitions and windows, and your accounts there."""
+
+    profile: str
+    seen: Availability
+    usage: Usage
+
+    def as_dict(self) -> dict[str, object]:
+        return {"profile": self.profile,
+                "partitions": [r.as_dict() for r in self.seen.partitions],
+                "maintenance": [w.as_dict() for w in self.seen.windows],
+                "usage": self.usage.as_dict()}
+
+
+def _profile_view(name: str, login: str | None, topologies: list[Shape], time: str | None,
+                  days: float) -> tuple[View, list[Candidate]]:
     from hpctrain.profiles import load_profile
 
     profile = load_profile(name)
     place = backends.place_for(profile, login)
-    seen = place.slurm_client().availability()
+    client = place.slurm_client()
+    view = View(name, client.availability(), client.usage(days))
     candidates = [_candidate(profile, p.name, t, time, place)
                   for t in topologies for p in profile.partitions if t[2] in (None, p.name)]
-    return seen, candidates
+    return view, candidates
 
 
 def _window_line(profile: str, w: Window, now: float) -> str:
@@ -103,17 +120,23 @@ def _window_line(profile: str, w: Window, now: float) -> str:
             f"({when}): {taken}")
 
 
-def _show(views: list[tuple[str, Availability]], ranked: list[Candidate]) -> None:
+def _show(views: list[View], ranked: list[Candidate], days: float) -> None:
     import time
 
+    from hpctrain.cli.costview import usage_text
+
     columns = ("PROFILE", "PARTITION", "GPU", "GPUS FREE", "IN USE", "NODES IDLE", "WAITING")
-    rows = [(name, r.partition, r.gpu_type or "-", f"{r.free}/{r.gpus}", str(r.used),
+    rows = [(v.profile, r.partition, r.gpu_type or "-", f"{r.free}/{r.gpus}", str(r.used),
              f"{r.idle_nodes}/{r.nodes}", str(r.waiting))
-            for name, got in views for r in got.partitions]
-    console.print(plain_columns(columns, rows), highlight=False, markup=False, soft_wrap=True)
+            for v in views for r in v.seen.partitions]
+    console.print(plain_columns(columns, rows), highlight=False, markup=False, soft_wrap=True,
+                  end="")
     now = time.time()
-    for line in [_window_line(name, w, now) for name, got in views for w in got.windows]:
+    for line in [_window_line(v.profile, w, now) for v in views for w in v.seen.windows]:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
+    for v in views:
+        console.print("\n" + usage_text(v.profile, v.usage, days), highlight=False,
+                      markup=False, soft_wrap=True, end="")
     if not ranked:
         return
     console.print("\nwhere the request would start, soonest first (sbatch --test-only):",
@@ -161,27 +184,28 @@ def free(
         "--first-of", metavar="NxG,...", help="Several topologies to place, e.g. 1x4,2x2.")
     ] = None,
     time: Annotated[str | None, job_option("time")] = None,
+    days: Annotated[float, typer.Option(
+        "--days", min=0.01, help="The period of the accounts' usage, in days back from now.")
+    ] = 30,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Where GPUs are free now, per partition, and where a request would start soonest."""
+    """Where GPUs are free now, per partition, maintenance ahead, your accounts' usage, and
+    where a request would start soonest."""
     profiles = profiles or _with_login()
     if login and len(profiles) > 1:
         raise HpctrainError("--login reaches one cluster", "give one --profile with it")
     topologies = _topologies(first_of, nodes, gpus_per_node)
     views, candidates = [], []
     for name in profiles:
-        seen, found = _profile_view(name, login, topologies, time)
-        views.append((name, seen))
+        view, found = _profile_view(name, login, topologies, time, days)
+        views.append(view)
         candidates += found
     ranked = sorted(candidates, key=Candidate.sort_key)
     if json_out:
-        print_json({"profiles": [{"profile": n,
-                                  "partitions": [r.as_dict() for r in seen.partitions],
-                                  "maintenance": [w.as_dict() for w in seen.windows]}
-                                 for n, seen in views],
+        print_json({"profiles": [v.as_dict() for v in views],
                     "candidates": [c.as_dict() for c in ranked]})
         return
-    _show(views, ranked)
+    _show(views, ranked, days)
 
 
 def register(app: typer.Typer) -> None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from hpctrain.plan import JobPlan
     from hpctrain.slurm.client import TestOnlyVerdict
+    from hpctrain.slurm.usage import Usage
     from hpctrain.submission.planned import Script
 
 OutputOpt = Annotated[
@@ -214,18 +215,36 @@ def render(
                             "use `hpctrain submit --first-of ... --dry-run`, or render one "
                             "topology at a time")
     verdicts = ask_slurm([s.text for s in scripts], required=True) if check else None
+    cost = _usage(scripts[0].plan.account) if check else None
     if output is not None:
         write_script(output, scripts[0].text, force)
         _make_log_dir(output, logs)
     if json_out:
-        print_json(render_dict(first_of, output, [
-            (s.plan, s.text, verdicts[i] if verdicts else None) for i, s in enumerate(scripts)]))
+        shown = render_dict(first_of, output, [
+            (s.plan, s.text, verdicts[i] if verdicts else None) for i, s in enumerate(scripts)])
+        print_json({**shown, "usage": cost.as_dict()} if cost else shown)
     else:
         _show_rendered(scripts, output, logs)
     if output is None:
         _tell_log_dir(request.profile.output_dir)
+    if cost is not None and not json_out:
+        from hpctrain.cli.costview import DEFAULT_DAYS, usage_text
+
+        err_console.print(usage_text(request.profile.name, cost, DEFAULT_DAYS), end="",
+                          highlight=False, markup=False, soft_wrap=True)
     if verdicts is not None:
         _show_verdicts(verdicts)
+
+
+def _usage(account: str | None) -> Usage:
+    """The accounting's view of the account the job charges (every one of yours where the
+    job names none: SLURM then charges your default)."""
+    from hpctrain.cli.costview import DEFAULT_DAYS
+    from hpctrain.slurm.client import SlurmClient
+    from hpctrain.slurm.usage import only
+
+    found = SlurmClient.from_environment().usage(DEFAULT_DAYS)
+    return only(found, [account]) if account else found
 
 
 def _show_rendered(scripts: Sequence[Script], output: Path | None, logs: Path) -> None:

@@ -23,6 +23,7 @@ from hpctrain.slurm import (
     query,
     reservations,
     starts,
+    usage,
 )
 from hpctrain.slurm.accounting import Accounting
 from hpctrain.slurm.parsers import JobInfo
@@ -378,6 +379,19 @@ class SlurmClient:
             availability.windows(found, reservations.parse(reserved.stdout),
                                  time.time() if now is None else now))
 
+    def usage(self, days: float, now: float | None = None) -> usage.Usage:
+        """Your accounts' GPU-hours over the last `days`, their fair share and what your jobs
+        hold: sacct, sshare, sprio and squeue in one round trip (slurm/usage.py)."""
+        now = time.time() if now is None else now
+        since = now - days * 86400
+        acct, share, prio, mine = self._run_together(
+            (usage.sacct_argv(since), usage.SSHARE_ARGV, usage.SPRIO_ARGV,
+             availability.MINE_ARGV))
+        said = (acct.stderr or acct.stdout).strip() or f"exit {acct.returncode}"
+        return usage.usage(since, now, _answer(acct), _answer(share),
+                           (prio.returncode, prio.stdout + prio.stderr), _answer(mine),
+                           None if acct.returncode == 0 else f"sacct: {said}")
+
     def reservations(self) -> list[reservations.Reservation]:
         """The cluster's reservations (`scontrol show reservation`; slurm/reservations.py)."""
         return reservations.parse(self.run(list(reservations.SHOW_ARGV)).stdout)
@@ -576,3 +590,8 @@ def sbatch_test_only(client: SlurmClient, script: str) -> TestOnlyVerdict:
     if not verdict.accepted and isinstance(err := client.error_for(result), SlurmUnavailableError):
         raise err
     return verdict
+
+
+def _answer(result: Result) -> str | None:
+    """What a command printed, or None where it failed."""
+    return result.stdout if result.returncode == 0 else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,20 @@ def _hold_one_gpu(cli: Cli, node: str) -> str:
     job = cli.submit("--gpus-per-node", "1", "--time", "5", "--sbatch-arg", f"--nodelist={node}",
                      "--", "sleep", "300")
     return str(job["job_id"])
+
+
+def _usage_of_the_running_jobs(cli: Cli, seen: dict[str, Any]) -> None:
+    """The two sleepers run in the profile's account: they hold GPU-hours and have used some;
+    the dev cluster orders its queue first come, first served (no fair share)."""
+    assert seen["held_gpu_hours"] > 0 and seen["accounting_unavailable"] is None, seen
+    dev = {a["account"]: a for a in seen["accounts"]}["hpctrain-dev"]
+    assert dev["gpu_hours"] >= dev["your_gpu_hours"] > 0, seen
+    assert seen["fair_share_orders_queue"] is False and dev["fair_share"] is None, seen
+    checked = json.loads(cli.ok("render", "-P", "local", "--check", "--account", "hpctrain-dev",
+                                "--json").stdout)
+    assert [a["account"] for a in checked["usage"]["accounts"]] == ["hpctrain-dev"], checked
+    week = cli.ok("free", "-P", "local", "--days", "7").stdout
+    assert "GPU-H (7 D)" in week and "fair share orders nothing here" in week, week
 
 
 def test_free_gpus_per_partition_and_the_request_that_starts_first(
@@ -39,6 +54,7 @@ def test_free_gpus_per_partition_and_the_request_that_starts_first(
         assert second["topology"] == "1x2" and second["check"]["wait_s"] > 0, got
         text = cli.ok("free", "-P", "local", "--nodes", "2", "--gpus-per-node", "1").stdout
         assert "GPUS FREE" in text and "2/4" in text and "now on node[1-2]" in text, text
+        _usage_of_the_running_jobs(cli, view["usage"])
     finally:
         cli.ok("cancel", *held)
 
