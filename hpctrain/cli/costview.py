@@ -33,8 +33,9 @@ def usage_text(label: str, found: Usage, days: float) -> str:
         return f"{held}\n{label}: no usage: the accounting did not answer ({found.unavailable})\n"
     columns: tuple[str, ...] = ("PROFILE", "ACCOUNT", f"GPU-H ({days:g} D)", "YOURS",
                                 "FAIR SHARE")
-    rows: list[tuple[str, ...]] = [(label, a.account, _hours(a.gpu_hours), _hours(a.your_gpu_hours), _fair(a))
-            for a in found.accounts]
+    rows: list[tuple[str, ...]] = [
+        (label, a.account, _hours(a.gpu_hours), _hours(a.your_gpu_hours), _fair(a))
+        for a in found.accounts]
     if found.fair_share_orders is False:
         columns, rows = columns[:-1], [r[:-1] for r in rows]
         held += ("\n" f"{label}: fair share orders nothing here: the queue is first come, first "
