@@ -38,6 +38,5 @@ def usage_text(label: str, found: Usage, days: float) -> str:
         for a in found.accounts]
     if found.fair_share_orders is False:
         columns, rows = columns[:-1], [r[:-1] for r in rows]
-        held += ("\n" f"{label}: fair share orders nothing here: the queue is first come, first "
-                 "served (priority/basic)")
+        held += f"\n{label}: fair share does not order this queue ({found.ordering})"
     return plain_columns(columns, rows) + held + "\n"

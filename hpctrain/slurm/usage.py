@@ -12,6 +12,7 @@ you only your own jobs: the account's total is then what you can see, and says s
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Sequence
@@ -58,13 +59,14 @@ class Usage:
     accounts: tuple[AccountUsage, ...]  # your associations (or the accounts of your jobs)
     held_gpu_hours: float | None  # what your queued and running jobs hold; None: not known
     fair_share_orders: bool | None  # None: sprio did not say
+    ordering: str  # what orders the queue, as sprio says
     unavailable: str | None = None  # why the accounting gave no usage
 
     def as_dict(self) -> dict[str, object]:
         return {"since": self.since, "accounts": [a.as_dict() for a in self.accounts],
                 "held_gpu_hours": None if self.held_gpu_hours is None
                 else round(self.held_gpu_hours, 3),
-                "fair_share_orders_queue": self.fair_share_orders,
+                "fair_share_orders_queue": self.fair_share_orders, "ordering": self.ordering,
                 "accounting_unavailable": self.unavailable}
 
 
@@ -123,13 +125,17 @@ def associations(sshare: str) -> list[tuple[str, str, float | None, float | None
     return found
 
 
-def fair_share_orders(sprio_code: int, sprio_out: str) -> bool | None:
-    """Whether the queue is ordered by fair share: sprio prints the weights of the multifactor
-    plugin, and says it is not running one under priority/basic."""
+def fair_share_orders(sprio_code: int, sprio_out: str) -> tuple[bool | None, str]:
+    """Whether the queue is ordered by fair share, and what says so: sprio shows the weights
+    of the multifactor plugin (a factor's column only where its weight is not zero), and
+    refuses under priority/basic."""
     if sprio_code == 0:
-        # sprio shows a column only for a factor whose weight is not zero.
-        return re.search(r"\bFAIRSHARE\b", sprio_out) is not None
-    return False if "priority/basic" in sprio_out else None
+        if re.search(r"\bFAIRSHARE\b", sprio_out):
+            return True, "priority/multifactor with a fair-share weight"
+        return False, "priority/multifactor without a fair-share weight"
+    if "priority/basic" in sprio_out:
+        return False, "priority/basic: first come, first served"
+    return None, "sprio did not answer"
 
 
 def usage(since: float, now: float, sacct: str | None, sshare: str | None,
@@ -139,7 +145,7 @@ def usage(since: float, now: float, sacct: str | None, sshare: str | None,
     mine_rows = associations(sshare) if sshare is not None else []
     me = mine_rows[0][1] if mine_rows else None
     names = [a for a, *_ in mine_rows] or sorted(used)
-    orders = fair_share_orders(*sprio)
+    orders, ordering = fair_share_orders(*sprio)
     # Without the multifactor plugin sshare prints zeros that mean nothing.
     rows = {a: (s, u, f) for a, _, s, u, f in mine_rows} if orders is not False else {}
     accounts = []
@@ -148,11 +154,10 @@ def usage(since: float, now: float, sacct: str | None, sshare: str | None,
         accounts.append(AccountUsage(a, sum(users.values()),
                                      users.get(me, 0.0) if me else None, fair, shares, use))
     held = availability.held_gpu_hours(mine) if mine is not None else None
-    return Usage(since, tuple(accounts), held, orders, unavailable)
+    return Usage(since, tuple(accounts), held, orders, ordering, unavailable)
 
 
 def only(found: Usage, accounts: Sequence[str]) -> Usage:
     """`found` with the named accounts only (those a request may charge)."""
     keep = tuple(a for a in found.accounts if a.account in accounts)
-    return Usage(found.since, keep, found.held_gpu_hours, found.fair_share_orders,
-                 found.unavailable)
+    return dataclasses.replace(found, accounts=keep)

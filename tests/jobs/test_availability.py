@@ -73,6 +73,20 @@ def test_maintenance_windows_ahead_and_the_partitions_they_take() -> None:
                                                  "nodes": 2}]
 
 
+def test_slurm_24_11_partitions_and_windows() -> None:
+    """24.11's sinfo marks a node planned for a job with a trailing `-` (`mix-`)."""
+    recorded = RECORDED.parent / "slurm-24.11"
+    nodes = availability.parse_nodes((recorded / "sinfo_gres_used.txt").read_text())
+    waiting = availability.parse_waiting(
+        (recorded / "squeue_waiting_partitions.txt").read_text())
+    (debug,) = availability.by_partition(nodes, waiting)
+    assert (debug.gpus, debug.used, debug.free, debug.waiting) == (4, 2, 2, 1)
+    found = reservations.parse((recorded / "scontrol_show_reservation_two.txt").read_text())
+    now = time.mktime(time.strptime("2026-11-27T23:16:00", "%Y-%m-%dT%H:%M:%S"))
+    assert [(w.reservation.name, w.partitions) for w in availability.windows(nodes, found, now)
+            ] == [("maint-test", (("debug", 2, 2),)), ("lab course", (("debug", 1, 2),))]
+
+
 def test_login_reaches_one_cluster(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "hpctrain", "free", "-P", "local", "-P", "raven",
                           "--login", "x"], capture_output=True, text=True, cwd=tmp_path,

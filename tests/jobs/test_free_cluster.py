@@ -32,7 +32,7 @@ def _usage_of_the_running_jobs(cli: Cli, seen: dict[str, Any]) -> None:
                                 "--json").stdout)
     assert [a["account"] for a in checked["usage"]["accounts"]] == ["hpctrain-dev"], checked
     week = cli.ok("free", "-P", "local", "--days", "7").stdout
-    assert "GPU-H (7 D)" in week and "fair share orders nothing here" in week, week
+    assert "GPU-H (7 D)" in week and "fair share does not order this queue" in week, week
 
 
 def test_free_gpus_per_partition_and_the_request_that_starts_first(

@@ -79,3 +79,24 @@ def test_without_sshare_the_accounts_come_from_the_jobs_and_yours_are_unknown() 
     assert [a.account for a in found.accounts] == ["hpctrain-dev", "hpctrain-test"]
     assert all(a.your_gpu_hours is None for a in found.accounts)
     assert found.fair_share_orders is None
+
+
+RECORDED_24 = RECORDED.parent / "slurm-24.11"
+
+
+def test_slurm_24_11_multifactor_without_a_fair_share_weight() -> None:
+    """The 24.11 dev cluster runs the multifactor plugin (24.11's default) with every weight
+    0: sshare prints fair shares, but they order nothing, and sprio shows no FAIRSHARE."""
+    read = {n: (RECORDED_24 / n).read_text() for n in (
+        "sacct_usage.txt", "sshare_usage_site_weight.txt", "sprio_weights_site_only.txt",
+        "squeue_mine_gpus.txt")}
+    found = usage.usage(_at("23:00:00"), _at("23:30:00"), read["sacct_usage.txt"],
+                        read["sshare_usage_site_weight.txt"],
+                        (0, read["sprio_weights_site_only.txt"]), read["squeue_mine_gpus.txt"])
+    assert (found.fair_share_orders, found.ordering) == (
+        False, "priority/multifactor without a fair-share weight")
+    dev = {a.account: a for a in found.accounts}["hpctrain-dev"]
+    assert dev.gpu_hours == dev.your_gpu_hours == pytest.approx(2 * 40 / 3600)
+    assert dev.fair_share is None
+    # Two 1-GPU jobs with 4:54 left, a 2-node x 2-GPU job waiting for its 30 minutes.
+    assert found.held_gpu_hours == pytest.approx(2 * 294 / 3600 + 2.0)
