@@ -190,9 +190,11 @@ class ImportClock:
         loader = getattr(spec, "loader", None)
         if type(loader) in _FRESH_LOADERS:
             # A fresh loader per module (FileFinder makes one each time): its methods are its own
-            # to wrap, and it stays what it is for anything that checks its type.
-            for method in ("create_module", "exec_module"):
-                setattr(loader, method, self._timed(top, getattr(loader, method)))
+            # to wrap, and it stays what it is for anything that checks its type. Only an
+            # extension module's creation does work (dlopen): a source module's makes none.
+            loader.exec_module = self._timed(top, loader.exec_module)  # type: ignore[union-attr]
+            if type(loader) is machinery.ExtensionFileLoader:
+                loader.create_module = self._timed(top, loader.create_module)  # type: ignore[method-assign]
         return spec
 
     def _others(self, name: str, path: Any, target: Any) -> Any:
