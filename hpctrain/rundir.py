@@ -37,6 +37,10 @@ LAST_CKPT = "last.ckpt"
 BEST_CKPT = "best.ckpt"
 METRICS = "metrics.json"
 
+# Written by the batch script and every rank (hpctrain.timeline): the start-up's marks, one
+# <node>-<rank>.jsonl a rank and one <node>-batch.jsonl of the batch script.
+STARTUP_DIR = "startup"
+
 # Written by the monitor.
 MONITOR_DIR = "monitor"  # one <node>.jsonl of samples per node
 MONITOR_SUMMARY = "monitor-summary.json"

@@ -15,6 +15,7 @@ from hpctrain.units import format_time
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from hpctrain.diagnosis.startup import Startup
     from hpctrain.history import JobRecord
     from hpctrain.tracking.byplace import Refreshed
 
@@ -229,6 +230,15 @@ def _monitor(record: JobRecord) -> dict[str, Any] | None:
     return job_summary(Path(record.run_dir)) if record.run_dir else None
 
 
+def _startup(record: JobRecord) -> Startup | None:
+    """The start-up timeline in one job's run directory (None: no marks there)."""
+    from pathlib import Path
+
+    from hpctrain.diagnosis import startup
+
+    return startup.read(Path(record.run_dir), record.job_id) if record.run_dir else None
+
+
 def code_line(record: JobRecord) -> str:
     """Which code a job runs: its snapshot, or the project in place (--no-snapshot)."""
     if record.snapshot:
@@ -238,13 +248,17 @@ def code_line(record: JobRecord) -> str:
 
 
 def _show_monitor(records: list[JobRecord]) -> None:
-    # One job asked for by id: its monitor summary follows (`hpctrain stats` has it all).
+    # One job asked for by id: its monitor summary and start-up follow (`hpctrain stats` has
+    # them all).
     summary = _monitor(records[0]) if len(records) == 1 else None
     if summary is not None:
         from hpctrain.monitor.stats import status_lines
 
         sys.stdout.write("".join(f"  {line}\n" for line in
                                  ["monitor (hpctrain stats for more):", *status_lines(summary)]))
+    startup = _startup(records[0]) if len(records) == 1 else None
+    if startup is not None:
+        sys.stdout.write("".join(f"  {line}\n" for line in startup.lines()))
 
 
 def show_status(got: Refreshed, json_out: bool, history_path: Path) -> None:
@@ -260,7 +274,9 @@ def show_status(got: Refreshed, json_out: bool, history_path: Path) -> None:
             "warnings": warnings, "jobs": [
                 {**job_dict(r), "expected_start": starts.get(r.job_id)} for r in records]}
         if len(records) == 1:
+            startup = _startup(records[0])
             data["jobs"][0]["monitor"] = _monitor(records[0])  # type: ignore[index]
+            data["jobs"][0]["startup"] = startup and startup.as_dict()  # type: ignore[index]
         if report.error:
             data["error"] = {"what": report.error.what, "fix": report.error.fix}
         print_json(data)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from hpctrain.cli.output import console, print_json
+
+if TYPE_CHECKING:
+    from hpctrain.diagnosis.startup import Startup
 
 
 def _fmt(value: Any, unit: str = "", digits: int = 0) -> str:
@@ -60,6 +63,28 @@ def _table(columns: tuple[str, ...], rows: list[tuple[str, ...]], title: str) ->
     return t
 
 
+def startup_table(startup: Startup) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """Columns and rows: each node's batch script and ranks, the seconds from the job's start
+    at which each mark came."""
+    from hpctrain.diagnosis.startup import ORDER
+
+    tracks = sorted([*startup.batch, *startup.ranks],
+                    key=lambda t: (t.node, t.rank is not None, t.rank or 0))
+    seen = [m.name for t in tracks for m in t.marks]
+    names = [n for n in ORDER if n in seen] + [n for n in dict.fromkeys(seen) if n not in ORDER]
+    rows = [(t.node, "batch" if t.rank is None else str(t.rank),
+             *(_fmt(None if (at := t.at(n)) is None else at - startup.origin, " s", 1)
+               for n in names)) for t in tracks]
+    return ("NODE", "RANK", *(n.upper() for n in names)), rows
+
+
+def show_startup(startup: Startup) -> None:
+    """The start-up as a table of marks, with what took most of it."""
+    columns, rows = startup_table(startup)
+    console.print(_table(columns, rows, f"Start-up (seconds from the {startup.origin_name})"))
+    console.print(startup.headline(), highlight=False, soft_wrap=True, markup=False)
+
+
 def show_summary(summary: dict[str, Any]) -> None:
     """The summary as tables and notes, for a person."""
     from rich.markup import escape
@@ -78,18 +103,23 @@ def stats(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Per node and per GPU: utilization, memory, power and energy, with notes on waste."""
+    """Per node and per GPU: utilization, memory, power and energy, with notes on waste; and
+    each rank's start-up."""
     from hpctrain.cli import backends
+    from hpctrain.diagnosis import startup as timeline
     from hpctrain.tracking.selection import monitor_summary
 
     summary, run_dir = monitor_summary(job, backends.history)
     job_id = summary["job_id"]
+    startup = timeline.read(run_dir, job_id)
     if json_out:
-        print_json(summary)
+        print_json({**summary, "startup": startup and startup.as_dict()})
         return
     console.print(f"job {job_id or '-'}: {summary['samples']} sample(s), run directory "
                   f"{run_dir}", highlight=False, soft_wrap=True)
     show_summary(summary)
+    if startup is not None:
+        show_startup(startup)
 
 
 def register(app: typer.Typer) -> None:

@@ -30,6 +30,8 @@ def _show(found: Why) -> None:
             verdict = a.suggestion or "fine as asked"
             console.print(f"  {a.what}: {a.used}; asked for {a.asked}: {verdict}",
                           highlight=False, soft_wrap=True, markup=False)
+    for line in found.startup.lines() if found.startup else ():
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
 
 
 def why(

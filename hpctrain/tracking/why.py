@@ -3,7 +3,7 @@
 At most two SLURM calls: one `sacct` (every run and step), and for a waiting job one `squeue`
 for its start estimate. The logs are read from their end (LOG_TAIL_LINES lines each), at the
 place the job ran (this machine or its login), with the run directory's metrics.json,
-environment.json and the monitor's summary.
+environment.json, the monitor's summary and (on this machine) the start-up's marks.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from hpctrain.slurm.client import AccountingUnavailableError, parse_pending, pen
 from hpctrain.slurm.states import JobState, parse_state
 
 if TYPE_CHECKING:
+    from hpctrain.diagnosis.startup import Startup
     from hpctrain.history import History, JobRecord, NodeSuspect
     from hpctrain.places import Place
     from hpctrain.slurm.client import SlurmClient
@@ -45,10 +46,12 @@ class Why:
     diagnosis: Diagnosis
     advice: tuple[Advice, ...]
     logs: tuple[str, ...]
+    startup: Startup | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {"job_id": self.job_id, "state": self.state, **self.diagnosis.as_dict(),
-                "next_time": [a.as_dict() for a in self.advice], "logs_read": list(self.logs)}
+                "next_time": [a.as_dict() for a in self.advice], "logs_read": list(self.logs),
+                "startup": self.startup and self.startup.as_dict()}
 
 
 def _scan_log(path: str, text: str, whole: bool, lines: int, found: list[Finding],
@@ -199,7 +202,18 @@ def why(record: JobRecord, place: Place) -> Why:
         chain=record.segments or 1, user_names=_user_names(got.acct, place), stall=stall,
         stall_stacks=_stall_stacks(record, place, stall))
     return Why(record.job_id, last.slurm_state if last else None, diagnose(evidence),
-               tuple(advise(got.acct, got.files[rundir.MONITOR_SUMMARY])), tuple(got.logs))
+               tuple(advise(got.acct, got.files[rundir.MONITOR_SUMMARY])), tuple(got.logs),
+               _startup(record, place))
+
+
+def _startup(record: JobRecord, place: Place) -> Startup | None:
+    """The job's start-up timeline, where its run directory is on this machine's disk (the marks
+    are a file a rank: over a login they are not listed)."""
+    if not record.run_dir or not place.run_dirs_on_this_disk:
+        return None
+    from hpctrain.diagnosis.startup import read
+
+    return read(Path(record.run_dir), record.job_id)
 
 
 # `status` reads less: a verdict of a few words for each newly ended job.

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import NoReturn
 
-from hpctrain import rundir
+from hpctrain import rundir, timeline
 from hpctrain.errors import HpctrainError
 from hpctrain.trainconfig.load import dump_config
 from hpctrain.trainconfig.options import TrainerCall, add_arguments
@@ -49,7 +49,10 @@ def run(call: TrainerCall) -> None:
         sys.stdout.write(dump_config(config))
         return
     # Torch and Lightning load only now: --help and --print-config stay fast.
+    timeline.watch_imports()
     from hpctrain.trainer.runner import run_training
+
+    timeline.imports_done()
 
     run_training(config, call.run_dir, call.resume_mode)
 

@@ -21,7 +21,7 @@ from lightning.fabric.plugins.environments import (
 )
 from lightning.pytorch.strategies import DDPStrategy
 
-from hpctrain import __version__, rundir
+from hpctrain import __version__, rundir, timeline
 from hpctrain.errors import ConfigError
 from hpctrain.tasks import registry
 from hpctrain.tasks.registry import Task
@@ -40,6 +40,7 @@ from hpctrain.trainer.records import Facts, RunHistory
 from hpctrain.trainer.restarts import run_history
 from hpctrain.trainer.resume import choose_checkpoint, validate_checkpoint
 from hpctrain.trainer.signals import StopSignals, clear_stale_markers, segment_start
+from hpctrain.trainer.startmarks import MarkedDDPStrategy, StartupMarks
 from hpctrain.trainer.startup import Origin
 from hpctrain.trainer.stopping import SafeStop, hand_signals_to_hpctrain
 
@@ -217,7 +218,7 @@ def _recorder(config: TrainConfig, topo: ProcessLayout, path: Path, resume_text:
 def _strategy(config: TrainConfig, topo: ProcessLayout) -> DDPStrategy | str:
     if topo.world_size == 1:
         return "auto"
-    return DDPStrategy(find_unused_parameters=config.trainer.find_unused_parameters)
+    return MarkedDDPStrategy(find_unused_parameters=config.trainer.find_unused_parameters)
 
 
 def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: L.LightningDataModule | None,
@@ -325,6 +326,7 @@ def _run(
     topo = detect_topology(os.environ, config.trainer.devices, config.trainer.num_nodes)
     config = resolve_batch(config, topo.world_size)
     path = resolve_run_dir(run_dir, config.task, topo)
+    timeline.attach(path)
     if topo.launch == "local" and topo.world_size > 1:
         # Lightning re-runs this command for the other local processes; they must name the
         # same directory, not one with their own timestamp.
@@ -359,7 +361,7 @@ def _run(
                     check_file=topo.local_rank == 0, launch=topo.launch)
     exact = ExactResume(config.seed, mid_epoch=bool(header and header["mid_epoch"]))
     trainer = _trainer(config, topo, path, accelerator, loggers,
-                       [exact, recorder, *callbacks, stop], bar)
+                       [exact, recorder, StartupMarks(), *callbacks, stop], bar)
     hand_signals_to_hpctrain(trainer)
     if topo.is_rank_zero:
         # Before fit: the task, its data, Lightning and torch are imported by now, and a run

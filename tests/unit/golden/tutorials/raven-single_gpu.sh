@@ -16,6 +16,13 @@
 
 # -u stays off: module and conda init scripts read unset variables.
 set -eo pipefail
+# The start-up timeline (docs/monitoring.md, "Start-up"): when this script started and when its
+# environment was ready, written once the run directory is known. EPOCHREALTIME costs no fork.
+hpctrain_clock() {
+  local hpctrain_now="${EPOCHREALTIME/,/.}"
+  printf -v "$1" '%s' "${hpctrain_now:-$(date +%s.%N)}"
+}
+hpctrain_clock hpctrain_job_started
 
 echo "hpctrain: job ${SLURM_JOB_ID:-?} (${SLURM_JOB_NAME:-?}) on ${SLURM_JOB_NUM_NODES:-1} node(s): ${SLURM_JOB_NODELIST:-?}"
 
@@ -46,6 +53,7 @@ if [ -r /opt/venv/bin/activate ]; then
 else
   export PATH=/opt/venv/bin":$PATH"
 fi
+hpctrain_clock hpctrain_environment_ready
 
 # Rendezvous: the first node of the allocation is the master.
 MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST")"
@@ -64,6 +72,20 @@ export MKL_NUM_THREADS="${MKL_NUM_THREADS:-$OMP_NUM_THREADS}"
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-$OMP_NUM_THREADS}"
 export HPCTRAIN_RUN_DIR=hpctrain-runs/mlp_single_gpu-"${SLURM_JOB_ID:-local}"
 mkdir -p "$HPCTRAIN_RUN_DIR"
+
+# One line of JSON a mark, into this node's file (the ranks write their own beside it). A mark
+# that cannot be written costs the job nothing.
+hpctrain_mark() {
+  local hpctrain_at="${2:-}" hpctrain_node="${SLURMD_NODENAME:-$(hostname)}"
+  [ -n "$hpctrain_at" ] || hpctrain_clock hpctrain_at
+  hpctrain_node="${hpctrain_node//[^A-Za-z0-9._-]/_}"
+  { mkdir -p "$HPCTRAIN_RUN_DIR/startup" &&
+    printf '{"t": %s, "mark": "%s", "node": "%s", "rank": null, "job": "%s", "restart": %s}\n' \
+      "$hpctrain_at" "$1" "$hpctrain_node" "${SLURM_JOB_ID:-}" "${SLURM_RESTART_COUNT:-0}" \
+      >>"$HPCTRAIN_RUN_DIR/startup/$hpctrain_node-batch.jsonl"; } 2>/dev/null || true
+}
+hpctrain_mark "job started" "$hpctrain_job_started"
+hpctrain_mark "environment activated" "$hpctrain_environment_ready"
 
 # Monitoring (docs/monitoring.md): one sampler per node, every 10 s, into
 # $HPCTRAIN_RUN_DIR/monitor/. --overlap shares the training's CPUs and GPUs instead of taking
@@ -100,6 +122,7 @@ hpctrain_stop_monitor() {
 }
 trap hpctrain_stop_monitor EXIT
 
+hpctrain_mark "ranks launched"
 # The launcher's wrapper is sh, not bash: bash in a job submitted over ssh reads ~/.bashrc
 # (SSH_CLIENT is set), which may put another python first on PATH.
 # srun: one task per GPU, each one rank. Lightning reads its rank from SLURM's variables; a
