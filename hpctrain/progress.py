@@ -35,12 +35,20 @@ def node_name() -> str:
 
 
 def rank_from_environment() -> int:
-    """The global rank: torchrun's RANK, else srun's SLURM_PROCID, else 0."""
-    for name in ("RANK", "SLURM_PROCID"):
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 0
+    """The global rank: RANK (srun's wrapper, torchrun), else NODE_RANK and LOCAL_RANK (the
+    per-node launcher's workers, Lightning's local processes, which share one SLURM_PROCID
+    and so would share one record), else SLURM_PROCID, else 0."""
+    env = os.environ
+    if env.get("RANK", "").isdigit():
+        return int(env["RANK"])
+    local, node = env.get("LOCAL_RANK", ""), env.get("NODE_RANK", "")
+    if local.isdigit() or node.isdigit():
+        width = env.get("LOCAL_WORLD_SIZE", "")
+        per_node = int(width) if width.isdigit() else 1
+        return (int(node) if node.isdigit() else 0) * per_node + (int(local) if local.isdigit()
+                                                                  else 0)
+    procid = env.get("SLURM_PROCID", "")
+    return int(procid) if procid.isdigit() else 0
 
 
 def safe_name(node: str) -> str:

@@ -53,22 +53,6 @@ def process_age() -> float | None:
     return age if 0 <= age < 86400 * 365 else None
 
 
-def rank_from_environment() -> int:
-    """The global rank: RANK (srun's wrapper, torchrun), else NODE_RANK and LOCAL_RANK (the
-    per-node launcher's workers, Lightning's local processes), else SLURM_PROCID, else 0."""
-    env = os.environ
-    if env.get("RANK", "").isdigit():
-        return int(env["RANK"])
-    local, node = env.get("LOCAL_RANK", ""), env.get("NODE_RANK", "")
-    if local.isdigit() or node.isdigit():
-        width = env.get("LOCAL_WORLD_SIZE", "")
-        per_node = int(width) if width.isdigit() else 1
-        return (int(node) if node.isdigit() else 0) * per_node + (int(local) if local.isdigit()
-                                                                  else 0)
-    procid = env.get("SLURM_PROCID", "")
-    return int(procid) if procid.isdigit() else 0
-
-
 class _Timeline:
     """This process's marks: where they go, and those written before that was known."""
 
@@ -91,7 +75,7 @@ class _Timeline:
 
         node = progress.node_name()
         self.path = (run_dir / rundir.STARTUP_DIR /
-                     f"{progress.record_name(node, rank_from_environment())}.jsonl")
+                     f"{progress.record_name(node, progress.rank_from_environment())}.jsonl")
         held, self.held = self.held, []
         self._write(held)
 
@@ -110,7 +94,7 @@ class _Timeline:
         env = os.environ
         restart = env.get("SLURM_RESTART_COUNT", "")
         return {"t": round(at, 6), "mark": name, "node": progress.node_name(),
-                "rank": rank_from_environment(), "pid": os.getpid(),
+                "rank": progress.rank_from_environment(), "pid": os.getpid(),
                 "job": env.get("SLURM_JOB_ID") or None,
                 "restart": int(restart) if restart.isdigit() else 0, **detail}
 

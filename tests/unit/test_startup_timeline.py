@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from hpctrain import rundir, timeline
+from hpctrain import progress, rundir, timeline
 from hpctrain.cli import app
 from hpctrain.diagnosis import startup
 from hpctrain.history import History, StateUpdate
@@ -89,12 +89,15 @@ def _node() -> str:
     # The per-node launcher's workers, and Lightning's local processes.
     ({"NODE_RANK": "1", "LOCAL_WORLD_SIZE": "4", "LOCAL_RANK": "2"}, 6),
     ({"NODE_RANK": "1", "LOCAL_WORLD_SIZE": "4"}, 4), ({"LOCAL_RANK": "1"}, 1),
+    # Lightning's second local process inside one srun task: not the task's SLURM_PROCID, or
+    # its progress record (the stall watch's) would be its sibling's.
+    ({"SLURM_PROCID": "0", "NODE_RANK": "0", "LOCAL_RANK": "1"}, 1),
 ])
 def test_rank_from_the_launchers_variables(env: dict[str, str], rank: int,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    assert timeline.rank_from_environment() == rank
+    assert progress.rank_from_environment() == rank
 
 
 def _package(root: Path, name: str, body: str) -> None:
