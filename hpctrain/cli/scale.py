@@ -188,10 +188,16 @@ def scale(
     from hpctrain.studies.scaling import parse_target
     from hpctrain.studies.scaling_study import StudyKind, StudyPlan, plan_runs
     from hpctrain.submission.pipeline import run
+    from hpctrain.submission.questions import before_submit
 
     goal = parse_target(target) if target else None
     runs = plan_runs(topologies, strong=strong, batch_size=batch_size, trainer=job.trainer)
     base = build_request(replace(job, job_name="scale"))
+    place = backends.place_for(base.profile, login)
+    history = backends.history()
+    # Every run's request is the base's with its topology: each keeps away from quarantined
+    # nodes, ends before a window and is checked against the budget.
+    base = before_submit(base, place, history)
     plan = StudyPlan(base, runs, strong, job.trainer.load(), repeats, goal)
 
     def started(study: StudyRecord) -> None:
@@ -199,8 +205,6 @@ def scale(
                           f"{'one at a time' if wait and not parallel else 'all at once'}; "
                           f"table: hpctrain scale-report {study.name}", highlight=False)
 
-    place = backends.place_for(base.profile, login)
-    history = backends.history()
     kind = StudyKind(plan, name, one_at_a_time=wait and not parallel, timeout_s=wait_timeout,
                      on_start=started, on_run=_submitted)
     _shown(run(kind, place, history, dry_run), place, history, wait, wait_timeout, json_out)

@@ -174,7 +174,7 @@ def rerun(
     history = backends.history()
     record = tracking.pick(history, job)
     place = backends.place_for(record)
-    kind = RerunKind(record, Changes(nodes, gpus_per_node, time))
+    kind = RerunKind(record, Changes(nodes, gpus_per_node, time), history=history)
     show(run(kind, place, history, dry_run), place, json_out)
 
 

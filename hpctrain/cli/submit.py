@@ -41,11 +41,9 @@ def submit(
     """Submit a job: render it, create its run directory, sbatch it and record it."""
     from dataclasses import replace
 
-    from hpctrain.submission.budget import with_budget
     from hpctrain.submission.kinds import Kind, submission
-    from hpctrain.submission.maintenance import with_maintenance
     from hpctrain.submission.pipeline import run
-    from hpctrain.submission.quarantine import with_quarantine
+    from hpctrain.submission.questions import before_submit
 
     if in_place and not snapshot:
         from hpctrain.errors import HpctrainError
@@ -57,8 +55,7 @@ def submit(
                       in_place=tuple(in_place or ()))
     place = backends.place_for(request.profile, login, job.python_env)
     history = backends.history()
-    request = with_budget(with_maintenance(with_quarantine(request, place, history), place),
-                          place)
+    request = before_submit(request, place, history)
     kind: Kind[Any, Any] = submission(request, first_of)
     show(run(kind, place, history, dry_run), place, json_out)
 

@@ -80,10 +80,8 @@ def sweep(
     """Run one training at many points (a grid, a list, random samples) as SLURM job arrays."""
     from dataclasses import replace
 
-    from hpctrain.submission.budget import with_budget
-    from hpctrain.submission.maintenance import with_maintenance
     from hpctrain.submission.pipeline import run
-    from hpctrain.submission.quarantine import with_quarantine
+    from hpctrain.submission.questions import before_submit
     from hpctrain.submission.sweep import SweepKind, SweepPlan
 
     made = _points(grid or [], points, sample or [], samples, seed, list(job.trainer.sets))
@@ -94,8 +92,7 @@ def sweep(
     if name is not None and history.study(name) is not None:
         raise HpctrainError(f"a study named {name!r} exists already", "choose another --name")
     place = backends.place_for(request.profile, login, job.python_env)
-    request = with_budget(with_maintenance(with_quarantine(request, place, history), place),
-                          place)
+    request = before_submit(request, place, history)
     kind = SweepKind(SweepPlan(request, made, max_parallel, max_array_size, name))
     show(run(kind, place, history, dry_run), place, json_out)
 

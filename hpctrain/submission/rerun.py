@@ -49,9 +49,11 @@ class RerunKind:
     changes: Changes = Changes()
     # The project is not brought to the place: the job runs its snapshot, already there.
     runs_folder: str | None = None
+    # Where the quarantine is kept: with it, the rerun asks what every submit asks first.
+    history: History | None = None
 
     def prepare(self, place: Place) -> Prepared:
-        return prepare_rerun(self.record, place, self.changes)
+        return prepare_rerun(self.record, place, self.changes, self.history)
 
     def execute(self, prepared: Prepared, place: Place, history: History) -> Submitted:
         from hpctrain.submission.submit import submit
@@ -96,15 +98,21 @@ def stored_request(record: JobRecord, place: Place, changes: Changes) -> JobRequ
         chain=1, after=(), config=None, snapshot=True)
 
 
-def prepare_rerun(record: JobRecord, place: Place, changes: Changes = Changes()) -> Prepared:
-    """The rerun as a value: the job planned again, its new run directory, the files it
-    carries over (the config's copy, git.diff) and the snapshot it links."""
+def prepare_rerun(record: JobRecord, place: Place, changes: Changes = Changes(),
+                  history: History | None = None) -> Prepared:
+    """The rerun as a value: the job planned again (after the questions every submit asks,
+    where `history` is given), its new run directory, the files it carries over (the config's
+    copy, git.diff) and the snapshot it links."""
     if not record.snapshot or not record.run_dir:
         raise HpctrainError(
             f"job {record.job_id} ran the project in place (no snapshot): what it ran is not "
             "known", "submit it again from the project")
-    prep = prepare(stored_request(record, place, changes), Path(record.workdir),
-                   environ=os.environ)
+    req = stored_request(record, place, changes)
+    if history is not None:
+        from hpctrain.submission.questions import before_submit
+
+        req = before_submit(req, place, history)
+    prep = prepare(req, Path(record.workdir), environ=os.environ)
     git = (GitState(record.git_commit, bool(record.git_dirty)) if record.git_commit
            else None)
     return dataclasses.replace(prep, files=(*prep.files, *_carried(record, place, prep)),
