@@ -44,18 +44,19 @@ class Candidate:
                 "refused": self.refused, "check": self.verdict}
 
 
-Shape = tuple[int, int | None, str | None]  # nodes, GPUs per node (None: default), partition
+# nodes, GPUs per node (None: default), partition, profile (None: each looked at)
+Shape = tuple[int, int | None, str | None, str | None]
 
 
 def _topologies(first_of: str | None, nodes: int, gpus: int | None) -> list[Shape]:
-    """The request's shapes: --first-of's (each in its partition, if it names one), else the
-    one given, if any (GPUs None: the plan's default, as for submit)."""
+    """The request's shapes: --first-of's (each in its partition and profile, if it names
+    them), else the one given, if any (GPUs None: the plan's default, as for submit)."""
     if first_of:
         from hpctrain.submission.race import parse_first_of
 
-        return [(a.shape.nodes, a.shape.gpus_per_node, a.partition)
+        return [(a.shape.nodes, a.shape.gpus_per_node, a.partition, a.profile)
                 for a in parse_first_of(first_of)]
-    return [] if nodes == 1 and gpus is None else [(nodes, gpus, None)]
+    return [] if nodes == 1 and gpus is None else [(nodes, gpus, None, None)]
 
 
 def _candidate(profile: Profile, partition: str, shape: Shape, time: str | None,
@@ -66,7 +67,7 @@ def _candidate(profile: Profile, partition: str, shape: Shape, time: str | None,
     from hpctrain.slurm.client import sbatch_test_only
     from hpctrain.submission.kinds import submission
 
-    nodes, gpus, _ = shape
+    nodes, gpus, _, _ = shape
     req = JobRequest(profile=profile, partition=partition, nodes=nodes, gpus_per_node=gpus,
                      time=time, command=("true",), preview=True, job_name="hpctrain-free")
     try:
@@ -104,7 +105,8 @@ def _profile_view(name: str, login: str | None, topologies: list[Shape], time: s
     client = place.slurm_client()
     view = View(name, client.availability(), client.usage(days))
     candidates = [_candidate(profile, p.name, t, time, place)
-                  for t in topologies for p in profile.partitions if t[2] in (None, p.name)]
+                  for t in topologies for p in profile.partitions
+                  if t[2] in (None, p.name) and t[3] in (None, profile.name)]
     return view, candidates
 
 
@@ -181,7 +183,8 @@ def free(
     nodes: Annotated[int, job_option("nodes")] = 1,
     gpus_per_node: Annotated[int | None, job_option("gpus_per_node")] = None,
     first_of: Annotated[str | None, typer.Option(
-        "--first-of", metavar="NxG,...", help="Several topologies to place, e.g. 1x4,2x2.")
+        "--first-of", metavar="NxG,...", help="Several topologies to place, e.g. 1x4,2x2, "
+        "gpudev:1x4 or 2x4@raven.")
     ] = None,
     time: Annotated[str | None, job_option("time")] = None,
     days: Annotated[float, typer.Option(
@@ -191,10 +194,12 @@ def free(
 ) -> None:
     """Where GPUs are free now, per partition, maintenance ahead, your accounts' usage, and
     where a request would start soonest."""
-    profiles = profiles or _with_login()
+    topologies = _topologies(first_of, nodes, gpus_per_node)
+    named = [t[3] for t in topologies if t[3]]
+    # The profiles --first-of names are looked at too (without -P: they alone).
+    profiles = list(dict.fromkeys([*(profiles or ()), *named])) or _with_login()
     if login and len(profiles) > 1:
         raise HpctrainError("--login reaches one cluster", "give one --profile with it")
-    topologies = _topologies(first_of, nodes, gpus_per_node)
     views, candidates = [], []
     for name in profiles:
         view, found = _profile_view(name, login, topologies, time, days)

@@ -51,8 +51,15 @@ def submit(
         raise HpctrainError("--in-place names data to leave out of the snapshot, and "
                             "--no-snapshot makes none", "drop one of the two")
     after_ids = tuple(a.strip() for a in (after or "").split(",") if a.strip())
-    request = replace(build_request(job), chain=chain, after=after_ids, snapshot=snapshot,
-                      in_place=tuple(in_place or ()))
+    settings: dict[str, Any] = {"chain": chain, "after": after_ids, "snapshot": snapshot,
+                                "in_place": tuple(in_place or ())}
+    request = replace(build_request(job), **settings)
+    if first_of and "@" in first_of:
+        from hpctrain.cli.crossrace import submit_across
+
+        if submit_across(job, request.profile.name, first_of, settings, login, dry_run,
+                         json_out):
+            return
     place = backends.place_for(request.profile, login, job.python_env)
     history = backends.history()
     request = before_submit(request, place, history)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from hpctrain.errors import HpctrainError
+
 if TYPE_CHECKING:
     from hpctrain.history import History
     from hpctrain.places import Place
@@ -135,6 +137,13 @@ def submission(request: JobRequest, first_of: str | None) -> JobKind | RaceKind:
     chain)."""
     if first_of is None:
         return JobKind(request)
+    from hpctrain.submission.crossrace import is_across
     from hpctrain.submission.race import parse_first_of
 
-    return RaceKind(request, parse_first_of(first_of))
+    alternatives = parse_first_of(first_of)
+    if is_across(alternatives, request.profile.name):
+        raise HpctrainError(
+            f"--first-of {first_of!r} names other profiles: a race across clusters is "
+            "submitted one race per profile, not one script set",
+            f"see its scripts with `hpctrain submit --first-of {first_of} --dry-run`")
+    return RaceKind(request, alternatives)

@@ -40,30 +40,36 @@ MAX_ALTERNATIVES = 8
 
 @dataclass(frozen=True)
 class Alternative:
-    """One way to run the raced job: a topology, in a partition of its own or the job's."""
+    """One way to run the raced job: a topology, in a partition of its own or the job's, on
+    the cluster of a profile of its own or the job's (submission/crossrace.py)."""
 
     shape: Topology
     partition: str | None = None
+    profile: str | None = None
 
     @property
     def label(self) -> str:
-        """`2x4`, or `gpudev:1x4` with a partition."""
-        return f"{self.partition}:{self.shape.label}" if self.partition else self.shape.label
+        """`2x4`, `gpudev:1x4` with a partition, `gpudev:1x4@raven` with a profile."""
+        where = f"{self.partition}:{self.shape.label}" if self.partition else self.shape.label
+        return f"{where}@{self.profile}" if self.profile else where
 
 
 _PARTITION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 def _alternative(part: str) -> Alternative:
+    part, at, profile = part.partition("@")
+    if at and not _PARTITION.fullmatch(profile):
+        raise ValueError(f"{profile!r} is not a profile name")
     partition, _, shape = part.rpartition(":")
     if partition and not _PARTITION.fullmatch(partition):
         raise ValueError(f"{partition!r} is not a partition name")
-    return Alternative(units.parse_topology(shape), partition or None)
+    return Alternative(units.parse_topology(shape), partition or None, profile or None)
 
 
 def parse_first_of(text: str) -> tuple[Alternative, ...]:
-    """`1x4,4x1,2x2` or `gpu:2x4,gpudev:1x4` as alternatives; every malformed or repeated one
-    is an error naming it."""
+    """`1x4,4x1,2x2`, `gpu:2x4,gpudev:1x4` or `2x4@raven,1x4@gilbreth` as alternatives; every
+    malformed or repeated one is an error naming it."""
     try:
         found: list[Alternative] = []
         for part in text.split(","):
@@ -73,8 +79,10 @@ def parse_first_of(text: str) -> tuple[Alternative, ...]:
             found.append(alt)
     except ValueError as e:
         raise HpctrainError(f"--first-of {text!r}: {e}",
-                            "give two or more topologies, each NODESxGPUS or PARTITION:NODESxGPUS, "
-                            "e.g. --first-of 1x4,4x1 or --first-of gpu:2x4,gpudev:1x4") from None
+                            "give two or more topologies, each NODESxGPUS, PARTITION:NODESxGPUS, "
+                            "either with @PROFILE, e.g. --first-of 1x4,4x1, "
+                            "--first-of gpu:2x4,gpudev:1x4 or --first-of 2x4@raven,1x4@gilbreth"
+                            ) from None
     if not 2 <= len(found) <= MAX_ALTERNATIVES:
         raise HpctrainError(
             f"--first-of {text!r}: give 2 to {MAX_ALTERNATIVES} topologies",
@@ -97,8 +105,8 @@ def race_requests(req: JobRequest, alternatives: Sequence[Alternative]
 
 
 def script_name(label: str) -> str:
-    """`job-2x4.sbatch`, `job-gpudev-1x4.sbatch`."""
-    return f"job-{label.replace(':', '-')}.sbatch"
+    """`job-2x4.sbatch`, `job-gpudev-1x4.sbatch`, `job-1x4-raven.sbatch`."""
+    return f"job-{label.replace(':', '-').replace('@', '-')}.sbatch"
 
 
 @dataclass(frozen=True)

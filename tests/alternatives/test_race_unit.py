@@ -276,3 +276,52 @@ def test_a_race_whose_ids_cannot_be_written_is_cancelled_and_removed(
     assert [c[0] for c in client.calls] == ["sbatch", "sbatch", "scancel"]
     assert all("--hold" in c for c in client.calls[:2])
     assert not race.run_dir.exists() and history.all() == []
+
+
+def test_first_of_alternatives_may_name_their_profile() -> None:
+    alts = alt.parse_first_of("2x4@raven, gpudev:1x4@raven,1x2@gilbreth,1x1")
+    assert [(a.profile, a.partition, a.label) for a in alts] == [
+        ("raven", None, "2x4@raven"), ("raven", "gpudev", "gpudev:1x4@raven"),
+        ("gilbreth", None, "1x2@gilbreth"), (None, None, "1x1")]
+    assert alt.script_name("gpudev:1x4@raven") == "job-gpudev-1x4-raven.sbatch"
+    from hpctrain.submission.crossrace import is_across, legs
+
+    assert {p: [a.label for a in g] for p, g in legs(alts, "local").items()} == {
+        "raven": ["2x4@raven", "gpudev:1x4@raven"], "gilbreth": ["1x2@gilbreth"],
+        "local": ["1x1"]}
+    assert not is_across(alt.parse_first_of("1x1@local,2x1"), "local")
+    for bad in ("1x1@,2x1", "1x1@a b,2x1", "1x1@$(id),2x1", "1x1@-x,2x1", "1x1@raven,1x1@raven"):
+        with pytest.raises(HpctrainError):
+            alt.parse_first_of(bad)
+    with pytest.raises(HpctrainError) as e:
+        from hpctrain.submission.kinds import submission
+
+        submission(request(), "1x1,1x2@raven")
+    assert "submit --first-of 1x1,1x2@raven --dry-run" in e.value.fix
+
+
+def test_the_watcher_cancels_every_other_profile_once_one_started(tmp_path: Path) -> None:
+    from hpctrain.history import StateUpdate
+    from hpctrain.submission.crossrace import Watch, decide
+
+    history = History(tmp_path / "h.sqlite3")
+    a1, a2, b1 = track(history, "11", "12", "21")
+    orders = Watch("1x1@a,2x1@a,1x1@b", (("a", (a1.id, a2.id)), ("b", (b1.id,))))
+    assert Watch.from_json(orders.to_json()) == orders
+
+    def now() -> dict[int, tracking.JobRecord]:
+        return {r.id: r for r in history.by_row_ids([a1.id, a2.id, b1.id])}
+
+    waiting = decide(orders, now())
+    assert (waiting.winner, waiting.losers, waiting.over) == (None, (), False)
+    # b's job started; a's two are still waiting: both are cancelled.
+    history.update([StateUpdate(b1.id, "RUNNING", False, False)])
+    won = decide(orders, now())
+    assert (won.winner, set(won.losers), won.over) == ("b", {a1.id, a2.id}, True)
+    # a's first ended before b started (its in-script race, or a cancel): not cancelled.
+    history.update([StateUpdate(a1.id, "CANCELLED", True, False)])
+    assert decide(orders, now()).losers == (a2.id,)
+    # Nobody started and everything ended: nothing left to watch.
+    history.update([StateUpdate(b1.id, "CANCELLED", True, False),
+                    StateUpdate(a2.id, "CANCELLED", True, False)])
+    assert decide(orders, now()) == type(won)(None, (), True)
