@@ -7,8 +7,11 @@ trainer at most 2.0x on a CPU machine, 1.5x on a GPU machine) and a Lightning sc
 rotating order, `python -c pass` (the interpreter alone), both baselines and the trainer (a
 one-epoch spiral run whose metrics.json gives `startup_s` and `startup_imports_s`), each timed
 from its process start as the kernel records it; a ratio is the median over rounds of trainer /
-baseline within each round. `--full` adds the trainer with HPCTRAIN_LEAN_IMPORTS=0, importing
-torchmetrics whole as before issue 43 (hpctrain/trainer/lean.py).
+baseline within each round. Each side's whole-process CPU time (user + system) is reported
+beside it: on a busy machine it moves far less than the wall clock (it includes the trainer's
+one epoch and every side's exit, so keep `--samples` small to compare start-up by it).
+`--full` adds the trainer with HPCTRAIN_LEAN_IMPORTS=0, importing torchmetrics whole as before
+issue 43 (hpctrain/trainer/lean.py).
 
 `--python` picks the interpreters, each a section of its own: the default is this one; the
 realistic environment (torchvision, transformers and scipy beside torch and Lightning, as many
@@ -29,6 +32,7 @@ import argparse
 import compileall
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -77,6 +81,16 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
             "PYTHONPATH": path, **(extra or {})}
 
 
+def run_child(argv: list[str],
+              env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run one side's process; also its CPU time (user + system, the whole process), which a
+    busy machine disturbs far less than the wall clock."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return done, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 class Side:
     """One interpreter's sides: each run returns its figures (and, with flags, its imports)."""
 
@@ -86,14 +100,14 @@ class Side:
     def python_alone(self, flags: tuple[str, ...] = ()) -> dict[str, Any]:
         """`python -c pass`, start to exit: what every side pays before its first import."""
         start = time.perf_counter()
-        subprocess.run([self.python, "-c", "pass"], check=True)
-        return {"first_step_s": time.perf_counter() - start, "imports_s": 0.0}
+        _, cpu = run_child([self.python, "-c", "pass"])
+        return {"first_step_s": time.perf_counter() - start, "imports_s": 0.0, "cpu_s": cpu}
 
     def baseline(self, plain: bool, flags: tuple[str, ...] = ()) -> dict[str, Any]:
         argv = [self.python, *flags, str(HERE / "startup_baseline.py"),
                 "--samples", str(self.samples), *(["--plain"] if plain else [])]
-        done = subprocess.run(argv, env=_env(), capture_output=True, text=True, check=True)
-        result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+        done, cpu = run_child(argv, _env())
+        result: dict[str, Any] = {**json.loads(done.stdout.splitlines()[-1]), "cpu_s": cpu}
         if flags:
             result["imports"] = import_times(done.stderr)
         return result
@@ -101,10 +115,10 @@ class Side:
     def trainer(self, full: bool, flags: tuple[str, ...] = ()) -> dict[str, Any]:
         run_dir = Path(tempfile.mkdtemp(dir=self.tmp))
         env = _env({"HPCTRAIN_LEAN_IMPORTS": "0"} if full else None)
-        done = subprocess.run([self.python, *flags, *trainer_argv(self.samples, run_dir)],
-                              env=env, capture_output=True, text=True, check=True)
+        done, cpu = run_child([self.python, *flags, *trainer_argv(self.samples, run_dir)], env)
         metrics = json.loads((run_dir / "metrics.json").read_text())
-        result = {"first_step_s": metrics["startup_s"], "imports_s": metrics["startup_imports_s"]}
+        result = {"first_step_s": metrics["startup_s"], "imports_s": metrics["startup_imports_s"],
+                  "cpu_s": cpu}
         if flags:
             result["imports"] = import_times(done.stderr)
         return result
@@ -138,12 +152,14 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for side in sides:
         result["sides"][side] = {
             key: statistics.median(r[side][key] for r in runs if r[side][key] is not None)
-            for key in ("imports_s", "first_step_s")}
+            for key in ("imports_s", "first_step_s", "cpu_s")}
     ratios: dict[str, list[float]] = {}
     for trainer in [s for s in ("trainer", "full") if s in sides]:
         for base in ("plain", "lightning"):
             ratios[f"{trainer}/{base}"] = [r[trainer]["first_step_s"] / r[base]["first_step_s"]
                                            for r in runs]
+            ratios[f"{trainer}/{base} CPU"] = [r[trainer]["cpu_s"] / r[base]["cpu_s"]
+                                               for r in runs]
     result["ratios"] = {k: {"median": statistics.median(v), "rounds": v}
                         for k, v in ratios.items()}
     return result
@@ -179,7 +195,7 @@ def report(section: dict[str, Any]) -> None:
     print(f"  process start -> first training step, medians of {section['rounds']} rounds:")
     for side, fig in section["sides"].items():
         print(f"    {LABELS[side]:<30} imports {fig['imports_s']:6.2f} s   first step "
-              f"{fig['first_step_s']:6.2f} s")
+              f"{fig['first_step_s']:6.2f} s   process CPU {fig['cpu_s']:6.2f} s")
     for name, ratio in section["ratios"].items():
         target = TARGETS.get(name.split("/")[1]) if name.startswith("trainer/") else None
         verdict = "" if target is None else (
