@@ -11,6 +11,7 @@ from hpctrain import rundir, timeline
 from hpctrain.errors import HpctrainError
 from hpctrain.trainconfig.load import dump_config
 from hpctrain.trainconfig.options import TrainerCall, add_arguments
+from hpctrain.trainer import lean
 from hpctrain.trainer.signals import EXIT_REQUEUE, TrainingStopped
 
 EPILOG = f"""\
@@ -48,7 +49,9 @@ def run(call: TrainerCall) -> None:
     if call.print_config:
         sys.stdout.write(dump_config(config))
         return
-    # Torch and Lightning load only now: --help and --print-config stay fast.
+    # Torch and Lightning load only now: --help and --print-config stay fast; and Lightning's
+    # import of torchmetrics leaves out the domains nobody asked for (lean.py says why).
+    lean.install()
     timeline.watch_imports()
     from hpctrain.trainer.runner import run_training
 
