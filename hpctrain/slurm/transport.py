@@ -133,8 +133,25 @@ class LocalTransport:
         return ControllerDownError(f"{command}: the SLURM controller is down: {why}", DOWN_FIX)
 
     def slurm_version_text(self) -> str | None:
-        # `sinfo --version` here costs a few milliseconds and reads no daemon: ask it.
-        return None
+        """`sinfo --version`, asked once per sinfo binary (slurm/versioncache.py); None where
+        sinfo cannot say."""
+        from hpctrain.slurm import versioncache
+
+        env = self.env()
+        key = versioncache.binary_key(env)
+        if key is None:
+            return None
+        text = versioncache.known(key)
+        if text is None:
+            try:
+                out, _err, code = self.execute(("sinfo", "--version"), None, 15.0, None)
+            except (OSError, subprocess.TimeoutExpired, SlurmUnavailableError):
+                return None  # the client asks again, and says what is wrong
+            if code != 0 or not out.strip():
+                return None
+            text = out.strip()
+            versioncache.remember(key, text)
+        return text
 
     def cluster_name(self) -> str | None:
         """ClusterName from slurm.conf (no SLURM call); None where no config file is readable."""
