@@ -6,7 +6,6 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from hpctrain.cli import backends, display
 from hpctrain.cli.options import JobOptions, LoginOpt, build_request, with_job_options
@@ -88,7 +87,8 @@ def _show(data: dict[str, Any], json_out: bool, pending: list[str]) -> None:
     _print_table(f"study {data['study']} ({data['mode']} scaling)", _columns(target),
                  [_table_row(r, target) for r in data["runs"]])
     for note in _notes(data["runs"]):
-        console.print(f"[bold yellow]![/] {escape(note)}", highlight=False, soft_wrap=True)
+        console.print(f"! {note}", style="bold yellow", highlight=False, markup=False,
+                      soft_wrap=True)
     if pending:
         err_console.print(f"still running: {', '.join(pending)}; run `hpctrain scale-report "
                           f"{data['study']}` again when they have ended", highlight=False)
@@ -109,6 +109,7 @@ def _print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...
     if not is_tty():
         sys.stdout.write(title + "\n" + plain_columns(columns, rows))
         return
+    from rich.markup import escape
     from rich.table import Table
 
     t = Table(title=escape(title), title_justify="left", box=None, pad_edge=False,
@@ -133,8 +134,8 @@ def _submitted(run: dict[str, Any]) -> None:
     if run["job_id"]:
         err_console.print(f"{which}: job {run['job_id']}", highlight=False)
     else:
-        err_console.print(f"[red]{escape(which)}: not submitted:[/] {escape(run['error'])}",
-                          highlight=False)
+        err_console.print(f"{which}: not submitted: {run['error']}", style="red",
+                          highlight=False, markup=False)
 
 
 TopologiesOpt = Annotated[str, typer.Option(

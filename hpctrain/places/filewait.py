@@ -7,14 +7,15 @@ where it cannot (NFS, Lustre, GPFS: a compute node's writes are not seen by the 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import functools
 import os
 import select
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import ctypes
 
 # Network file systems by statfs(2)'s f_type: another machine's writes raise no inotify event.
 NETWORK_FS = {
@@ -79,6 +80,10 @@ class InotifyWaiter:
 
 @functools.lru_cache(maxsize=1)
 def _libc() -> ctypes.CDLL | None:
+    # Imported here: status reaches this module through the places, and waits for no file.
+    import ctypes
+    import ctypes.util
+
     # glibc's name first: find_library runs ldconfig (a process) to learn another libc's.
     with contextlib.suppress(OSError):
         return ctypes.CDLL("libc.so.6", use_errno=True)
@@ -94,6 +99,8 @@ def fs_type(path: Path) -> int | None:
     libc = _libc()
     if libc is None or not hasattr(libc, "statfs"):
         return None
+    import ctypes
+
     buf = ctypes.create_string_buffer(256)  # struct statfs; f_type (a long) comes first
     if libc.statfs(os.fsencode(path), buf) != 0:
         return None

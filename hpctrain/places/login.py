@@ -10,7 +10,6 @@ import dataclasses
 import io
 import json
 import shlex
-import tarfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -174,6 +173,8 @@ class LoginFiles:
 
     def create_run_dir(self: _Login, run_dir: Path, files: Sequence[RunFile]) -> None:
         """Upload the run directory's files (one round trip); fail if it exists there."""
+        import tarfile
+
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             for f in files:

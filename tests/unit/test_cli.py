@@ -1,6 +1,7 @@
 """The CLI as a user meets it: render, profiles, errors, and a light import."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -244,3 +245,26 @@ def test_only_the_invoked_command_module_is_imported() -> None:
     assert "hpctrain.cli.jobs" in out
     for other in ("render", "submit", "train", "profiles", "devcluster", "data"):
         assert f"hpctrain.cli.{other}'" not in out
+
+
+@pytest.mark.parametrize(("args", "unused"), [
+    # Plain click help: rich would cost a fifth of the command (issue 43 found scale.py's
+    # module-level import of rich.markup on this path).
+    (["--help"], ("rich", "torch", "lightning", "jinja2", "pydantic")),
+    # Nothing to refresh here; the login's tar upload and logs -f's inotify are not this path.
+    (["status"], ("rich", "tarfile", "ctypes", "torch", "jinja2")),
+])
+def test_the_commands_typed_most_import_only_what_they_use(
+        args: list[str], unused: tuple[str, ...], tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        f"sys.argv = ['hpctrain', *{args!r}]\n"
+        "from hpctrain.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
+        f"found = [m for m in {unused!r} if m in sys.modules]\n"
+        "assert not found, found\n"
+        "sys.exit(code)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "HPCTRAIN_HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
