@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from hpctrain.cli import backends
 from hpctrain.cli.options import JobOptions, build_request, with_job_options
 from hpctrain.cli.output import err_console, is_tty, print_code, print_json
 from hpctrain.cli.race import FirstOfOpt, ask_slurm, render_dict, show_alternatives, verdict_dict
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from hpctrain.plan import JobPlan
-    from hpctrain.slurm.client import TestOnlyVerdict
+    from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
     from hpctrain.slurm.usage import Usage
     from hpctrain.submission.planned import Script
 
@@ -198,11 +199,12 @@ def render(
     if output is not None and str(output) == "-":
         output = None
     request = replace(build_request(job), preview=True)
-    if check:
-        from hpctrain.slurm.client import SlurmClient
+    # --check asks the profile's SLURM: here, or through its login's one connection.
+    client = backends.place_for(request.profile).slurm_client() if check else None
+    if client is not None:
         from hpctrain.submission.maintenance import with_maintenance
 
-        request = with_maintenance(request, client=SlurmClient.from_environment())
+        request = with_maintenance(request, client=client)
     logs = _log_dir(request.profile.output_dir)
     if output is not None:
         # SLURM opens --output before the script runs and creates no directory for it; a
@@ -214,8 +216,9 @@ def render(
         raise HpctrainError("--output and --first-of do not mix: each alternative has a script",
                             "use `hpctrain submit --first-of ... --dry-run`, or render one "
                             "topology at a time")
-    verdicts = ask_slurm([s.text for s in scripts], required=True) if check else None
-    cost = _usage(scripts[0].plan.account) if check else None
+    verdicts = ask_slurm([s.text for s in scripts], required=True, client=client) if client \
+        else None
+    cost = _usage(client, scripts[0].plan.account) if client else None
     if output is not None:
         write_script(output, scripts[0].text, force)
         _make_log_dir(output, logs)
@@ -236,14 +239,13 @@ def render(
         _show_verdicts(verdicts)
 
 
-def _usage(account: str | None) -> Usage:
+def _usage(client: SlurmClient, account: str | None) -> Usage:
     """The accounting's view of the account the job charges (every one of yours where the
     job names none: SLURM then charges your default)."""
     from hpctrain.cli.costview import DEFAULT_DAYS
-    from hpctrain.slurm.client import SlurmClient
     from hpctrain.slurm.usage import only
 
-    found = SlurmClient.from_environment().usage(DEFAULT_DAYS)
+    found = client.usage(DEFAULT_DAYS)
     return only(found, [account]) if account else found
 
 

@@ -36,3 +36,9 @@ def test_free_through_a_login_says_what_it_says_here(
     assert view_there["usage"]["accounting_unavailable"] is None
     (candidate,) = there["candidates"]
     assert candidate["check"]["accepted"] and candidate["topology"] == "2x1", candidate
+    # render --check asks the profile's SLURM through its login as well.
+    before = len(sshd.commands())
+    checked = json.loads(lap.ok("render", "-P", "remote", "--check", "--json").stdout)
+    (one,) = checked["alternatives"]
+    assert one["check"]["accepted"] and checked["usage"]["accounts"], checked
+    assert len(sshd.commands()) > before
