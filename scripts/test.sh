@@ -151,7 +151,7 @@ slurm24_tests=(
   tests/remote/test_status_login.py tests/remote/test_sweep_login.py
   tests/remote/test_remote_cluster.py::test_submit_status_logs_cancel_over_one_connection
   tests/jobs/test_maintenance_cluster.py tests/jobs/test_free_cluster.py
-  tests/jobs/test_status_calls_cluster.py
+  tests/jobs/test_status_calls_cluster.py tests/jobs/test_budget_cluster.py
 )
 slurm24_omit="torchrun or test_long_training or scaling_study or lightning or 1node"
 lane_24() {
