@@ -3,8 +3,8 @@
 Three hpctrain commands are timed against the peer in one run, round-robin, so that machine
 noise hits all of them alike: `hpctrain --help`, `hpctrain status` on an empty history, and
 `hpctrain render --profile raven --nodes 2 --dry-run`. The import floor of the CLI's libraries
-(typer, rich, pydantic, jinja2, pyyaml) is shown for reference. Target: each hpctrain command's
-median at or below torchx's.
+(typer, rich, pydantic, jinja2, pyyaml) is shown for reference. Target (issue 43): each
+hpctrain command's median at or below 0.8x torchx's.
 
 torchx is installed into a venv of its own (benchmarks/.venv-torchx) when missing, so that it
 cannot change hpctrain's environment.
@@ -27,6 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TORCHX_VENV = HERE / ".venv-torchx"
 HPCTRAIN = [sys.executable, "-m", "hpctrain"]
+TARGET = 0.8  # of `torchx --help`
 
 
 def _torchx() -> list[str]:
@@ -92,7 +93,7 @@ def main() -> int:
     medians = measure(args.runs)
     peer = medians["torchx --help"]
     ours = {k: v for k, v in medians.items() if k.startswith("hpctrain")}
-    ok = all(v <= peer for v in ours.values())
+    ok = all(v <= TARGET * peer for v in ours.values())
     if args.json:
         print(json.dumps({"median_ms": {k: round(v * 1000, 1) for k, v in medians.items()},
                           "runs": args.runs, "ok": ok}))
@@ -100,8 +101,8 @@ def main() -> int:
         for name, value in medians.items():
             ratio = f"{value / peer:5.2f}x torchx" if name != "torchx --help" else ""
             print(f"{name:<16} {value * 1000:7.1f} ms  {ratio}")
-        print(f"{args.runs} runs each, round-robin; target: every hpctrain command <= torchx "
-              f"--help -> {'OK' if ok else 'OVER'}")
+        print(f"{args.runs} runs each, round-robin; target: every hpctrain command <= "
+              f"{TARGET}x torchx --help -> {'OK' if ok else 'OVER'}")
     return 0 if ok else 1
 
 
