@@ -236,7 +236,8 @@ def _dry_run(outcome: Outcome[PreparedStudy, None], place: Place) -> None:
     show_alternatives(list(first.values()), None)
     err_console.print(f"{prep.plan.mode} scaling: {len(first)} topolog(ies) x "
                       f"{prep.plan.repeats} run(s), in this order: "
-                      f"{', '.join(r.label for r in prep.runs)}", highlight=False)
+                      f"{', '.join(r.label for r in prep.runs)}; the study reserves "
+                      f"{prep.gpu_hours:,.1f} GPU-hours at most", highlight=False)
 
 
 def _dry_run_json(outcome: Outcome[PreparedStudy, None], place: Place) -> dict[str, object]:

@@ -287,8 +287,13 @@ class PreparedStudy:
         return replace(self, runs=tuple(replace(r, job=r.job.with_listing(checked))
                                         for r in self.runs))
 
+    @property
+    def gpu_hours(self) -> float:
+        """What the whole study reserves at most: every run's GPUs for its time limit."""
+        return sum(r.job.plan.gpu_hours for r in self.runs)
+
     def as_dict(self) -> dict[str, Any]:
-        return {**self.plan.as_dict(),
+        return {**self.plan.as_dict(), "gpu_hours": round(self.gpu_hours, 2),
                 "jobs": [{"topology": r.topology.label, "repeat": r.repeat,
                           "batch_per_device": r.batch, **r.job.as_dict()} for r in self.runs]}
 

@@ -65,6 +65,9 @@ def test_scale_dry_run_prints_every_runs_script(tmp_path: Path, _home: Path) -> 
         ("1x1", 1, 1), ("1x2", 1, 1), ("1x1", 2, 1), ("1x2", 2, 1)]
     assert len({j["run_dir"] for j in jobs}) == 4
     assert [s["path"] for s in data["scripts"]] == [j["script"] for j in jobs]
+    # The study's cost: every run's GPUs for its time limit (local's default 30 minutes).
+    assert data["gpu_hours"] == sum(j["plan"]["gpu_hours"] for j in jobs) == 2 * (0.5 + 1.0)
+    assert "the study reserves 3.0 GPU-hours at most" in res.stderr
     _nothing_made(tmp_path, _home)
 
 
