@@ -16,6 +16,7 @@ from hpctrain.cli.output import DISPLAYS, err_console, print_json, register_disp
 
 if TYPE_CHECKING:
     from hpctrain.places import Place
+    from hpctrain.slurm.usage import Usage
     from hpctrain.submission.pipeline import Outcome
     from hpctrain.submission.planned import Planned
     from hpctrain.submission.prepare import Prepared
@@ -32,10 +33,12 @@ def show(outcome: Outcome[Any, Any], place: Place, json_out: bool) -> None:
     dry = outcome.result is None
     value = outcome.prepared if dry else outcome.result
     display = DISPLAYS[type_name(type(value))]
+    cost = _usage(outcome.prepared, place) if dry else None
     if json_out:
         data = display.json(outcome, place)
         print_json({"dry_run": True, "job_id": None, **data,
-                    "scripts": [s.as_dict() for s in outcome.prepared.scripts()]}
+                    "scripts": [s.as_dict() for s in outcome.prepared.scripts()],
+                    "usage": cost.as_dict() if cost else None}
                    if dry else {**data, **outcome.facts})
         return
     if dry:
@@ -43,11 +46,35 @@ def show(outcome: Outcome[Any, Any], place: Place, json_out: bool) -> None:
 
         show_scripts(outcome.prepared.scripts())
         display.people(outcome, place)
+        if cost is not None:
+            from hpctrain.cli.costview import DEFAULT_DAYS, usage_text
+
+            label = outcome.prepared.scripts()[0].plan.profile
+            err_console.print(usage_text(label, cost, DEFAULT_DAYS), end="",
+                              highlight=False, markup=False, soft_wrap=True)
         err_console.print(nothing_written(outcome.prepared), highlight=False, soft_wrap=True)
         return
     for note in outcome.notes:
         err_console.print(note, highlight=False)
     display.people(outcome, place)
+
+
+def _usage(prepared: Planned, place: Place) -> Usage | None:
+    """What the account a dry run would charge has used, its fair share and what your jobs
+    hold (docs/queue.md); None where the accounting cannot be asked."""
+    from hpctrain.cli.costview import DEFAULT_DAYS
+    from hpctrain.errors import HpctrainError
+    from hpctrain.slurm.usage import only
+
+    scripts = prepared.scripts()
+    account = scripts[0].plan.account if scripts else None
+    try:
+        found = place.slurm_client().usage(DEFAULT_DAYS)
+    except HpctrainError:
+        return None
+    if found.unavailable and not found.accounts:
+        return None
+    return only(found, [account]) if account else found
 
 
 def nothing_written(prepared: Planned) -> str:

@@ -31,6 +31,12 @@ def _usage_of_the_running_jobs(cli: Cli, seen: dict[str, Any]) -> None:
     checked = json.loads(cli.ok("render", "-P", "local", "--check", "--account", "hpctrain-dev",
                                 "--json").stdout)
     assert [a["account"] for a in checked["usage"]["accounts"]] == ["hpctrain-dev"], checked
+    # Every kind's dry run shows it too (cli/display.py), for the account it would charge.
+    for dry in (("submit", "--account", "hpctrain-dev"),
+                ("sweep", "--account", "hpctrain-dev", "--grid", "seed=1,2")):
+        shown = json.loads(cli.ok(*dry, "-P", "local", "--dry-run", "--json").stdout)
+        assert [a["account"] for a in shown["usage"]["accounts"]] == ["hpctrain-dev"], shown
+        assert shown["usage"]["held_gpu_hours"] > 0, shown
     week = cli.ok("free", "-P", "local", "--days", "7").stdout
     assert "GPU-H (7 D)" in week and "fair share does not order this queue" in week, week
 
