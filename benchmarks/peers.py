@@ -73,7 +73,7 @@ def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]
 
 def _finished_jobs(client: SlurmClient, count: int) -> list[str]:
     """`count` jobs run to their end on the dev cluster, known to its accounting."""
-    ids = [client.run(["sbatch", "--parsable", "--time=1", "--wrap", "true"]
+    ids = [client.run(["sbatch", "--parsable", "--time=1", "--output=/dev/null", "--wrap", "true"]
                       ).stdout.strip().split(";")[0] for _ in range(count)]
     deadline = time.time() + 600
     while time.time() < deadline:
