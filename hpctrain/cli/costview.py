@@ -1,4 +1,5 @@
-"""How an account's usage, fair share and held GPU-hours are shown (`free`, `render --check`)."""
+"""An account's usage, fair share and held GPU-hours, asked and shown (`free`,
+`render --check`, every dry run)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 from hpctrain.cli.output import plain_columns
 
 if TYPE_CHECKING:
+    from hpctrain.slurm.client import SlurmClient
     from hpctrain.slurm.usage import AccountUsage, Usage
 
 DEFAULT_DAYS = 30
@@ -40,3 +42,24 @@ def usage_text(label: str, found: Usage, days: float) -> str:
         columns, rows = columns[:-1], [r[:-1] for r in rows]
         held += f"\n{label}: fair share does not order this queue ({found.ordering})"
     return plain_columns(columns, rows) + held + "\n"
+
+
+def for_account(found: Usage, account: str | None) -> Usage:
+    """The account a job charges (every one of yours where the job names none: SLURM then
+    charges your default)."""
+    from hpctrain.slurm.usage import only
+
+    return only(found, [account]) if account else found
+
+
+def charged(client: SlurmClient, account: str | None) -> Usage:
+    """The accounting's view of the account a job charges, asked now."""
+    return for_account(client.usage(DEFAULT_DAYS), account)
+
+
+def show_usage(label: str, found: Usage) -> None:
+    """The usage on stderr, beside a plan (stdout may be a script)."""
+    from hpctrain.cli.output import err_console
+
+    err_console.print(usage_text(label, found, DEFAULT_DAYS), end="", highlight=False,
+                      markup=False, soft_wrap=True)

@@ -31,27 +31,20 @@ DryRunOpt = Annotated[
 def show(outcome: Outcome[Any, Any], place: Place, json_out: bool) -> None:
     """The dry run or the result, whichever kind it was; what the place synced first."""
     dry = outcome.result is None
-    value = outcome.prepared if dry else outcome.result
-    display = DISPLAYS[type_name(type(value))]
-    cost = _usage(outcome.prepared, place) if dry else None
+    cost = dry_run_usage(outcome.prepared, place) if dry else None
     if json_out:
-        data = display.json(outcome, place)
-        print_json({"dry_run": True, "job_id": None, **data,
-                    "scripts": [s.as_dict() for s in outcome.prepared.scripts()],
-                    "usage": cost.as_dict() if cost else None}
-                   if dry else {**data, **outcome.facts})
+        print_json(outcome_json(outcome, place, cost))
         return
+    display = DISPLAYS[type_name(type(outcome.prepared if dry else outcome.result))]
     if dry:
         from hpctrain.cli.render import show_scripts
 
         show_scripts(outcome.prepared.scripts())
         display.people(outcome, place)
         if cost is not None:
-            from hpctrain.cli.costview import DEFAULT_DAYS, usage_text
+            from hpctrain.cli.costview import show_usage
 
-            label = outcome.prepared.scripts()[0].plan.profile
-            err_console.print(usage_text(label, cost, DEFAULT_DAYS), end="",
-                              highlight=False, markup=False, soft_wrap=True)
+            show_usage(outcome.prepared.scripts()[0].plan.profile, cost)
         err_console.print(nothing_written(outcome.prepared), highlight=False, soft_wrap=True)
         return
     for note in outcome.notes:
@@ -59,22 +52,34 @@ def show(outcome: Outcome[Any, Any], place: Place, json_out: bool) -> None:
     display.people(outcome, place)
 
 
-def _usage(prepared: Planned, place: Place) -> Usage | None:
+def outcome_json(outcome: Outcome[Any, Any], place: Place, cost: Usage | None = None
+                 ) -> dict[str, object]:
+    """What --json prints of any kind's dry run (with its scripts and `cost`, the account's
+    usage) or result (with what the place synced)."""
+    dry = outcome.result is None
+    value = outcome.prepared if dry else outcome.result
+    data = DISPLAYS[type_name(type(value))].json(outcome, place)
+    if not dry:
+        return {**data, **outcome.facts}
+    return {"dry_run": True, "job_id": None, **data,
+            "scripts": [s.as_dict() for s in outcome.prepared.scripts()],
+            "usage": cost.as_dict() if cost else None}
+
+
+def dry_run_usage(prepared: Planned, place: Place) -> Usage | None:
     """What the account a dry run would charge has used, its fair share and what your jobs
     hold (docs/queue.md); None where the accounting cannot be asked."""
-    from hpctrain.cli.costview import DEFAULT_DAYS
+    from hpctrain.cli.costview import DEFAULT_DAYS, for_account
     from hpctrain.errors import HpctrainError
-    from hpctrain.slurm.usage import only
 
     scripts = prepared.scripts()
-    account = scripts[0].plan.account if scripts else None
     try:
         found = place.slurm_client().usage(DEFAULT_DAYS)
     except HpctrainError:
         return None
     if found.unavailable and not found.accounts:
         return None
-    return only(found, [account]) if account else found
+    return for_account(found, scripts[0].plan.account if scripts else None)
 
 
 def nothing_written(prepared: Planned) -> str:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hpctrain.cli import backends
+from hpctrain.cli.costview import charged, show_usage
 from hpctrain.cli.options import JobOptions, build_request, with_job_options
 from hpctrain.cli.output import err_console, is_tty, print_code, print_json
 from hpctrain.cli.race import FirstOfOpt, ask_slurm, render_dict, show_alternatives, verdict_dict
@@ -20,8 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from hpctrain.plan import JobPlan
-    from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
-    from hpctrain.slurm.usage import Usage
+    from hpctrain.slurm.client import TestOnlyVerdict
     from hpctrain.submission.planned import Script
 
 OutputOpt = Annotated[
@@ -218,7 +218,7 @@ def render(
                             "topology at a time")
     verdicts = ask_slurm([s.text for s in scripts], required=True, client=client) if client \
         else None
-    cost = _usage(client, scripts[0].plan.account) if client else None
+    cost = charged(client, scripts[0].plan.account) if client else None
     if output is not None:
         write_script(output, scripts[0].text, force)
         _make_log_dir(output, logs)
@@ -231,22 +231,9 @@ def render(
     if output is None:
         _tell_log_dir(request.profile.output_dir)
     if cost is not None and not json_out:
-        from hpctrain.cli.costview import DEFAULT_DAYS, usage_text
-
-        err_console.print(usage_text(request.profile.name, cost, DEFAULT_DAYS), end="",
-                          highlight=False, markup=False, soft_wrap=True)
+        show_usage(request.profile.name, cost)
     if verdicts is not None:
         _show_verdicts(verdicts)
-
-
-def _usage(client: SlurmClient, account: str | None) -> Usage:
-    """The accounting's view of the account the job charges (every one of yours where the
-    job names none: SLURM then charges your default)."""
-    from hpctrain.cli.costview import DEFAULT_DAYS
-    from hpctrain.slurm.usage import only
-
-    found = client.usage(DEFAULT_DAYS)
-    return only(found, [account]) if account else found
 
 
 def _show_rendered(scripts: Sequence[Script], output: Path | None, logs: Path) -> None:
