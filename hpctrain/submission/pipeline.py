@@ -39,17 +39,25 @@ def checked(prepared: P, place: Place) -> P:
     return prepared if code is None else prepared.with_listing(place.check_code(code))
 
 
-def run(kind: Kind[P, R], place: Place, history: History, dry_run: bool) -> Outcome[P, R]:
-    """Submit `kind` at `place`, or (`dry_run`) only decide everything it would do."""
+def plan(kind: Kind[P, R], place: Place) -> P:
+    """Everything `kind` would do at `place`, decided and checked there (a dry run's value).
+    The dry run fails wherever the real submit would, before SLURM is asked to queue."""
     place.check()
-    # The dry run fails wherever the real submit would, before SLURM is asked to queue.
-    prepared = checked(kind.prepare(place), place)
-    if dry_run:
-        return Outcome(prepared)
+    return checked(kind.prepare(place), place)
+
+
+def act(kind: Kind[P, R], prepared: P, place: Place, history: History) -> Outcome[P, R]:
+    """Bring the project to the place (once the plan holds: a refused job sends nothing) and
+    submit what `plan` decided."""
     folder = kind.runs_folder
     if folder is None:
         return Outcome(prepared, kind.execute(prepared, place, history))
-    # Synced only once the plan holds: a refused job sends nothing.
     synced = place.sync_project(folder)
     result = kind.execute(prepared, place, history)
     return Outcome(prepared, result, place.sync_facts(synced), place.sync_notes(synced))
+
+
+def run(kind: Kind[P, R], place: Place, history: History, dry_run: bool) -> Outcome[P, R]:
+    """Submit `kind` at `place`, or (`dry_run`) only decide everything it would do."""
+    prepared = plan(kind, place)
+    return Outcome(prepared) if dry_run else act(kind, prepared, place, history)
