@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hpctrain.slurm.reservations import Reservation
+from hpctrain.slurm.reservations import Reservation, maintenance
 from hpctrain.units import parse_time_seconds
 
 SINFO_ARGV = ("sinfo", "--Node", "--noheader", "--Format",
@@ -130,11 +130,12 @@ def windows(nodes: Sequence[NodeGpus], found: Iterable[Reservation], now: float
     members: dict[str, set[str]] = {}
     for n in nodes:
         members.setdefault(n.partition, set()).add(n.node)
-    ahead = sorted((r for r in found if r.maintenance and r.end > now), key=lambda r: r.start)
+    ahead = sorted((r for r in maintenance(list(found)) if r.end > now), key=lambda r: r.start)
     shown = []
     for r in ahead:
-        taken = tuple((p, len(names & set(r.nodes)), len(names))
-                      for p, names in members.items() if names & set(r.nodes))
+        reserved = set(r.nodes)
+        taken = tuple((p, len(names & reserved), len(names))
+                      for p, names in members.items() if names & reserved)
         if taken:
             shown.append(Window(r, taken))
     return shown
