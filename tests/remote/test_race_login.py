@@ -23,6 +23,7 @@ def test_a_race_across_two_logins_cancels_the_one_that_did_not_start(
     client = devcluster.client()
     # node1's GPUs held for 10 minutes: only the 1x1 (5 minutes, node2) can start.
     blocker = client.run(["sbatch", "--parsable", "--time=10", "--gres=gpu:2", "-w", "node1",
+                          "--output=/dev/null",
                           "--wrap", "sleep 300"]).stdout.strip().split(";")[0]
     try:
         wait_for(lambda: client.squeue([blocker]).get(blocker), 120, "the blocker running",
