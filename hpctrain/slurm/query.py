@@ -100,8 +100,11 @@ def plan(job_ids: Sequence[str], dialect: Dialect, *, batches: bool) -> QueueQue
 
 def needs_accounting(live: JobInfo | None) -> bool:
     """Whether sacct must be asked after squeue's answer about a job (None: not listed)."""
-    # COMPLETED means exit code 0 on every task, so squeue's answer is complete.
-    return live is None or (live.state.is_terminal and live.state is not JobState.COMPLETED)
+    # COMPLETED means exit code 0 on every task, so squeue's answer is complete. COMPLETING
+    # says the job has ended but not how (cancelled, failed, done): sacct says.
+    if live is None or live.state is JobState.COMPLETING:
+        return True
+    return live.state.is_terminal and live.state is not JobState.COMPLETED
 
 
 def _frozen(mapping: Mapping[str, object]) -> MappingProxyType[str, object]:

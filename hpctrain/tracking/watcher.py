@@ -103,7 +103,11 @@ def _kept(record: JobRecord, *, terminal: bool, stale: bool) -> StateUpdate:
 
 def _chosen(live: JobInfo | None, acct: JobInfo | None) -> JobInfo | None:
     """Which answer to believe: squeue while the controller runs the job, else sacct's end."""
-    if live is not None and not live.state.is_terminal:
+    # A COMPLETING job has ended and only its nodes are still being cleaned up: its outcome
+    # (CANCELLED right after a cancel, FAILED, ...) is sacct's, once slurmdbd has it.
+    ended = acct is not None and acct.state.is_terminal
+    if live is not None and not live.state.is_terminal \
+            and not (live.state is JobState.COMPLETING and ended):
         return live
     if acct is not None and acct.state.is_terminal:
         return acct
@@ -141,6 +145,9 @@ def _after_sacct(record: JobRecord, acct: JobInfo | None, track: _Track) -> Sour
     if acct is not None and acct.state.is_terminal:
         return None
     seen = parse_state(record.state)
+    if acct is None and track.live is not None and not track.live.state.is_terminal:
+        # COMPLETING, not yet in slurmdbd: the controller still holds it, so ask it again.
+        return Source.SQUEUE
     if acct is not None and acct.state is not seen and not seen.is_terminal:
         # Requeued, or slurmdbd saw it before the controller's purge: back to squeue.
         return Source.SQUEUE

@@ -7,12 +7,14 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
+
 from hpctrain.cli.jobview import display_state
 from hpctrain.history import History, StateUpdate
 from hpctrain.slurm.client import Result
 from hpctrain.tracking.watcher import JobWatcher
 
-from .helpers import ReplayClient, recorded_jobs, recording, track
+from .helpers import RECORDED, SETS, ReplayClient, recorded_jobs, recording, track
 
 J = recorded_jobs()
 CLUSTER = "hpctrain-dev"
@@ -256,3 +258,45 @@ def test_restarts_come_from_the_trainers_metrics(history: History, tmp_path: Pat
     starts = [{"slurm_job_id": rec.job_id}] * 3 + [{"slurm_job_id": "other"}]
     (run / "metrics.json").write_text(json.dumps({"restarts": starts}))
     assert restarts(rec) == 2
+
+
+@pytest.mark.parametrize("slurm", SETS)
+def test_a_job_completing_after_a_cancel_shows_cancelled(history: History, slurm: str,
+                                                         tmp_path: Path) -> None:
+    # squeue lists a cancelled job COMPLETING until its processes are gone; sacct already
+    # knows the outcome, so status asks it and shows that, rather than a state that says
+    # neither how the job ended nor that it has.
+    job = json.loads((RECORDED.parent / slurm / "completing.json").read_text())["job"]
+    track(history, job)
+    answers = {"squeue": recording("squeue_completing", slurm),
+               "sacct": recording("sacct_completing", slurm)}
+    client = ReplayClient(dict(answers), slurm)
+    (rec,), report = JobWatcher(client, history, CLUSTER).refresh(history.all())
+    assert [argv[0] for argv in client.calls] == ["squeue", "sacct"] and report.calls == 2
+    assert rec.state == "CANCELLED" and rec.terminal
+
+    # One job followed (logs -f): squeue first, then sacct, one call a poll.
+    other = History(tmp_path / "other.db")
+    (record,) = track(other, job)
+    watcher = JobWatcher(ReplayClient(dict(answers), slurm), other, CLUSTER)
+    first = watcher.poll(record)
+    assert first.record.state == "COMPLETING" and not first.done
+    second = watcher.poll(first.record)
+    assert second.record.state == "CANCELLED" and second.done
+
+
+@pytest.mark.parametrize("slurm", SETS)
+def test_completing_before_slurmdbd_knows_the_job_asks_the_controller_again(
+        history: History, slurm: str) -> None:
+    job = json.loads((RECORDED.parent / slurm / "completing.json").read_text())["job"]
+    (record,) = track(history, job)
+    # sacct's answer about other jobs: this one is not in slurmdbd yet.
+    client = ReplayClient({"squeue": recording("squeue_completing", slurm),
+                           "sacct": recording("sacct_after", slurm)}, slurm)
+    watcher = JobWatcher(client, history, CLUSTER)
+    first = watcher.poll(record)
+    second = watcher.poll(first.record)
+    assert second.record.state == "COMPLETING" and not second.done
+    third = watcher.poll(second.record)
+    assert [argv[0] for argv in client.calls] == ["squeue", "sacct", "squeue"]
+    assert third.record.state == "COMPLETING" and not third.done

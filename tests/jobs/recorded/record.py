@@ -12,7 +12,8 @@ stderr) with its entry in that folder's MANIFEST.json. Takes about 2 minutes (on
 its 1-minute time limit). Job ids differ from run to run; the tests read them from `jobs.json`.
 `--slurm-bin` records the SLURM commands of another installation (another version's folder).
 `record.py arrays` records squeue and sacct asked about a job array's tasks (a sweep's points),
-running, ended and cancelled (about 1 minute).
+running, ended and cancelled (about 1 minute). `record.py completing` records squeue listing a
+cancelled job COMPLETING while sacct already says CANCELLED (about 20 s).
 
 `record.py controller-down` records squeue, scontrol and scancel against a slurmctld stopped
 (SIGSTOP: it takes connections but does not answer) and killed (SIGKILL: it refuses them), and
@@ -62,7 +63,7 @@ HERE = Path(__file__).resolve().parent
 
 
 # What each scenario records: the job commands, or their answers while slurmctld is not there.
-SCENARIOS = ("jobs", "controller-down", "arrays")
+SCENARIOS = ("jobs", "controller-down", "arrays", "completing")
 
 
 def main() -> int:
@@ -80,9 +81,9 @@ def main() -> int:
         return 0
     c = RecordingClient(rec, slurm_conf=conf)
     work = Path(tempfile.mkdtemp(prefix="hpctrain-record-"))
-    if args.scenario == "arrays":
+    if args.scenario in ("arrays", "completing"):
         try:
-            _record_arrays(c, rec, work)
+            (_record_arrays if args.scenario == "arrays" else _record_completing)(c, rec, work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return 0
@@ -188,6 +189,35 @@ def _record_arrays(c: RecordingClient, rec: Recorder, work: Path) -> None:
         "command": "tests/jobs/recorded/record.py arrays (the id sbatch --parsable answered)",
         "program": f"record.py with sbatch (slurm {rec.slurm_version})",
         "machine": rec.machine, "date": rec.date, "how": "the array's job id"})
+
+
+def _record_completing(c: RecordingClient, rec: Recorder, work: Path) -> None:
+    """A job cancelled while it ignores SIGTERM: squeue lists it COMPLETING until KillWait's
+    SIGKILL (5 s on the dev cluster) while sacct already says CANCELLED."""
+    script = work / "ignores-term.sh"
+    script.write_text("#!/bin/bash\ntrap '' TERM\nsleep 120\n")
+    job = c.submit(script, cwd=work, options=[
+        "--time=2", "--job-name=completing", f"--output={work}/%x-%j.out"])
+    _wait(c, {job: "RUNNING"}, 60, accounting=True)
+    c.scancel([job])
+    how = f"job {job} (ignores SIGTERM) right after scancel, before KillWait's SIGKILL"
+    for _ in range(20):
+        with c.saving("squeue_completing", how):
+            seen = c.squeue([job])
+        if job in seen and seen[job].slurm_state.startswith("COMPLETING"):
+            break
+        time.sleep(0.2)
+    else:
+        raise SystemExit(f"job {job} never showed COMPLETING: {seen}")
+    with c.saving("sacct_completing", how + "; moments later"):
+        acct = c.sacct([job])
+    if job not in acct or not acct[job].slurm_state.startswith("CANCELLED"):
+        raise SystemExit(f"sacct does not say CANCELLED yet for {job}: {acct}")
+    (rec.folder / "completing.json").write_text(json.dumps({"job": job}, indent=2) + "\n")
+    rec.note("completing.json", {
+        "command": "tests/jobs/recorded/record.py completing (the id sbatch --parsable answered)",
+        "program": f"record.py with sbatch (slurm {rec.slurm_version})",
+        "machine": rec.machine, "date": rec.date, "how": "the job's id"})
 
 
 def _both_forms(c: RecordingClient, name: str, how: str,
