@@ -6,16 +6,14 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from hpctrain import __version__
 from hpctrain.cli.output import err_console, print_json
 from hpctrain.errors import HpctrainError
-
-if TYPE_CHECKING:
-    import click
 
 # The command modules in help order, and which module holds each command. Only the module
 # of the command being run is imported and turned into click commands (typer inspects every
@@ -103,6 +101,7 @@ def build_app(args: Sequence[str] | None = None) -> typer.Typer:
     """The root app with the command modules `args` needs (all of them when args is None)."""
     app = typer.Typer(
         name="hpctrain",
+        cls=_Root,
         help="Train on SLURM clusters: validated sbatch scripts from cluster profiles, "
         "job lifecycle, a packaged Lightning trainer and a local dev cluster.\n\n"
         "Example: hpctrain render --profile raven --nodes 2 --dry-run",
@@ -117,12 +116,45 @@ def build_app(args: Sequence[str] | None = None) -> typer.Typer:
     app.callback()(_root)
     # Root options are flags only, so the first word that is not an option names the command.
     command = next((a for a in args or () if not a.startswith("-")), None)
-    wanted = (MODULE_OF[command],) if command in MODULE_OF else MODULES
+    # The root's help and an unknown command's error need only names and SUMMARY (_Root).
+    wanted = MODULES if args is None else (MODULE_OF[command],) if command in MODULE_OF else ()
     for name in wanted:
         # Each module imports its heavy parts (torch, sqlite3, rich tables) inside its commands.
         importlib.import_module(f"hpctrain.cli.{name}").register(app)
     _summarize(app, "")
     return app
+
+
+def top_level() -> list[str]:
+    """The root's commands and groups in help order: SUMMARY's keys without a space."""
+    return [name for name in SUMMARY if " " not in name]
+
+
+class _Root(TyperGroup):
+    """The root group, listing every command from MODULE_OF and SUMMARY: `hpctrain --help`
+    and a mistyped command import no command module (each costs its signatures' inspection).
+    tests/unit/test_cli.py checks that the listing is the one the whole app prints."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return top_level()
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, SUMMARY[name]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return click.Group.resolve_command(self, ctx, args)
+        except click.UsageError as e:
+            from difflib import get_close_matches
+
+            matches = get_close_matches(args[0], top_level()) if args else []
+            if matches:
+                e.message = (e.message.rstrip(".") + ". Did you mean "
+                             + ", ".join(repr(m) for m in matches) + "?")
+            raise
 
 
 def command_name(info: typer.models.CommandInfo) -> str:

@@ -235,6 +235,31 @@ def test_command_table_matches_the_modules() -> None:
         assert command in alone.commands, f"{command} is not in cli/{module}.py"  # type: ignore[attr-defined]
 
 
+def test_the_root_help_lists_every_command_without_importing_one() -> None:
+    """`hpctrain --help` lists from SUMMARY what the whole app registers, in its order, and a
+    mistyped command is still told the close ones, with no command module imported."""
+    import typer.main
+    from typer.testing import CliRunner
+
+    from hpctrain import cli
+
+    whole = typer.main.get_command(cli.build_app())
+    assert cli.top_level() == list(whole.commands)  # type: ignore[attr-defined]
+    full = CliRunner().invoke(cli.build_app(), ["--help"]).output
+    lazy = CliRunner().invoke(cli.build_app(["--help"]), ["--help"]).output
+    assert lazy == full and "scale-report  The table and plot" in lazy
+    code = ("import sys; sys.argv = ['hpctrain', *sys.argv[1:]]\n"
+            "from hpctrain.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('hpctrain.cli.')))")
+    for args, shown in ((["--help"], "Commands:"), (["stat"], "Did you mean 'stats', 'status'?")):
+        r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                           timeout=60)
+        assert shown in r.stdout + r.stderr
+        loaded = r.stdout.strip().splitlines()[-1]
+        assert not [m for m in cli.MODULES if f"hpctrain.cli.{m}'" in loaded], loaded
+
+
 def test_only_the_invoked_command_module_is_imported() -> None:
     code = ("import sys; sys.argv = ['hpctrain', 'status', '--help']\n"
             "from hpctrain.cli import main\n"
