@@ -151,10 +151,11 @@ class _Root(TyperGroup):
             from difflib import get_close_matches
 
             matches = get_close_matches(args[0], top_level()) if args else []
-            if matches:
-                e.message = (e.message.rstrip(".") + ". Did you mean "
-                             + ", ".join(repr(m) for m in matches) + "?")
-            raise
+            if not matches:
+                raise
+            close = ", ".join(repr(m) for m in matches)
+            raise click.UsageError(f"{e.message.rstrip('.')}. Did you mean {close}?",
+                                   e.ctx) from None
 
 
 def command_name(info: typer.models.CommandInfo) -> str:
