@@ -229,6 +229,11 @@ class JobRecord(JobFacts):
     stale: bool
     verdict: str | None = None
 
+    @property
+    def unjudged(self) -> bool:
+        """Ended without its verdict yet (`status` makes it once: tracking/why.py)."""
+        return self.terminal and self.verdict is None
+
 
 @dataclass(frozen=True)
 class StateUpdate:

@@ -138,6 +138,20 @@ class _Root(TyperGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return top_level()
 
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        found = super().get_command(ctx, name)
+        if found is not None or name not in MODULE_OF:
+            return found
+        # Not registered by the first word (shell completion of the command's name): its
+        # module now, as a group of its own whose command this is.
+        sub = typer.Typer(rich_markup_mode=None)
+        sub.callback()(_root)
+        importlib.import_module(f"hpctrain.cli.{MODULE_OF[name]}").register(sub)
+        _summarize(sub, "")
+        group = typer.main.get_command(sub)
+        assert isinstance(group, click.Group)
+        return group.commands.get(name)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, SUMMARY[name]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):

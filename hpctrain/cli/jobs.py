@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, BinaryIO
 
 import typer
 
 from hpctrain.cli import backends
-from hpctrain.cli.options import LoginOpt
+from hpctrain.cli.login import LoginOpt
 from hpctrain.cli.output import console, err_console, print_json
 from hpctrain.errors import HpctrainError
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
     from hpctrain.places import Place
-    from hpctrain.tracking.byplace import Refreshed
+    from hpctrain.tracking.report import Refreshed
     from hpctrain.tracking.watcher import CancelReport, JobWatcher
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/jobs.md).")]
@@ -66,7 +68,6 @@ def status(
     """Show tracked jobs: unfinished ones and the last 20 (or the given ids, or --all); a
     sweep's points as one row (--study NAME: its points)."""
     from hpctrain.cli import jobview
-    from hpctrain.tracking import byplace as watchers
     from hpctrain.tracking import selection as tracking
 
     if watch and json_out:
@@ -78,19 +79,7 @@ def status(
         return tracking.listing(history, job_ids or [], all_jobs=all_jobs, last=last,
                                 study=study)
 
-    if not watch and not (records := select()):
-        # Nothing to refresh: SLURM is not asked (a login node answers `status` at once).
-        jobview.show_status(watchers.Refreshed.unasked(records), json_out, history.path)
-        return
-
-    def load() -> Refreshed:
-        from hpctrain.tracking.why import verdicts
-
-        local = backends.local_place()
-        got = watchers.refresh(history, local, select(), login)
-        listed = tracking.as_listed(history, verdicts(history, got.records, local), study)
-        return dataclasses.replace(got, records=listed)
-
+    load = _loader(history, select, login, study)
     if watch:
         jobview.watch(load, interval)
         return
@@ -101,6 +90,45 @@ def status(
         error = jobview.unanswered(got.report.error)
         error.shown_in_json = json_out  # the listing's JSON holds it as `error`
         raise error
+
+
+def _loader(history: History, select: Callable[[], list[JobRecord]], login: str | None,
+            study: str | None) -> Callable[[], Refreshed]:
+    """What one look at the selected jobs does: refresh them where SLURM must be asked, judge
+    those newly ended, list them as status shows them."""
+    from hpctrain.tracking import selection as tracking
+
+    # Made once, and only when a job is asked about or judged.
+    local = functools.cache(backends.local_place)
+
+    def load() -> Refreshed:
+        from hpctrain.tracking.report import Refreshed
+
+        records = select()
+        # --login DEST shows only the jobs through it: their places pick them.
+        if login is not None or not all(r.terminal for r in records):
+            from hpctrain.tracking import byplace as watchers
+
+            got = watchers.refresh(history, local(), records, login)
+        else:
+            # Every job listed has ended as far as the history knows: SLURM is not asked,
+            # and nothing that would ask it is imported (a login node answers at once).
+            got = Refreshed.unasked(records)
+        listed = tracking.as_listed(history, _judged(history, got.records, local), study)
+        return dataclasses.replace(got, records=listed)
+
+    return load
+
+
+def _judged(history: History, records: list[JobRecord], local: Callable[[], Place]
+            ) -> list[JobRecord]:
+    """The records, those that ended since the last status with their verdicts made now."""
+    if not any(r.unjudged for r in records):
+        return records
+    # The diagnosis is imported only then: most listings have no newly ended job.
+    from hpctrain.tracking.why import verdicts
+
+    return verdicts(history, records, local())
 
 
 def _write(out: BinaryIO, data: bytes) -> None:

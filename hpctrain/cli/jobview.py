@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from hpctrain.diagnosis.startup import Startup
     from hpctrain.history import JobRecord
-    from hpctrain.tracking.byplace import Refreshed
+    from hpctrain.tracking.report import Refreshed
 
     Load = Callable[[], Refreshed]
 

@@ -31,11 +31,6 @@ if TYPE_CHECKING:
     from hpctrain.profiles import Profile
 
 JOB_PARAM = "job"
-LoginOpt = Annotated[
-    str | None,
-    typer.Option("--login", metavar="DEST", help="Through this ssh destination (as you would "
-                 "type it after `ssh`) instead of the profile's `login` host; docs/remote.md."),
-]
 Command = TypeVar("Command", bound=Callable[..., None])
 
 

@@ -10,7 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from hpctrain.cli import completion, display
-from hpctrain.cli.options import LoginOpt, job_option
+from hpctrain.cli.login import LoginOpt
+from hpctrain.cli.options import job_option
 from hpctrain.cli.output import (
     console,
     err_console,

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hpctrain.cli import backends, display
-from hpctrain.cli.options import JobOptions, LoginOpt, build_request, with_job_options
+from hpctrain.cli.login import LoginOpt
+from hpctrain.cli.options import JobOptions, build_request, with_job_options
 from hpctrain.cli.output import console, err_console, print_json, register_display
 
 if TYPE_CHECKING:

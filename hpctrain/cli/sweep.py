@@ -8,7 +8,8 @@ import typer
 
 from hpctrain.cli import backends, sweepview
 from hpctrain.cli.display import DryRunOpt, show
-from hpctrain.cli.options import JobOptions, LoginOpt, build_request, with_job_options
+from hpctrain.cli.login import LoginOpt
+from hpctrain.cli.options import JobOptions, build_request, with_job_options
 from hpctrain.errors import HpctrainError
 
 if TYPE_CHECKING:

@@ -38,11 +38,13 @@ def place_for(of: Profile | JobRecord, local: Place, login: str | None = None,
               python_choice: str | None = None) -> Place:
     """The place of a profile (its login, or --login DEST) or of a recorded job (the one it
     was submitted through; `login`: another destination for it); else this machine."""
-    from hpctrain.profiles.model import Profile
+    # Asked of the record, not the profile: the history is loaded wherever records are, where
+    # the profiles' models would be imported for this test alone (status of ended jobs).
+    from hpctrain.history import JobRecord
 
     for kind in PLACES:
-        found = (kind.for_profile(of, login, python_choice) if isinstance(of, Profile)
-                 else kind.for_record(of, login))
+        found = (kind.for_record(of, login) if isinstance(of, JobRecord)
+                 else kind.for_profile(of, login, python_choice))
         if found is not None:
             return found
     return local

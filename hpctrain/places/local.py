@@ -15,12 +15,12 @@ from hpctrain.errors import HpctrainError
 from hpctrain.files import tail_bytes, write_atomic
 from hpctrain.places.base import FileRead, GitState, git_diff, git_state
 from hpctrain.places.filewait import waiter_for
-from hpctrain.slurm.client import SlurmClient
 
 if TYPE_CHECKING:
     from hpctrain.plan import JobRequest
     from hpctrain.remote.sync import SyncReport
     from hpctrain.rundir import RunFile
+    from hpctrain.slurm.client import SlurmClient
     from hpctrain.snapshots.spec import CodeSpec
     from hpctrain.snapshots.store import Collected, Snapshot
 
@@ -199,12 +199,19 @@ class LocalProject:
         return git_diff(self.workdir)
 
 
+def _from_environment() -> SlurmClient:
+    # Imported when a client is made: `status` with nothing to refresh makes none.
+    from hpctrain.slurm.client import SlurmClient
+
+    return SlurmClient.from_environment()
+
+
 @dataclass
 class LocalPlace(LocalSlurm, LocalFiles, LocalCode, LocalProject):
     """Submit from where hpctrain runs: the project is the current directory."""
 
     # How the client is made (the CLI's backends hand theirs in, so that tests can too).
-    connect: Callable[[], SlurmClient] = SlurmClient.from_environment
+    connect: Callable[[], SlurmClient] = _from_environment
     workdir: Path = field(default_factory=Path.cwd)
     _made: dict[Path, list[Path]] = field(default_factory=dict, init=False, repr=False)
 

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Protocol
 from hpctrain.errors import RemoteError
 from hpctrain.places.base import FileRead, GitState, git_diff, git_state
 from hpctrain.places.local import check_copies
-from hpctrain.remote import sync as syncing
 from hpctrain.remote.connection import Connection, Target, shell_command
 
 if TYPE_CHECKING:
     from hpctrain.history import JobRecord
     from hpctrain.plan import JobRequest
     from hpctrain.profiles.model import Login, Profile
+    from hpctrain.remote import sync as syncing
     from hpctrain.rundir import RunFile
     from hpctrain.slurm.client import SlurmClient
     from hpctrain.slurm.transport import ControllerDownError
@@ -314,6 +314,9 @@ class LoginProject:
         self.conn.require()
 
     def sync_project(self: _Login, output_dir: str) -> syncing.SyncReport:
+        # Imported here: the sync (and the snapshot store it reads) is a submit's, not status's.
+        from hpctrain.remote import sync as syncing
+
         return syncing.sync(self.conn, self.local_root, str(self.workdir), _excluded(output_dir))
 
     def sync_facts(self: _Login, synced: syncing.SyncReport | None) -> dict[str, object]:

@@ -7,14 +7,12 @@ is reported within seconds instead of opening a second connection.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import re
 import shlex
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +81,10 @@ class Target:
 
     @property
     def key(self) -> str:
+        # Here, not at the top: hashlib loads OpenSSL (3 ms), and `status` of local jobs
+        # imports this module without a login in sight.
+        import hashlib
+
         blob = f"{self.host}\0{self.ssh_config or ''}".encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -94,6 +96,8 @@ def socket_dir() -> Path:
     # is long or has odd characters gets a private directory under /tmp instead.
     if len(str(preferred)) + _SOCKET_EXTRA <= _SOCKET_MAX and _SOCKET_SAFE.match(str(preferred)):
         return preferred
+    import tempfile  # rarely: most homes are short and plain
+
     return Path(tempfile.gettempdir()) / f"hpctrain-{os.getuid()}"
 
 

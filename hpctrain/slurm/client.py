@@ -14,18 +14,7 @@ from typing import TYPE_CHECKING
 
 from hpctrain import paths
 from hpctrain.errors import SlurmError, SlurmUnavailableError
-from hpctrain.slurm import (
-    accounting,
-    availability,
-    controller,
-    parsers,
-    parsers_json,
-    query,
-    reservations,
-    starts,
-    usage,
-)
-from hpctrain.slurm.accounting import Accounting
+from hpctrain.slurm import parsers, parsers_json, query, starts
 from hpctrain.slurm.parsers import JobInfo
 from hpctrain.slurm.query import QueueResult
 from hpctrain.slurm.sbatch_options import INPUT_VARIABLES, sbatch_environment
@@ -41,8 +30,11 @@ from hpctrain.slurm.transport import (
 )
 from hpctrain.slurm.versions import NODES_TEXT_ARGV, Dialect, dialect_for, parse_version
 
+# accounting, availability, controller, reservations and usage are imported by the methods
+# that use them: `status` needs none, and each costs start-up time on a login node.
 if TYPE_CHECKING:
-    from hpctrain.slurm import inventory
+    from hpctrain.slurm import availability, inventory, reservations, usage
+    from hpctrain.slurm.accounting import Accounting
 
 DEFAULT_TIMEOUT_S = 10.0
 # `hpctrain --debug` shows these: every SLURM command, and which output format was chosen.
@@ -138,6 +130,8 @@ class SlurmClient:
         return result
 
     def _timeout_error(self, command: str, limit: float) -> SlurmTimeoutError:
+        from hpctrain.slurm import controller
+
         conf = self.transport.conf_path()
         found = controller.controllers(conf) if command in CONTROLLER_COMMANDS else []
         why = (f"{found[0]} takes connections but did not answer (stopped, hung or overloaded)"
@@ -299,6 +293,8 @@ class SlurmClient:
     def accounting(self, job_id: str) -> Accounting:
         """Every run and step of one job, in one `sacct` (text on every version: the fields
         `why` reads are the same in all of them); AccountingUnavailableError if it can't."""
+        from hpctrain.slurm import accounting
+
         try:
             result = self.run(accounting.argv(job_id), check=False)
         except SlurmTimeoutError as e:
@@ -367,6 +363,8 @@ class SlurmClient:
     def availability(self, now: float | None = None) -> availability.Availability:
         """Each partition's GPUs busy and free, its waiting jobs and the maintenance windows
         ahead: sinfo, squeue and scontrol in one round trip (slurm/availability.py)."""
+        from hpctrain.slurm import availability, reservations
+
         argvs = (availability.SINFO_ARGV, availability.SQUEUE_ARGV, reservations.SHOW_ARGV)
         nodes, queue, reserved = self._run_together(argvs)
         for got in (nodes, queue, reserved):
@@ -382,6 +380,8 @@ class SlurmClient:
     def usage(self, days: float, now: float | None = None) -> usage.Usage:
         """Your accounts' GPU-hours over the last `days`, their fair share and what your jobs
         hold: sacct, sshare, sprio and squeue in one round trip (slurm/usage.py)."""
+        from hpctrain.slurm import availability, usage
+
         now = time.time() if now is None else now
         since = now - days * 86400
         acct, share, prio, mine = self._run_together(
@@ -394,6 +394,8 @@ class SlurmClient:
 
     def reservations(self) -> list[reservations.Reservation]:
         """The cluster's reservations (`scontrol show reservation`; slurm/reservations.py)."""
+        from hpctrain.slurm import reservations
+
         return reservations.parse(self.run(list(reservations.SHOW_ARGV)).stdout)
 
     def node_reasons(self) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from hpctrain.errors import SlurmUnavailableError
-from hpctrain.slurm import controller, parsers
+from hpctrain.slurm import parsers
 
 # Where slurm.conf is read from when SLURM_CONF is unset: Debian's default, older Debian's,
 # and the caches of configless sites (slurmd's, then sackd's).
@@ -127,6 +127,9 @@ class LocalTransport:
         return next((p for p in SYSTEM_CONFS if os.access(p, os.R_OK)), None)
 
     def controller_down(self, command: str) -> ControllerDownError | None:
+        # Only when a command failed: the port probe's socket module is not a status's cost.
+        from hpctrain.slurm import controller
+
         why = controller.unreachable(controller.controllers(self.conf_path()))
         if why is None:
             return None

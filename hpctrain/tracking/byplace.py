@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hpctrain import places
-from hpctrain.tracking.watcher import CancelReport, JobWatcher, RefreshReport
+from hpctrain.tracking.report import Refreshed, RefreshReport
+from hpctrain.tracking.watcher import CancelReport, JobWatcher
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
@@ -39,25 +39,6 @@ def group_watcher(history: History, local: Place, group: Sequence[JobRecord]) ->
 def _watcher_of(history: History, place: Place, group: Sequence[JobRecord]) -> JobWatcher:
     known = {r.cluster for r in group}
     return watcher(history, place, known.pop() if len(known) == 1 else "")
-
-
-@dataclass(frozen=True)
-class Refreshed:
-    """One refresh of jobs through their places, for display."""
-
-    # The rows as stored now, in the order asked.
-    records: list[JobRecord]
-    # What the refresh did, summed over the places.
-    report: RefreshReport
-    # The clusters asked ("c", "c via login"), comma-separated.
-    cluster: str
-    # The start squeue gave for each job asked (expected while it waits; None: none yet).
-    starts: Mapping[str, str | None]
-
-    @classmethod
-    def unasked(cls, records: list[JobRecord]) -> Refreshed:
-        """`records` as the history holds them: SLURM was not asked."""
-        return cls(records, RefreshReport(), "", {})
 
 
 def refresh(history: History, local: Place, records: Sequence[JobRecord], login: str | None

@@ -18,6 +18,7 @@ from hpctrain.slurm.client import AccountingUnavailableError, SlurmClient, Slurm
 from hpctrain.slurm.parsers import JobInfo, array_of
 from hpctrain.slurm.query import QueueResult, needs_accounting
 from hpctrain.slurm.states import JobState, parse_state
+from hpctrain.tracking.report import RefreshReport
 
 # Without accounting, exit codes of finished jobs come from `scontrol show job`, one call per
 # job; each job is asked once (it is terminal afterwards), and at most this many per refresh.
@@ -40,18 +41,6 @@ class Source(Enum):
     SQUEUE = "squeue"
     SACCT = "sacct"
     SCONTROL = "scontrol"
-
-
-@dataclass
-class RefreshReport:
-    """What one refresh did: how many jobs it asked about and in how many SLURM calls."""
-
-    asked: int = 0
-    calls: int = 0
-    warnings: list[str] = field(default_factory=list)
-    # SLURM could not be asked (controller down, no configuration): the states are the last
-    # ones seen, nothing was stored.
-    error: SlurmUnavailableError | None = None
 
 
 @dataclass

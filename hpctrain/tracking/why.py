@@ -227,7 +227,7 @@ def verdicts(history: History, records: Sequence[JobRecord], local: Place) -> li
     from hpctrain import places
 
     made: dict[int, str] = {}
-    new = [r for r in records if r.terminal and r.verdict is None]
+    new = [r for r in records if r.unjudged]
     for place, group in places.by_place(new, local) if new else ():
         stalls = _stall_reports(group, place)
         judged = [(r, *_verdict(r, place, stalls.get(r.id))) for r in group]

@@ -293,3 +293,31 @@ def test_the_commands_typed_most_import_only_what_they_use(
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "HPCTRAIN_HOME": str(tmp_path)})
     assert r.returncode == 0, r.stderr
+
+
+def test_status_of_ended_jobs_asks_and_imports_nothing_of_slurm(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs the history knows ended, verdicts made: no SLURM call, and neither the client,
+    the places nor the diagnosis imported (issue 43: status at 0.8x torchx --help)."""
+    from hpctrain.history import History, StateUpdate
+    from tests.jobs.helpers import new_job
+
+    monkeypatch.setenv("HPCTRAIN_HOME", str(tmp_path))
+    history = History()
+    rows = [history.add(new_job(str(700 + i))) for i in range(3)]
+    history.update([StateUpdate(id=r.id, state="COMPLETED", terminal=True, stale=False,
+                                exit_code=0) for r in rows])
+    history.set_verdicts([(r.id, "completed") for r in rows])
+    unused = ("hpctrain.slurm.client", "hpctrain.places", "hpctrain.diagnosis", "rich")
+    code = ("import sys\nsys.argv = ['hpctrain', 'status', '--json']\n"
+            "from hpctrain.cli import main\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            f"print([m for m in {unused!r} if m in sys.modules])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "HPCTRAIN_HOME": str(tmp_path), "PATH": ""})
+    assert r.returncode == 0, r.stderr
+    listing, _, loaded = r.stdout.rpartition("\n[")
+    shown = json.loads(listing)
+    assert shown["slurm_calls"] == 0 and shown["cluster"] is None
+    assert [j["state"] for j in shown["jobs"]] == ["COMPLETED"] * 3
+    assert loaded.strip() == "]", loaded

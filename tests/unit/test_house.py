@@ -29,7 +29,9 @@ def test_no_jobs_package_is_left() -> None:
 # place stated it as a fact: only places/ may ask it (issue 40).
 _LOCAL_OR_LOGIN = re.compile(r"(\.login|\blogin) is (not )?None|if \w+\.login\b|\.login else")
 # Checking the --login value the user typed is not a decision about a place.
-_ALLOWED = {("cli/jobs.py", "    if login is not None:")}
+_ALLOWED = {("cli/jobs.py", "    if login is not None:"),
+            ("cli/jobs.py",
+             "        if login is not None or not all(r.terminal for r in records):")}
 
 
 def test_no_local_or_login_decision_outside_places() -> None:
