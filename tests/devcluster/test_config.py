@@ -362,8 +362,8 @@ def test_port_offset_moves_every_port(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_shifted_cluster_numbers_its_jobs_apart_and_schedules_at_once() -> None:
-    # MASTER_PORT is 20000 + job id % 20000: the 24.11 cluster (offset 1000) starts at 10001,
-    # so its jobs' ports never meet the host cluster's while both number fewer than 10000.
+    # MASTER_PORT is 20000 + job id % 12000: the 24.11 cluster (offset 1000) starts at 10001,
+    # so its jobs' ports never meet the host cluster's while it numbers fewer than 2000.
     conf = {}
     for offset in (0, 1000):
         text = render_slurm_conf(plan_cluster(load_profile("local"), ports=Ports().shifted(offset)),

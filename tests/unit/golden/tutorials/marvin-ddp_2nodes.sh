@@ -61,7 +61,9 @@ hpctrain_clock hpctrain_environment_ready
 # Rendezvous: the first node of the allocation is the master.
 MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST")"
 export MASTER_ADDR="${MASTER_ADDR%%[[:space:]]*}"
-export MASTER_PORT="$((20000 + ${SLURM_JOB_ID:-0} % 20000))"
+# The port from the job id, below 32768 where Linux's ephemeral ports begin (ip_local_port_range
+# 32768-60999): an outgoing connection of the first node never holds it.
+export MASTER_PORT="$((20000 + ${SLURM_JOB_ID:-0} % 12000))"
 # srun does not inherit --cpus-per-task on SLURM 22.05-23.02.
 export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-128}"
 # Threads: torch, MKL and OpenBLAS start one thread per CPU they can see: the whole node's where
