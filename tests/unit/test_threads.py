@@ -33,6 +33,8 @@ def _stubs(bin_dir: Path) -> None:
         "srun": 'while [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"',
         "scontrol": "echo node1",
         "torchrun": TORCHRUN,
+        # The CPUs the node shows this process (GNU nproc); plenty unless a test says.
+        "nproc": 'echo "${NODE_CPUS_SHOWN:-64}"',
     }
     for name, body in stubs.items():
         (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
@@ -93,3 +95,24 @@ def test_workers_of_one_task_share_its_cpus(launcher: str, slurm_cpus: str,
                                             tmp_path: Path) -> None:
     got = _threads(tmp_path, slurm_cpus, environ, launcher=launcher, gpus_per_node=2)
     assert got == expect
+
+
+@pytest.mark.parametrize(("shown", "tasks", "launcher", "slurm_cpus", "expect"), [
+    # The dev cluster: 2 emulated nodes of 4 CPUs on a 2-core machine, 2 ranks a node.
+    ("2", "2", "srun", "2", "1 1 1"),
+    ("2", None, "srun", "3", "2 2 2"),           # one task that shows 2 of its 3 CPUs
+    ("1", "2", "srun", "2", "1 1 1"),            # fewer CPUs than tasks: still one each
+    ("8", "2", "srun", "2", "2 2 2"),            # a node that shows enough: SLURM's count
+    ("2", "1", "torchrun", "4", "1 1 1"),        # 2 workers of one task on 2 CPUs shown
+])
+def test_no_more_threads_than_the_node_shows(shown: str, tasks: str | None, launcher: str,
+                                             slurm_cpus: str, expect: str,
+                                             tmp_path: Path) -> None:
+    environ = {"NODE_CPUS_SHOWN": shown, **({"SLURM_NTASKS_PER_NODE": tasks} if tasks else {})}
+    got = _threads(tmp_path, slurm_cpus, environ, launcher=launcher, gpus_per_node=2)
+    assert got == expect
+
+
+def test_a_users_threads_win_over_what_the_node_shows(tmp_path: Path) -> None:
+    environ = {"NODE_CPUS_SHOWN": "2", "SLURM_NTASKS_PER_NODE": "2", "OMP_NUM_THREADS": "4"}
+    assert _threads(tmp_path, "2", environ, gpus_per_node=2) == "4 4 4"

@@ -74,6 +74,14 @@ export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-128}"
 # hands it to its workers: it puts in its own 1 only where OMP_NUM_THREADS is unset.
 # The task's 8 workers share its CPUs: each gets an equal part, at least one.
 hpctrain_threads="$(( SRUN_CPUS_PER_TASK / 8 ))"
+# Nor more than the node shows each worker, where it shows fewer CPUs than SLURM counts (the dev
+# cluster's nodes share one machine's; a site whose node lists hardware threads it does not
+# bind): more threads than CPUs spin against each other (3x slower training on the dev cluster).
+hpctrain_shown="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 0)"
+hpctrain_share="$(( hpctrain_shown / (${SLURM_NTASKS_PER_NODE:-1} * 8) ))"
+if [ "$hpctrain_shown" -gt 0 ] && [ "$hpctrain_share" -lt "$hpctrain_threads" ]; then
+  hpctrain_threads="$hpctrain_share"
+fi
 [ "$hpctrain_threads" -ge 1 ] || hpctrain_threads=1
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$hpctrain_threads}"
 export MKL_NUM_THREADS="${MKL_NUM_THREADS:-$OMP_NUM_THREADS}"
