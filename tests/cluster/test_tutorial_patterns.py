@@ -17,6 +17,7 @@ All jobs are queued at once, so SLURM runs them back to back; each test waits fo
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -32,7 +33,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tutorials"
 GPUS_PER_NODE = 2  # what the local profile's emulated nodes have
-THREADS = 2  # its 4 CPUs per node shared by the node's 2 training processes
+# Its 4 CPUs per node shared by the node's 2 training processes, but no more than this machine,
+# where every emulated node runs, shows each of them (1 on a 2-core machine).
+THREADS = max(1, min(2, len(os.sched_getaffinity(0)) // GPUS_PER_NODE))
 # The jobs wait in one queue: the last waits for all before it (each well under a minute).
 WAIT_S = 900
 
