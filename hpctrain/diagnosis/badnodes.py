@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-from hpctrain.diagnosis.model import Diagnosis, Evidence, node_of
 from hpctrain.history import NodeSuspect
-from hpctrain.monitor import stacks
-from hpctrain.slurm.accounting import Row
 from hpctrain.slurm.hostlist import expand_nodes
 from hpctrain.slurm.states import JobState
+
+if TYPE_CHECKING:
+    # Only for the suspects of a diagnosis: every submit reads the quarantine, not these.
+    from hpctrain.diagnosis.model import Diagnosis, Evidence
+    from hpctrain.slurm.accounting import Row
 
 # How long a suspect stays quarantined after its latest evidence, unless the job asks otherwise
 # (`HPCTRAIN_QUARANTINE_HOURS`, `hpctrain nodes clear`).
@@ -80,6 +83,8 @@ def _node_failure(ev: Evidence, node_list: str | None, cluster: str,
 
 def _gpu_fault_suspects(ev: Evidence, cluster: str) -> list[NodeSuspect]:
     """A GPU or driver error that the ranks of one node alone show points at that node."""
+    from hpctrain.diagnosis.model import node_of
+
     faults = [f for f in ev.findings if f.kind == "gpu_fault"]
     nodes = {n for f in faults if (n := node_of(f, ev))}
     if len(nodes) != 1:
@@ -92,6 +97,8 @@ def _gpu_fault_suspects(ev: Evidence, cluster: str) -> list[NodeSuspect]:
 
 def _stall_suspects(ev: Evidence, cluster: str) -> list[NodeSuspect]:
     """A stall whose ranks outside the collective all live on one node points at that node."""
+    from hpctrain.monitor import stacks
+
     ranks = stacks.ranks_of((ev.stall or {}).get("nodes") or [], ev.stall_stacks)
     node = stacks.suspect_node(ranks)
     if node is None:
