@@ -18,7 +18,8 @@ from hpctrain.errors import HpctrainError
 # The command modules in help order, and which module holds each command. Only the module
 # of the command being run is imported and turned into click commands (typer inspects every
 # registered signature at start-up: ~20 ms for all of them); `--help` and unknown commands
-# get them all. tests/unit/test_cli.py checks that this table matches the modules.
+# get none (_Root lists them from SUMMARY). tests/unit/test_cli.py checks that this table
+# matches the modules.
 MODULES = ("render", "submit", "jobs", "why", "nodes", "free", "snapshots", "login", "train",
            "profiles", "devcluster", "data", "stats", "scale", "sweep", "completion")
 MODULE_OF = {
@@ -142,13 +143,9 @@ class _Root(TyperGroup):
         found = super().get_command(ctx, name)
         if found is not None or name not in MODULE_OF:
             return found
-        # Not registered by the first word (shell completion of the command's name): its
-        # module now, as a group of its own whose command this is.
-        sub = typer.Typer(rich_markup_mode=None)
-        sub.callback()(_root)
-        importlib.import_module(f"hpctrain.cli.{MODULE_OF[name]}").register(sub)
-        _summarize(sub, "")
-        group = typer.main.get_command(sub)
+        # Not registered by the first word (shell completion of the command's name): the app
+        # that command line would have built, and its command.
+        group = typer.main.get_command(build_app([name]))
         assert isinstance(group, click.Group)
         return group.commands.get(name)
 
