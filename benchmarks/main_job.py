@@ -5,6 +5,8 @@ that alternate the two so that machine noise hits both alike:
 
 - hpctrain: `hpctrain submit --profile local --nodes 2` (the packaged trainer's spiral task at
   its defaults: what `scripts/demo.sh` submits), as a whole process;
+- hpctrain per-node: the same with `--launcher per-node` (one import per node, the workers
+  forked from it: hpctrain/trainer/workers.py);
 - by hand: `sbatch` of a script a careful user would write (plain PyTorch DDP over gloo, srun,
   `OMP_NUM_THREADS=1`, MASTER_ADDR from the node list) training the same MLP on the same spiral
   data with the same optimizer, batch, epochs and validation each epoch, saving the model at
@@ -142,9 +144,9 @@ def _elapsed(job_id: str, env: dict[str, str]) -> float | None:
     return None
 
 
-def _hpctrain_job(env: dict[str, str]) -> tuple[float, str, str]:
+def _hpctrain_job(env: dict[str, str], *more: str) -> tuple[float, str, str]:
     start = time.perf_counter()
-    out = subprocess.run([*HPCTRAIN, "submit", *TOPOLOGY, "--job-name", "bench-main",
+    out = subprocess.run([*HPCTRAIN, "submit", *TOPOLOGY, "--job-name", "bench-main", *more,
                           "--json"], env=env, capture_output=True, text=True, check=True).stdout
     job_id = str(json.loads(out)["job_id"])
     state = _until_done(job_id, env)
@@ -163,7 +165,8 @@ def _script_job(script: Path, env: dict[str, str]) -> tuple[float, str, str]:
 def measure(rounds: int) -> dict[str, list[dict[str, object]]]:
     env = dict(os.environ)
     env["SLURM_CONF"] = _slurm_conf(env)
-    runs: dict[str, list[dict[str, object]]] = {"hpctrain": [], "by hand": []}
+    runs: dict[str, list[dict[str, object]]] = {"hpctrain": [], "hpctrain per-node": [],
+                                                 "by hand": []}
     with tempfile.TemporaryDirectory(prefix="hpctrain-main-job-", dir=Path.cwd()) as work:
         (Path(work) / "train.py").write_text(TRAIN)
         script = Path(work) / "by-hand.sh"
@@ -171,8 +174,10 @@ def measure(rounds: int) -> dict[str, list[dict[str, object]]]:
                                         **_allocation(env)))
         for _ in range(rounds):
             for name in runs:
-                wall, job_id, state = (_hpctrain_job(env) if name == "hpctrain"
-                                       else _script_job(script, env))
+                wall, job_id, state = (
+                    _hpctrain_job(env) if name == "hpctrain" else
+                    _hpctrain_job(env, "--launcher", "per-node") if name == "hpctrain per-node"
+                    else _script_job(script, env))
                 runs[name].append({"job_id": job_id, "state": state, "wall_s": round(wall, 2),
                                    "elapsed_s": _elapsed(job_id, env)})
     return runs
@@ -187,20 +192,21 @@ def main() -> int:
     medians = {name: statistics.median(float(str(r["wall_s"])) for r in rs)
                for name, rs in runs.items()}
     ratio = medians["hpctrain"] / medians["by hand"]
+    per_node = medians["hpctrain per-node"] / medians["by hand"]
     failed = [r for rs in runs.values() for r in rs if r["state"] != "COMPLETED"]
     ok = ratio <= TARGET and not failed
     if args.json:
         print(json.dumps({"runs": runs, "median_s": medians, "ratio": round(ratio, 3),
-                          "ok": ok}))
+                          "per_node_ratio": round(per_node, 3), "ok": ok}))
     else:
         for name, rs in runs.items():
             walls = ", ".join(f"{r['wall_s']:.1f}" for r in rs)
             elapsed = ", ".join(str(r["elapsed_s"]) for r in rs)
-            print(f"{name:<9} median {medians[name]:5.1f} s  (rounds {walls}; "
+            print(f"{name:<17} median {medians[name]:5.1f} s  (rounds {walls}; "
                   f"in the job {elapsed} s)")
         note = f"; {len(failed)} job(s) did not complete" if failed else ""
         print(f"hpctrain / by hand: {ratio:.2f}x (target <= {TARGET}x){note} -> "
-              f"{'OK' if ok else 'OVER'}")
+              f"{'OK' if ok else 'OVER'}; with --launcher per-node: {per_node:.2f}x")
     return 0 if ok else 1
 
 

@@ -14,6 +14,7 @@ from hpctrain import __version__, rundir, templating
 from hpctrain.errors import SecretError, UnsafeValueError
 from hpctrain.plan import JobPlan, JobRequest, build_plan, secret_like
 from hpctrain.plan.launchers import LAUNCHERS
+from hpctrain.plan.restart import runs_trainer
 from hpctrain.resources import templates_dir
 
 _SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9_.,:/=+@%-]+$")
@@ -109,7 +110,7 @@ def render_script(plan: JobPlan, *, environ: Mapping[str, str] | None = None) ->
     """Render the sbatch script; refuse it if it would carry a secret from `environ`."""
     text = templating.get_template(_environment(), templates_dir(), "sbatch.sh.j2").render(
         plan=plan, version=__version__, launch_args=_launch(plan), logs=log_patterns(plan),
-        launcher=LAUNCHERS[plan.launcher],
+        launcher=LAUNCHERS[plan.launcher], trainer=runs_trainer(plan.command),
         run_files=rundir.for_template(),
     )
     if environ is not None:

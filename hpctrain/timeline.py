@@ -31,6 +31,7 @@ ENVIRONMENT_ACTIVATED = "environment activated"
 RANKS_LAUNCHED = "ranks launched"
 PROCESS_STARTED = "process started"
 IMPORTS_DONE = "imports done"
+WORKER_STARTED = "worker started"  # forked by its node's trainer (trainer/workers.py)
 GROUP_FORMED = "process group formed"
 DATA_READY = "data ready"
 FIRST_STEP = "first step"
@@ -60,9 +61,11 @@ class _Timeline:
         self.path: Path | None = None
         self.held: list[dict[str, Any]] = []
         self.pid = -1  # a forked child writes its own process start
+        self.made: list[dict[str, Any]] = []  # this process's marks: a forked worker's too
 
     def add(self, row: dict[str, Any]) -> None:
         self.own_process(row["mark"])
+        self.made = [*self.made, row][-_HELD:]
         if self.path is None and (run_dir := os.environ.get("HPCTRAIN_RUN_DIR")):
             self.attach(Path(run_dir))
         if self.path is None:
@@ -71,11 +74,7 @@ class _Timeline:
         self._write([row])
 
     def attach(self, run_dir: Path) -> None:
-        from hpctrain import progress
-
-        node = progress.node_name()
-        self.path = (run_dir / rundir.STARTUP_DIR /
-                     f"{progress.record_name(node, progress.rank_from_environment())}.jsonl")
+        self.path = _record(run_dir)
         held, self.held = self.held, []
         self._write(held)
 
@@ -83,10 +82,10 @@ class _Timeline:
         """A new process (the first mark, or a forked child): its start is its first mark."""
         if self.pid == os.getpid():
             return
-        self.pid, self.path, self.held = os.getpid(), None, []
+        self.pid, self.path, self.held, self.made = os.getpid(), None, [], []
         age = process_age()
         if age is not None and first != PROCESS_STARTED:
-            self.held.append(self._row(PROCESS_STARTED, time.time() - age, {}))
+            self.held = self.made = [self._row(PROCESS_STARTED, time.time() - age, {})]
 
     def _row(self, name: str, at: float, detail: dict[str, Any]) -> dict[str, Any]:
         from hpctrain import progress
@@ -109,6 +108,14 @@ class _Timeline:
             pass  # a full or vanished file system must not end the training it times
 
 
+def _record(run_dir: Path) -> Path:
+    """This rank's record of marks in `run_dir`."""
+    from hpctrain import progress
+
+    name = progress.record_name(progress.node_name(), progress.rank_from_environment())
+    return run_dir / rundir.STARTUP_DIR / f"{name}.jsonl"
+
+
 _timeline = _Timeline()
 
 
@@ -116,6 +123,35 @@ def mark(name: str, at: float | None = None, **detail: Any) -> None:
     """Record that this rank reached `name` now (or at `at`, a time.time() value). Any name
     will do; `hpctrain status JOB` shows them in order. Costs one small append."""
     _timeline.add(_timeline._row(name, time.time() if at is None else at, detail))
+
+
+def forked() -> None:
+    """In a worker forked by its node's trainer, its rank's variables set: its marks go to its
+    own rank's record, which starts with the trainer's (its process start and imports are the
+    worker's too), then "worker started"."""
+    t = _timeline
+    made, parent_path = t.made, t.path
+    t.pid, t.path, t.held, t.made = os.getpid(), None, [], []
+    from hpctrain import progress
+
+    rank = progress.rank_from_environment()
+    t.made = [{**r, "rank": rank, "pid": t.pid} for r in made]
+    run_dir = os.environ.get("HPCTRAIN_RUN_DIR")
+    # The trainer's marks are in this record already where it is the trainer's own.
+    if not (parent_path and run_dir and _record(Path(run_dir)) == parent_path):
+        t.held = list(t.made)
+    mark(WORKER_STARTED)
+
+
+def process_start() -> float | None:
+    """When this process started (wall time; a forked worker's: its node trainer's), or None
+    where the kernel does not say."""
+    if _timeline.pid == os.getpid():
+        started = [r["t"] for r in _timeline.made if r["mark"] == PROCESS_STARTED]
+        if started:
+            return float(started[0])
+    age = process_age()
+    return None if age is None else time.time() - age
 
 
 def attach(run_dir: Path) -> None:

@@ -32,7 +32,7 @@ def _train(**values: Any) -> None:
     try:
         from hpctrain.trainer.entry import leave_if_distributed, run
 
-        run(TrainerCall.from_values(values))
+        code = run(TrainerCall.from_values(values))
     except ModuleNotFoundError as e:
         from hpctrain.submission.submit import install_trainer, trainer_missing
 
@@ -43,6 +43,8 @@ def _train(**values: Any) -> None:
             f"cannot import {e.name}: hpctrain was installed without its trainer",
             f"install it: {install_trainer(shlex.quote(sys.executable))}",
         ) from None
+    if code:  # a per-node launch's workers stopped safely (75)
+        raise typer.Exit(code)
     # Under torchrun or srun: every rank leaves together, without tearing down gloo.
     leave_if_distributed()
 

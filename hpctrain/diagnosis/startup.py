@@ -20,6 +20,7 @@ PHASES = {
     timeline.RANKS_LAUNCHED: "batch script",
     timeline.PROCESS_STARTED: "launch",
     timeline.IMPORTS_DONE: "imports",
+    timeline.WORKER_STARTED: "fork",
     timeline.GROUP_FORMED: "process group",
     timeline.DATA_READY: "data",
     timeline.FIRST_STEP: "first step",

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from hpctrain.errors import HpctrainError
 from hpctrain.plan.model import JobRequest, Launcher
 from hpctrain.plan.outcome import Outcome
-from hpctrain.plan.restart import runs_trainer
 
 
 @dataclass(frozen=True)
@@ -85,12 +84,6 @@ def launcher_problems(req: JobRequest) -> Outcome[LaunchMode]:
     """The request's launcher, or why it cannot start this program."""
     mode = launch_mode(req.launcher)
     problems: list[str] = []
-    # No command: the packaged trainer, its command made at plan time (plan/inputs.py).
-    if mode is PER_NODE and (not req.command or runs_trainer(req.command)):
-        problems.append(
-            "--launcher per-node starts one process per node, but hpctrain's trainer is one "
-            "rank per process and starts no workers of its own; use --launcher srun (or torchrun)"
-        )
     for key in (*_RENDEZVOUS, *mode.sets):
         if key in req.env:
             problems.append(

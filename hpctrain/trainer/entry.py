@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from hpctrain import rundir, timeline
 from hpctrain.errors import HpctrainError
 from hpctrain.trainconfig.load import dump_config
-from hpctrain.trainconfig.options import TrainerCall, add_arguments
-from hpctrain.trainer import lean
+from hpctrain.trainconfig.options import TrainerCall, add_arguments, config_args
+from hpctrain.trainer import lean, workers
 from hpctrain.trainer.signals import EXIT_REQUEUE, TrainingStopped
 
 EPILOG = f"""\
@@ -42,13 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(call: TrainerCall) -> None:
-    """What a parsed command line asks for: print the resolved settings, or train with them
-    (`hpctrain train` runs this too; hpctrain errors propagate to the caller's boundary)."""
+def run(call: TrainerCall) -> int:
+    """What a parsed command line asks for: print the resolved settings, or train with them;
+    the exit status (`hpctrain train` runs this too; hpctrain errors propagate to the caller's
+    boundary). The trainer of a per-node launch trains on its node's workers (workers.py)."""
     config = call.load()
     if call.print_config:
         sys.stdout.write(dump_config(config))
-        return
+        return 0
+    launch = workers.node_launch(os.environ)
+    if launch is not None:
+        workers.before_imports()
     # Torch and Lightning load only now: --help and --print-config stay fast; and Lightning's
     # import of torchmetrics leaves out the domains nobody asked for (lean.py says why).
     lean.install()
@@ -57,24 +62,37 @@ def run(call: TrainerCall) -> None:
 
     timeline.imports_done()
 
-    run_training(config, call.run_dir, call.resume_mode)
+    def train() -> None:
+        run_training(config, call.run_dir, call.resume_mode)
+
+    if launch is not None and launch.workers > 1:
+        spawn = (sys.executable, "-m", "hpctrain.trainer", *config_args(config), *call.run_args())
+        return workers.run_node(launch, lambda: leave(outcome(train)), spawn)
+    if launch is not None:
+        os.environ.update(launch.worker_env(0))
+    train()
+    return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse arguments, train, and turn hpctrain errors into one 'Error:' line."""
-    call = TrainerCall.from_values(vars(build_parser().parse_args(argv)))
+def outcome(work: Callable[[], int | None]) -> int:
+    """The exit status of `work`: its own, a safe stop's 75, or 1 with hpctrain's 'Error:' line."""
     try:
-        run(call)
+        return work() or 0
     except TrainingStopped as e:
         return e.exit_code
     except HpctrainError as e:
         print(f"Error: {e.what}", file=sys.stderr)
         if e.fix:
             print(f"  Fix: {e.fix}", file=sys.stderr)
-        return 1
+        return getattr(e, "exit_code", 1)
     except KeyboardInterrupt:
         return 130
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, train, and turn hpctrain errors into one 'Error:' line."""
+    call = TrainerCall.from_values(vars(build_parser().parse_args(argv)))
+    return outcome(lambda: run(call))
 
 
 def leave(code: int) -> NoReturn:

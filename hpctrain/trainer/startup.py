@@ -7,10 +7,9 @@ measures from its run_training call instead. This module imports neither torch n
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
-from hpctrain.timeline import process_age
+from hpctrain.timeline import process_start
 
 PROCESS_START = "process start"
 RUN_CALL = "run_training call"
@@ -22,10 +21,10 @@ def origin(run_started: float) -> tuple[float, str]:
     """Where this run's start-up is measured from (wall time), and what that point is."""
     global _claimed
     first, _claimed = not _claimed, True
-    age = process_age() if first else None
-    if age is None:
+    start = process_start() if first else None
+    if start is None:
         return run_started, RUN_CALL
-    return time.time() - age, PROCESS_START
+    return start, PROCESS_START
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The start-up timeline of a real 2-node training job on the dev cluster: the batch script's
-marks and every rank's, shown by `status JOB` and `why JOB` (issue 43)."""
+marks and every rank's, shown by `status JOB` and `why JOB`, under srun and the per-node launch
+(issue 43)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,21 @@ def _hpctrain(dc: DevClusterHandle, cwd: Path, *args: str) -> subprocess.Complet
                           capture_output=True, text=True, timeout=120, check=False)
 
 
-def test_status_and_why_show_each_ranks_start_up(devcluster: DevClusterHandle,
-                                                 tmp_path: Path) -> None:
+# srun starts every rank, each importing; per-node starts one trainer a node, which imports once
+# and forks its workers (trainer/workers.py): each rank's record begins with the trainer's marks.
+_MARKS = {
+    "srun": ["process started", "imports done", "process group formed", "data ready",
+             "first step"],
+    "per-node": ["process started", "imports done", "worker started", "process group formed",
+                 "data ready", "first step"],
+}
+
+
+@pytest.mark.parametrize("launcher", sorted(_MARKS))
+def test_status_and_why_show_each_ranks_start_up(devcluster: DevClusterHandle, tmp_path: Path,
+                                                 launcher: str) -> None:
     sub = _hpctrain(devcluster, tmp_path, "submit", "--json", "--profile", "local",
-                    "--nodes", "2")
+                    "--nodes", "2", "--launcher", launcher)
     assert sub.returncode == 0, sub.stderr
     job: dict[str, Any] = json.loads(sub.stdout)
     job_id = str(job["job_id"])
@@ -42,8 +54,7 @@ def test_status_and_why_show_each_ranks_start_up(devcluster: DevClusterHandle,
         "job started", "environment activated", "ranks launched"]
     assert sorted(tracks) == [("node1", 0), ("node1", 1), ("node2", 2), ("node2", 3)]
     for marks in tracks.values():
-        assert marks == ["process started", "imports done", "process group formed",
-                         "data ready", "first step"]
+        assert marks == _MARKS[launcher]
     assert 0 < got["total_s"] < 240 and got["dominated"]
     at = {m["mark"]: m["at_s"] for t in got["tracks"] for m in t["marks"] if t["rank"] == 0}
     assert 0 <= at["process started"] < at["imports done"] < at["first step"] <= got["total_s"]

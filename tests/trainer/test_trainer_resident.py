@@ -16,9 +16,10 @@ import torch
 from hpctrain.errors import ConfigError
 from hpctrain.tasks.parts.datasets.idx import write_idx
 from hpctrain.tasks.parts.datasets.images import ImageDataModule
+from hpctrain.timeline import process_age
 from hpctrain.trainconfig.load import load_config
 from hpctrain.trainer.runner import batches_per_call, run_training
-from hpctrain.trainer.startup import PROCESS_START, RUN_CALL, process_age
+from hpctrain.trainer.startup import PROCESS_START, RUN_CALL
 
 from .helpers import TINY_SPIRAL, epochs_in, run_module
 from .test_trainer_stop import _signal, _stop_then_resume

@@ -204,11 +204,12 @@ def test_per_node_one_task_holds_the_node() -> None:
     assert p.cpus_per_task == srun.cpus_per_task * 2 and p.cpus_per_node == srun.cpus_per_node
 
 
-def test_per_node_refuses_the_packaged_trainer() -> None:
+def test_per_node_runs_the_packaged_trainer_once_per_node() -> None:
+    # The trainer imports once per node and forks the node's workers (trainer/workers.py).
     for command in ((), ("python", "-m", "hpctrain.trainer", "--task", "mnist")):
-        msg = refused("local", launcher="per-node", command=command)
-        assert "hpctrain's trainer is one rank per process" in msg
-        assert "use --launcher srun (or torchrun)" in msg
+        p = plan("local", nodes=2, gpus_per_node=2, launcher="per-node", command=command)
+        assert (p.launcher, p.tasks_per_node, p.nodes) == ("per-node", 1, 2)
+        assert p.command[:3] == ("python", "-m", "hpctrain.trainer")
 
 
 @pytest.mark.parametrize(("launcher", "key"), [

@@ -1,0 +1,85 @@
+"""The packaged trainer under a per-node launch: one process imports torch and Lightning, then
+forks the node's workers, which train real Lightning DDP (gloo) together (issue 43)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hpctrain import rundir
+from hpctrain.diagnosis import startup
+
+from .helpers import TINY_SPIRAL, clean_env
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def _node(run: Path, *args: str) -> subprocess.Popen[str]:
+    """The trainer as a per-node launch starts it on the only node of two workers."""
+    env = clean_env({"NODE_RANK": "0", "NNODES": "1", "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "2",
+                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": _free_port(),
+                     "OMP_NUM_THREADS": "1", "HPCTRAIN_RUN_DIR": str(run)})
+    return subprocess.Popen(
+        [sys.executable, "-m", "hpctrain.trainer", "--task", "spiral",
+         *[f"--set={o}" for o in TINY_SPIRAL], *args],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_one_import_then_two_workers_train_together(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    node = _node(run, "--max-epochs", "2")
+    out, err = node.communicate(timeout=300)
+    assert node.returncode == 0, err
+    assert "world_size=2 nodes=1 devices_per_node=2" in out
+    got = startup.read(run)
+    assert got is not None and [t.rank for t in got.ranks] == [0, 1]
+    imported = set()
+    for track in got.ranks:
+        assert [m.name for m in track.marks] == [
+            "process started", "imports done", "worker started", "process group formed",
+            "data ready", "first step"]
+        imported.add((track.at("process started"), track.at("imports done")))
+    # One process started and imported for both: the workers share its marks.
+    assert len(imported) == 1
+    assert "fork" in [p.name for p in got.phases()]
+    # metrics.json times the first step from the node trainer's start, imports included.
+    metrics = json.loads((run / rundir.METRICS).read_text())
+    rank0 = got.ranks[0]
+    first, began = rank0.at("first step"), rank0.at("process started")
+    assert first is not None and began is not None
+    assert first - began == pytest.approx(metrics["startup_s"], abs=0.1)
+    assert metrics["startup_imports_s"] > 0.5
+
+
+def test_a_stop_signal_to_the_node_reaches_its_workers_which_save_and_exit_75(
+        tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    node = _node(run, "--max-epochs", "1000")
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and node.poll() is None:
+            got = startup.read(run)
+            if got is not None and all(t.at("first step") for t in got.ranks) and len(
+                    got.ranks) == 2:
+                break
+            time.sleep(0.1)
+        node.send_signal(signal.SIGUSR1)
+        out, err = node.communicate(timeout=120)
+    finally:
+        node.kill()
+    assert node.returncode == 75, err
+    assert (run / rundir.STOP_SAVED).exists() and (run / "last.ckpt").exists()
+    assert "epoch 1000/1000" not in out
