@@ -15,6 +15,8 @@ import pytest
 
 from hpctrain import rundir
 from hpctrain.diagnosis import startup
+from hpctrain.trainconfig.options import TrainerCall
+from hpctrain.trainer import entry, workers
 
 from .helpers import TINY_SPIRAL, clean_env
 
@@ -83,3 +85,31 @@ def test_a_stop_signal_to_the_node_reaches_its_workers_which_save_and_exit_75(
     assert node.returncode == 75, err
     assert (run / rundir.STOP_SAVED).exists() and (run / "last.ckpt").exists()
     assert "epoch 1000/1000" not in out
+
+
+def test_where_cuda_has_started_the_workers_are_new_trainer_processes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fallback a GPU node takes where a fork would find CUDA started: each worker is a new
+    `python -m hpctrain.trainer` with the node trainer's resolved settings (config_args)."""
+    run = tmp_path / "run"
+    for key, value in clean_env({
+            "NODE_RANK": "0", "NNODES": "1", "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": _free_port(), "OMP_NUM_THREADS": "1",
+            "HPCTRAIN_RUN_DIR": str(run)}).items():
+        monkeypatch.setenv(key, value)
+    for key in ("RANK", "LOCAL_RANK", "GROUP_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(workers, "cuda_started", lambda: "torch has initialised CUDA")
+    call = entry.build_parser().parse_args(
+        ["--task", "spiral", "--max-epochs", "2", *[f"--set={o}" for o in TINY_SPIRAL]])
+    assert entry.run(TrainerCall.from_values(vars(call))) == 0
+    metrics = json.loads((run / rundir.METRICS).read_text())
+    assert metrics["status"] == "completed" and len(metrics["epochs"]) == 2
+    assert metrics["settings"]["data"]["samples"] == 4096  # the settings reached the workers
+    assert metrics["world_size"] == 2
+    got = startup.read(run)
+    assert got is not None and sorted(t.rank for t in got.ranks) == [0, 1]
+    # Each worker imported for itself: no "worker started" (no fork).
+    for track in got.ranks:
+        names = [m.name for m in track.marks]
+        assert "worker started" not in names and names[-1] == "first step"
