@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain import rundir
+from hpctrain import rundir, timeline
 from hpctrain.diagnosis import startup
 from hpctrain.trainconfig.options import TrainerCall
-from hpctrain.trainer import entry, workers
+from hpctrain.trainer import entry, lean, workers
 
 from .helpers import TINY_SPIRAL, clean_env
 
@@ -100,6 +100,10 @@ def test_where_cuda_has_started_the_workers_are_new_trainer_processes(
     for key in ("RANK", "LOCAL_RANK", "GROUP_RANK"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(workers, "cuda_started", lambda: "torch has initialised CUDA")
+    # This process is the node's trainer: its import hooks and marks must not outlive the test.
+    monkeypatch.setattr(lean, "install", lambda *args: False)
+    monkeypatch.setattr(timeline, "_timeline", timeline._Timeline())
+    monkeypatch.setattr(timeline, "_clock", None)
     call = entry.build_parser().parse_args(
         ["--task", "spiral", "--max-epochs", "2", *[f"--set={o}" for o in TINY_SPIRAL]])
     assert entry.run(TrainerCall.from_values(vars(call))) == 0
