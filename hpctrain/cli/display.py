@@ -115,25 +115,24 @@ def _job_dry_run_json(outcome: Outcome[Prepared, None], place: Place) -> dict[st
 
 def _submitted(outcome: Outcome[Prepared, Submitted], place: Place) -> None:
     """The job id, its run directory and how to follow it."""
-    from hpctrain.cli.output import console
+    from hpctrain.cli.output import print_err, print_line
 
     done, plan = outcome.result, outcome.prepared.plan
     assert done is not None  # shown once submitted
-    console.print(
-        f"Submitted job [bold]{done.job_id}[/] ({plan.nodes} node(s) x "
-        f"{plan.gpus_per_node} GPU(s), profile {plan.profile}, cluster "
-        f"{done.cluster or '?'})", highlight=False)
+    print_line(f"Submitted job {done.job_id} ({plan.nodes} node(s) x {plan.gpus_per_node} "
+               f"GPU(s), profile {plan.profile}, cluster {done.cluster or '?'})",
+               bold=str(done.job_id))
     if done.rerun_of:
-        console.print(f"a rerun of job {done.rerun_of}", highlight=False)
+        print_line(f"a rerun of job {done.rerun_of}")
     if len(done.chain) > 1:
-        console.print(f"chain of {len(done.chain)} jobs, each after the one before: "
-                      f"{', '.join(done.chain)}", highlight=False)
-    console.print(f"run directory: {done.run_dir}", highlight=False, soft_wrap=True)
-    console.print(f"code:          {code_line(done)}", highlight=False, soft_wrap=True)
-    console.print(f"follow it:     hpctrain status {done.job_id}", highlight=False)
-    console.print(f"               hpctrain logs -f {done.job_id}", highlight=False)
+        print_line(f"chain of {len(done.chain)} jobs, each after the one before: "
+                   f"{', '.join(done.chain)}")
+    print_line(f"run directory: {done.run_dir}")
+    print_line(f"code:          {code_line(done)}")
+    print_line(f"follow it:     hpctrain status {done.job_id}")
+    print_line(f"               hpctrain logs -f {done.job_id}")
     for note in plan.notes:
-        err_console.print(f"[yellow]note:[/] {note}")
+        print_err(note, lead="note:", style="yellow")
 
 
 def _submitted_json(outcome: Outcome[Prepared, Submitted], place: Place

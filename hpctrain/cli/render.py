@@ -13,7 +13,7 @@ import typer
 from hpctrain.cli import backends
 from hpctrain.cli.costview import charged, show_usage
 from hpctrain.cli.options import JobOptions, build_request, with_job_options
-from hpctrain.cli.output import err_console, is_tty, print_code, print_json
+from hpctrain.cli.output import err_console, is_tty, print_code, print_err, print_json
 from hpctrain.cli.race import FirstOfOpt, ask_slurm, render_dict, show_alternatives, verdict_dict
 from hpctrain.errors import HpctrainError
 
@@ -90,10 +90,8 @@ def summary_line(plan: JobPlan) -> str:
 
 def show_notes(plan: JobPlan) -> None:
     """The plan's notes (a constraint added, a default chosen) on stderr."""
-    from rich.markup import escape
-
     for note in plan.notes:
-        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+        print_err(note, lead="note:", style="yellow")
 
 
 def show_script(script: str) -> None:
@@ -177,10 +175,10 @@ def _tell_log_dir(output_dir: str) -> None:
     if _log_dir(output_dir).is_dir():
         return
     where = shlex.quote(output_dir)
-    err_console.print(
-        f"note: SLURM writes the job's output into {output_dir}/ (from the directory sbatch "
-        f"runs in) and does not create it: run `mkdir -p {where}` there before sbatch, or "
-        "render with -o FILE, which creates it", highlight=False, markup=False)
+    print_err(
+        f"SLURM writes the job's output into {output_dir}/ (from the directory sbatch runs in) "
+        f"and does not create it: run `mkdir -p {where}` there before sbatch, or render with "
+        "-o FILE, which creates it", lead="note:", style="yellow")
 
 
 @with_job_options()
@@ -243,7 +241,7 @@ def _show_rendered(scripts: Sequence[Script], output: Path | None, logs: Path) -
         show_scripts(scripts)
         show_alternatives(plans, None)
     elif output is not None:
-        err_console.print(f"wrote {output}; the job logs into {logs}/", highlight=False)
+        print_err(f"wrote {output}; the job logs into {logs}/")
         show_summary(plans[0])
     else:
         show_script(scripts[0].text)
@@ -252,7 +250,7 @@ def _show_rendered(scripts: Sequence[Script], output: Path | None, logs: Path) -
         else:
             # stdout is the script alone, for a file or sbatch; what a person must know still
             # reaches the terminal.
-            err_console.print(summary_line(plans[0]), highlight=False, markup=False)
+            print_err(summary_line(plans[0]))
             show_notes(plans[0])
 
 
