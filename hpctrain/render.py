@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-
-import jinja2
 
 from hpctrain import __version__, rundir, templating
 from hpctrain.errors import SecretError, UnsafeValueError
@@ -62,16 +59,13 @@ def _sh_path(value: str) -> str:
     return sh_quote(value)
 
 
-@lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    return templating.environment(templates_dir(), {
-        "sh": sh_quote,
-        "sh_path": _sh_path,
-        "sbatch": sbatch_quote,
-        "sbatch_option": sbatch_option,
-        "comment": comment,
-        "shjoin": lambda args: " ".join(sh_quote(a) for a in args),
-    })
+def _shjoin(args: Iterable[object]) -> str:
+    return " ".join(sh_quote(a) for a in args)
+
+
+# The template's filters: every value reaches the script through one of them.
+FILTERS = {"sh": sh_quote, "sh_path": _sh_path, "sbatch": sbatch_quote,
+           "sbatch_option": sbatch_option, "comment": comment, "shjoin": _shjoin}
 
 
 def _launch(plan: JobPlan) -> tuple[str, ...]:
@@ -108,10 +102,10 @@ def logs_in(log_dir: str) -> LogPatterns:
 
 def render_script(plan: JobPlan, *, environ: Mapping[str, str] | None = None) -> str:
     """Render the sbatch script; refuse it if it would carry a secret from `environ`."""
-    text = templating.get_template(_environment(), templates_dir(), "sbatch.sh.j2").render(
-        plan=plan, version=__version__, launch_args=_launch(plan), logs=log_patterns(plan),
-        launcher=LAUNCHERS[plan.launcher], trainer=runs_trainer(plan.command),
-        run_files=rundir.for_template(),
+    text = templating.render(
+        templates_dir(), "sbatch.sh.j2", FILTERS, plan=plan, version=__version__,
+        launch_args=_launch(plan), logs=log_patterns(plan), launcher=LAUNCHERS[plan.launcher],
+        trainer=runs_trainer(plan.command), run_files=rundir.for_template(),
     )
     if environ is not None:
         check_no_secrets(text, environ)
@@ -139,5 +133,5 @@ def plan_script(
 
 if __name__ == "__main__":
     # `python -m hpctrain.render` regenerates hpctrain/_compiled/ after a template change.
-    for path in templating.write_compiled(_environment(), templates_dir()):
+    for path in templating.write_compiled(templates_dir()):
         print(f"wrote {path}")

@@ -1,16 +1,24 @@
 """Golden scripts for every shipped profile and topology, each accepted by `bash -n`."""
 
+import importlib
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import hpctrain
+from hpctrain import render, rundir, templating
 from hpctrain.errors import SecretError
-from hpctrain.plan import JobRequest, build_plan
+from hpctrain.plan import JobPlan, JobRequest, build_plan
+from hpctrain.plan.launchers import LAUNCHERS
+from hpctrain.plan.model import SweepArray
+from hpctrain.plan.restart import runs_trainer
 from hpctrain.profiles import load_profile
 from hpctrain.render import render_script, sbatch_quote
+from hpctrain.resources import templates_dir
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("HPCTRAIN_UPDATE_GOLDEN") == "1"
@@ -169,22 +177,60 @@ def test_sbatch_quote(value: str, quoted: str) -> None:
 
 def test_the_shipped_compiled_template_is_current() -> None:
     """hpctrain/_compiled matches templates/: after editing a template, regenerate it."""
-    from hpctrain import render, templating
-    from hpctrain.resources import templates_dir
-
     for name in templating.PRECOMPILED:
         path = templating.COMPILED_DIR / f"{templating._module_name(name)}.py"
-        expected = templating.compiled_module(render._environment(), templates_dir(), name)
+        expected = templating.compiled_module(templates_dir(), name)
         assert path.read_text(encoding="utf-8") == expected, (
             f"{path} is stale: run `python -m hpctrain.render`")
 
 
-def test_an_edited_template_is_compiled_from_its_text(tmp_path: Path) -> None:
-    from hpctrain import render, templating
-    from hpctrain.resources import templates_dir
-
+def test_an_edited_template_is_rendered_by_jinja_from_its_text(tmp_path: Path) -> None:
     (tmp_path / "sbatch.sh.j2").write_text(
-        (templates_dir() / "sbatch.sh.j2").read_text() + "# edited\n")
-    env = templating.environment(tmp_path, render._environment().filters)
-    template = templating.get_template(env, tmp_path, "sbatch.sh.j2")
-    assert template.filename is not None and "_compiled" not in template.filename
+        (templates_dir() / "sbatch.sh.j2").read_text() + "# edited {{ plan.nodes }}\n")
+    plan = build_plan(JobRequest(profile=load_profile("raven"), nodes=2))
+    text = templating.render(tmp_path, "sbatch.sh.j2", render.FILTERS, **_values(plan))
+    assert text == render.render_script(plan) + "# edited 2\n"
+
+
+def _values(plan: JobPlan) -> dict[str, Any]:
+    return dict(plan=plan, version=hpctrain.__version__, launch_args=render._launch(plan),
+                logs=render.log_patterns(plan), launcher=LAUNCHERS[plan.launcher],
+                trainer=runs_trainer(plan.command), run_files=rundir.for_template())
+
+
+def _every_branch() -> list[JobPlan]:
+    """Plans that between them take every branch of the sbatch template."""
+    raven = load_profile("raven")
+    marvin = load_profile("marvin")
+    base = build_plan(JobRequest(profile=raven, nodes=2, account="lab", python_env="/opt/a venv",
+                                 invocation="hpctrain render -P raven -N 2"))
+    user = ("python", "train.py", "--lr", "0.1 $(x)")
+    plans = [build_plan(JobRequest(profile=p, nodes=n, launcher=launcher, command=command,
+                                   account="lab"))
+             for p in (raven, marvin, load_profile("local"), load_profile("gilbreth"))
+             for n in (1, 2) for launcher in ("srun", "torchrun", "per-node")
+             for command in ((), user)]
+    return plans + [
+        replace(base, array=SweepArray(offset=10, size=10, throttle=2, width=3), grace_s=None,
+                run_dir="/runs/a sweep"),
+        replace(base, race="gpu (A100)", code_dir="/home/me/snap shot", run_dir="~/runs/x"),
+        replace(base, chain=3, requeue=False), replace(base, requeue=True, retries=2),
+        replace(base, retries=1, grace_s=None),
+        replace(base, monitor_interval_s=None, grace_s=None),
+        replace(base, stall_window="off"), replace(base, stall_window="600", on_stall="requeue"),
+        replace(base, modules=("cuda/12.1", "gcc's"), module_use=("/opt/mods",),
+                module_purge=True, setup_lines=("source /etc/x.sh",),
+                nccl=(("NCCL_IB_HCA", "mlx5"),), env=(("A", "b c"),), python_env=None),
+        replace(base, exclude=("n1", "n2"), constraint="gpu-bw", qos="long", account=None,
+                gpu_option=None, gpu_type=None, invocation="", notes=("a\nb",),
+                extra_sbatch=("--mail-type=END",), emit_partition=False),
+    ]
+
+
+def test_the_compiled_template_renders_what_jinja_renders() -> None:
+    """The generated module and Jinja, over plans that take every branch of the template."""
+    jinja = templating.environment(templates_dir(), render.FILTERS).get_template("sbatch.sh.j2")
+    module = importlib.import_module("hpctrain._compiled.sbatch_sh_j2")
+    for plan in _every_branch():
+        values = _values(plan)
+        assert module.render(render.FILTERS, values) == jinja.render(**values), plan
