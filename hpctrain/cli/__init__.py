@@ -1,24 +1,26 @@
-"""The hpctrain command line: one typer app, one error boundary."""
+"""The hpctrain command line: one typer app (cli/app.py), one error boundary (`main`).
+
+This package's own module imports neither typer nor click: `main` runs a `render` whose
+command line needs no click parsing without them (cli/argv.py), and imports the app otherwise.
+"""
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-import click
-import typer
-from typer.core import TyperGroup
-
-from hpctrain import __version__
 from hpctrain.cli.output import err_console, print_json
 from hpctrain.errors import HpctrainError
+
+if TYPE_CHECKING:
+    import click
 
 # The command modules in help order, and which module holds each command. Only the module
 # of the command being run is imported and turned into click commands (typer inspects every
 # registered signature at start-up: ~20 ms for all of them); `--help` and unknown commands
-# get none (_Root lists them from SUMMARY). tests/unit/test_cli.py checks that this table
+# get none (cli/app.py: _Root lists them from SUMMARY). tests/unit/test_cli.py checks this table
 # matches the modules.
 MODULES = ("render", "submit", "jobs", "why", "nodes", "free", "snapshots", "login", "train",
            "profiles", "devcluster", "data", "stats", "scale", "sweep", "completion")
@@ -73,138 +75,37 @@ SUMMARY = {
 _state = {"debug": False}
 
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"hpctrain {__version__}")
-        raise typer.Exit()
-
-
-def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
-    ),
-    debug: bool = typer.Option(
-        False, "--debug",
-        help="Show tracebacks for errors, and every SLURM command with the output format used."),
-) -> None:
-    _state["debug"] = debug
-    if debug:
-        import logging
-
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
-        logger = logging.getLogger("hpctrain")
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG)
-
-
-def build_app(args: Sequence[str] | None = None) -> typer.Typer:
-    """The root app with the command modules `args` needs (all of them when args is None)."""
-    app = typer.Typer(
-        name="hpctrain",
-        cls=_Root,
-        help="Train on SLURM clusters: validated sbatch scripts from cluster profiles, "
-        "job lifecycle, a packaged Lightning trainer and a local dev cluster.\n\n"
-        "Example: hpctrain render --profile raven --nodes 2 --dry-run",
-        no_args_is_help=True,
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        # Plain click help: typer's rich help imports rich and markdown-it (~100 ms), which a
-        # login node pays on every `--help`.
-        rich_markup_mode=None,
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-    app.callback()(_root)
-    # Root options are flags only, so the first word that is not an option names the command.
-    command = next((a for a in args or () if not a.startswith("-")), None)
-    # The root's help and an unknown command's error need only names and SUMMARY (_Root).
-    wanted = MODULES if args is None else (MODULE_OF[command],) if command in MODULE_OF else ()
-    for name in wanted:
-        # Each module imports its heavy parts (torch, sqlite3, rich tables) inside its commands.
-        importlib.import_module(f"hpctrain.cli.{name}").register(app)
-    _summarize(app, "")
-    return app
-
-
 def top_level() -> list[str]:
     """The root's commands and groups in help order: SUMMARY's keys without a space."""
     return [name for name in SUMMARY if " " not in name]
 
 
-class _Root(TyperGroup):
-    """The root group, listing every command from MODULE_OF and SUMMARY: `hpctrain --help`
-    and a mistyped command import no command module (each costs its signatures' inspection).
-    tests/unit/test_cli.py checks that the listing is the one the whole app prints."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return top_level()
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        found = super().get_command(ctx, name)
-        if found is not None or name not in MODULE_OF:
-            return found
-        # Not registered by the first word (shell completion of the command's name): the app
-        # that command line would have built, and its command.
-        group = typer.main.get_command(build_app([name]))
-        assert isinstance(group, click.Group)
-        return group.commands.get(name)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, SUMMARY[name]) for name in self.list_commands(ctx)]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
-
-    def resolve_command(self, ctx: click.Context, args: list[str]
-                        ) -> tuple[str | None, click.Command | None, list[str]]:
-        try:
-            return click.Group.resolve_command(self, ctx, args)
-        except click.UsageError as e:
-            from difflib import get_close_matches
-
-            matches = get_close_matches(args[0], top_level()) if args else []
-            if not matches:
-                raise
-            close = ", ".join(repr(m) for m in matches)
-            raise click.UsageError(f"{e.message.rstrip('.')}. Did you mean {close}?",
-                                   e.ctx) from None
-
-
-def command_name(info: typer.models.CommandInfo) -> str:
-    """A registered command's name, as typer derives it from the function when not given."""
-    assert info.callback is not None
-    return info.name or info.callback.__name__.lower().replace("_", "-")
-
-
-def _summarize(app: typer.Typer, prefix: str) -> None:
-    """Give every command and group of `app` its SUMMARY line as click's short help."""
-    for info in app.registered_commands:
-        info.short_help = SUMMARY.get(prefix + command_name(info), info.short_help)
-    for group in app.registered_groups:
-        sub = group.typer_instance
-        assert sub is not None and isinstance(sub.info.name, str)
-        group.short_help = SUMMARY.get(prefix + sub.info.name, group.short_help)
-        _summarize(sub, f"{prefix}{sub.info.name} ")
-
-
-def __getattr__(name: str) -> typer.Typer:
-    # `hpctrain.cli.app`: the whole app, built on first use (tests drive it with CliRunner).
+def __getattr__(name: str) -> Any:
+    # `hpctrain.cli.app`: the whole app, built on first use (tests drive it with CliRunner);
+    # `build_app`, the app's builder.
     if name == "app":
+        from hpctrain.cli.app import build_app
+
         app = build_app()
         globals()["app"] = app
         return app
+    if name == "build_app":
+        from hpctrain.cli.app import build_app
+
+        return build_app
     raise AttributeError(name)
 
 
 def main() -> None:
-    """Entry point: run the app behind the one error boundary."""
+    """Entry point: run the command behind the one error boundary."""
     if "_HPCTRAIN_COMPLETE" in os.environ:
         # The shell asks for completions (the script of `hpctrain completion SHELL`).
+        from hpctrain.cli.app import build_app
         from hpctrain.cli.completion import complete
 
         sys.exit(complete(build_app))
     try:
-        # Without standalone mode click returns the exit code of typer.Exit instead of raising.
-        code = build_app(sys.argv[1:])(standalone_mode=False)
+        code = _run(sys.argv[1:])
         if isinstance(code, int) and code:
             sys.exit(code)
     except HpctrainError as e:
@@ -216,18 +117,29 @@ def main() -> None:
             print_json({"error": {"what": e.what, "fix": e.fix}})
         # A safe stop of `hpctrain train` ends 75 (EX_TEMPFAIL), as the trainer does in a job.
         sys.exit(getattr(e, "exit_code", 1))
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except typer.Abort:
-        err_console.print("Aborted.")
-        sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
     except BrokenPipeError:
         _quiet_stdout()
         sys.exit(1)
-    except Exception as e:  # click usage errors and the like
+    except Exception as e:  # click usage errors, typer.Exit and Abort, and the like
         _other_error(e)
+
+
+def _run(args: list[str]) -> Any:
+    """The command `args` name: a plain `render` parsed from the option tables without click
+    (typer and click are most of its start-up), anything else by the typer app."""
+    if args[:1] == ["render"]:
+        from hpctrain.cli import render
+
+        _state["debug"] = False  # as the root's callback sets it: no root option came first
+        ran = render.run_plain(args[1:])
+        if ran:
+            return 0
+    from hpctrain.cli.app import build_app
+
+    # Without standalone mode click returns the exit code of typer.Exit instead of raising.
+    return build_app(args)(standalone_mode=False)
 
 
 def _json_asked(args: Sequence[str]) -> bool:
@@ -268,6 +180,9 @@ def _other_error(e: Exception) -> None:
         sys.exit(e.exit_code)
     if isinstance(e, click.exceptions.Exit):
         sys.exit(e.exit_code)
+    if isinstance(e, click.exceptions.Abort):
+        err_console.print("Aborted.")
+        sys.exit(1)
     if _state["debug"]:
         raise e
     # Whatever the input, no traceback without --debug: a bug still gets an Error: line.

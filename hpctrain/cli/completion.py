@@ -7,14 +7,16 @@ Imported by options.py for every job command, so nothing heavy at module level.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Annotated, Any
 
 from hpctrain.errors import HpctrainError
+
+if TYPE_CHECKING:
+    import typer
 
 PROG = "hpctrain"
 COMPLETE_VAR = "_HPCTRAIN_COMPLETE"
@@ -145,16 +147,20 @@ def _items(values: Values, ctx: Any, param: Any, incomplete: str) -> list[Any]:
     return [CompletionItem(v, help=h or None) for v, h in values(incomplete)]
 
 
-ShellArg = Annotated[str, typer.Argument(help="bash, zsh or fish.", metavar="SHELL",
-                                         autocompletion=lambda: list(SHELLS))]
-
-
-def completion(shell: ShellArg) -> None:
+def completion(shell: str) -> None:
     """Print the shell completion script: eval "$(hpctrain completion bash)" in ~/.bashrc."""
     sys.stdout.write(script(shell).rstrip("\n") + "\n")
 
 
 def register(app: typer.Typer) -> None:
+    import typer
+
+    # Declared here: options.py imports this module for every job command, typer or not.
+    shell = Annotated[str, typer.Argument(help="bash, zsh or fish.", metavar="SHELL",
+                                          autocompletion=lambda: list(SHELLS))]
+    completion.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("shell", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=shell)])
+    completion.__annotations__ = {"shell": shell, "return": None}
     app.command(help=(
         "Print the shell completion script for bash, zsh or fish: completes commands, "
         "options, profiles, partitions and job ids.\n\nbash: eval \"$(hpctrain completion "

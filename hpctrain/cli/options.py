@@ -19,8 +19,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_args, get_type_hints
 
-import typer
-
 from hpctrain.cli import completion
 from hpctrain.trainconfig.options import OPTIONS as TRAINER_OPTIONS
 from hpctrain.trainconfig.options import TrainerCall, TrainerOption
@@ -45,13 +43,18 @@ class Flags:
     completion: Callable[..., list[completion.Item]] | None = None
     # The command's trailing argument rather than an option.
     argument: bool = False
+    # Accepted, and left out of --help.
+    hidden: bool = False
 
     def declaration(self) -> Any:
-        """The typer declaration of this row."""
+        """The typer declaration of this row (typer is imported only by the commands click
+        parses: cli/argv.py parses a plain `render` from the rows themselves)."""
+        import typer
+
         if self.argument:
             return typer.Argument(help=self.help)
         return typer.Option(*self.decls, help=self.help, metavar=self.metavar, min=self.min,
-                            autocompletion=self.completion)
+                            autocompletion=self.completion, hidden=self.hidden)
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,8 @@ def _trainer_values(option: TrainerOption) -> Callable[[str], list[completion.It
 
 def trainer_parameter(option: TrainerOption, help_prefix: str = "") -> inspect.Parameter:
     """One entry of the trainer's table as the keyword parameter typer reads."""
+    import typer
+
     declared = typer.Option(option.flag, help=help_prefix + option.help, metavar=option.metavar,
                             show_default=False, autocompletion=_trainer_values(option))
     kind: Any = {bool: bool, list: list[str] | None, str: str | None}[option.value_type]
@@ -243,7 +248,9 @@ def with_job_options(names: Iterable[str] | None = None,
 
 
 def _is_argument(param: inspect.Parameter) -> bool:
-    return any(isinstance(m, typer.models.ArgumentInfo)
+    from typer.models import ArgumentInfo
+
+    return any(isinstance(m, ArgumentInfo)
                for m in getattr(param.annotation, "__metadata__", ()))
 
 

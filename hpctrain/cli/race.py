@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
+from hpctrain.cli.options import Flags
 from hpctrain.cli.output import console, err_console, register_display, result_json
 
 if TYPE_CHECKING:
@@ -17,12 +16,16 @@ if TYPE_CHECKING:
     from hpctrain.submission.pipeline import Outcome
     from hpctrain.submission.race import Race, RaceSubmitted
 
-FirstOfOpt = Annotated[
-    str | None,
-    typer.Option("--first-of", metavar="NxG,NxG,...",
-                 help="Race the job as these topologies (NODESxGPUS, e.g. 1x4,4x1): the first "
-                 "to start wins and cancels the others (docs/jobs.md)."),
-]
+FIRST_OF = Flags(("--first-of",), "Race the job as these topologies (NODESxGPUS, e.g. 1x4,4x1): "
+                 "the first to start wins and cancels the others (docs/jobs.md).",
+                 metavar="NxG,NxG,...")
+
+
+def __getattr__(name: str) -> Any:
+    # FirstOfOpt, the typer declaration, made when a command that click parses asks for it.
+    if name == "FirstOfOpt":
+        return Annotated[str | None, FIRST_OF.declaration()]
+    raise AttributeError(name)
 
 
 def verdict_dict(verdict: TestOnlyVerdict) -> dict[str, object]:

@@ -6,36 +6,49 @@ import os
 import shlex
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any
 
-import typer
-
-from hpctrain.cli import backends
+from hpctrain.cli import argv, backends
 from hpctrain.cli.costview import charged, show_usage
-from hpctrain.cli.options import JobOptions, build_request, with_job_options
+from hpctrain.cli.options import (
+    TRAINER_FLAGS,
+    Flags,
+    JobOptions,
+    Row,
+    build_request,
+    job_table,
+    signature_of,
+    trainer_option,
+    with_job_options,
+)
 from hpctrain.cli.output import err_console, is_tty, print_code, print_err, print_json
-from hpctrain.cli.race import FirstOfOpt, ask_slurm, render_dict, show_alternatives, verdict_dict
+from hpctrain.cli.race import FIRST_OF, ask_slurm, render_dict, show_alternatives, verdict_dict
 from hpctrain.errors import HpctrainError
+from hpctrain.trainconfig.options import TrainerCall
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    import typer
 
     from hpctrain.plan import JobPlan
     from hpctrain.slurm.client import TestOnlyVerdict
     from hpctrain.submission.planned import Script
 
-OutputOpt = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Write the script to FILE (`-`: stdout), "
-                              "its log directory made and named absolutely.")
-]
-# render never submits: --dry-run is accepted for those who type it out of habit (submit's
-# own), and left out of the help, where it read as if render alone might submit.
-DryRunOpt = Annotated[bool, typer.Option("--dry-run", hidden=True)]
-CheckOpt = Annotated[
-    bool, typer.Option("--check", help="Ask the SLURM in reach (sbatch --test-only) too.")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the plan and script as JSON.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite an existing --output.")]
+# render's own options, after the job's and the trainer's (cli/options.py).
+OWN = (
+    Row("output", Path | None, None, Flags(
+        ("--output", "-o"), "Write the script to FILE (`-`: stdout), its log directory made "
+        "and named absolutely.")),
+    # render never submits: --dry-run is accepted for those who type it out of habit (submit's
+    # own), and left out of the help, where it read as if render alone might submit.
+    Row("dry_run", bool, False, Flags(("--dry-run",), "", hidden=True)),
+    Row("check", bool, False, Flags(("--check",), "Ask the SLURM in reach (sbatch --test-only) "
+                                    "too.")),
+    Row("first_of", str | None, None, FIRST_OF),
+    Row("json_out", bool, False, Flags(("--json",), "Print the plan and script as JSON.")),
+    Row("force", bool, False, Flags(("--force",), "Overwrite an existing --output.")),
+)
 
 
 def show_summary(plan: JobPlan) -> None:
@@ -117,6 +130,8 @@ def _show_verdict(verdict: TestOnlyVerdict) -> None:
             err_console.print(f"expected start: {starts}", highlight=False)
     else:
         err_console.print(f"[red]SLURM refuses the script:[/] {verdict.message}")
+        import typer
+
         raise typer.Exit(1)
 
 
@@ -181,16 +196,23 @@ def _tell_log_dir(output_dir: str) -> None:
         "-o FILE, which creates it", lead="note:", style="yellow")
 
 
-@with_job_options()
-def render(
-    job: JobOptions,
-    output: OutputOpt = None,
-    dry_run: DryRunOpt = False,
-    check: CheckOpt = False,
-    first_of: FirstOfOpt = None,
-    json_out: JsonOpt = False,
-    force: ForceOpt = False,
-) -> None:
+def run_plain(args: Sequence[str]) -> bool:
+    """Run `render ARGS` where its command line needs no click (cli/argv.py); False: it does."""
+    trainer = [trainer_option(f) for f in TRAINER_FLAGS]
+    parsed = argv.parse(args, [*job_table(), *OWN], trainer)
+    if parsed is None:
+        return False
+    values, command = parsed
+    call = TrainerCall.from_values({o.dest: values.get(o.dest) for o in trainer})
+    job = JobOptions(**{r.name: values.get(r.name, r.default) for r in job_table()
+                        if not r.flags.argument}, command=command or None, trainer=call)
+    render_job(job, **{r.name: values.get(r.name, r.default) for r in OWN})
+    return True
+
+
+def render_job(job: JobOptions, output: Path | None = None, dry_run: bool = False,
+               check: bool = False, first_of: str | None = None, json_out: bool = False,
+               force: bool = False) -> None:
     """Render the sbatch script for a profile and topology; nothing is submitted."""
     from hpctrain.submission.kinds import submission
 
@@ -264,12 +286,19 @@ def _show_verdicts(verdicts: Sequence[TestOnlyVerdict]) -> None:
     if refused:
         err_console.print(f"[red]SLURM refuses {len(refused)} alternative(s)[/]; "
                           "a race needs every one to be possible")
+        import typer
+
         raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
     """Add render to the root app."""
+    def render(job: JobOptions, **own: Any) -> None:
+        render_job(job, **own)
+
+    render.__doc__ = render_job.__doc__
+    signature_of(render, [r.parameter() for r in OWN])
     app.command(
         context_settings={"allow_interspersed_args": False},
         epilog="Example: hpctrain render --profile raven --nodes 2 -- python train.py",
-    )(render)
+    )(with_job_options()(render))
