@@ -6,6 +6,7 @@ command line needs no click parsing without them (cli/argv.py), and imports the 
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -73,6 +74,8 @@ SUMMARY = {
 }
 
 _state = {"debug": False}
+# The commands whose usual command lines are read without click (cli/argv.py).
+PLAIN = ("render", "submit")
 
 
 def top_level() -> list[str]:
@@ -127,14 +130,12 @@ def main() -> None:
 
 
 def _run(args: list[str]) -> Any:
-    """The command `args` name: a plain `render` parsed from the option tables without click
-    (typer and click are most of its start-up), anything else by the typer app."""
-    if args[:1] == ["render"]:
-        from hpctrain.cli import render
-
+    """The command `args` name: a plain `render` or `submit` parsed from the option tables
+    without click (typer and click are a third of their start-up), else by the typer app."""
+    if args[:1] and args[0] in PLAIN:
+        module = importlib.import_module(f"hpctrain.cli.{args[0]}")
         _state["debug"] = False  # as the root's callback sets it: no root option came first
-        ran = render.run_plain(args[1:])
-        if ran:
+        if module.run_plain(args[1:]):
             return 0
     from hpctrain.cli.app import build_app
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpctrain.cli.options import Row
-from hpctrain.trainconfig.options import TrainerOption
+from hpctrain.cli.options import TRAINER_FLAGS, JobOptions, Row, job_table, trainer_option
+from hpctrain.trainconfig.options import TrainerCall, TrainerOption
 
 # The parse of a command line: values by parameter name, and the words of its trailing argument.
 Parsed = tuple[dict[str, Any], list[str]]
@@ -58,6 +58,20 @@ def _table(rows: Sequence[Row], trainer: Sequence[TrainerOption]) -> dict[str, _
         kind = "flag" if option.switch else "list" if option.value_type is list else "str"
         table[option.flag] = _Option(option.dest, kind)
     return table
+
+
+def job_call(args: Sequence[str], own: Sequence[Row]) -> tuple[JobOptions, dict[str, Any]] | None:
+    """A job command's parse: its JobOptions (the table's rows and the trainer's options) and its
+    own rows' values, as typer would hand them over; None: leave it to click."""
+    trainer = [trainer_option(f) for f in TRAINER_FLAGS]
+    parsed = parse(args, [*job_table(), *own], trainer)
+    if parsed is None:
+        return None
+    values, command = parsed
+    call = TrainerCall.from_values({o.dest: values.get(o.dest) for o in trainer})
+    job = JobOptions(**{r.name: values.get(r.name, r.default) for r in job_table()
+                        if not r.flags.argument}, command=command or None, trainer=call)
+    return job, {r.name: values.get(r.name, r.default) for r in own}
 
 
 def parse(args: Sequence[str], rows: Sequence[Row],

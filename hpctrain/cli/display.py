@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
+from hpctrain.cli.flags import Flags
 from hpctrain.cli.output import DISPLAYS, err_console, print_json, register_display, type_name
 
 if TYPE_CHECKING:
@@ -22,11 +21,15 @@ if TYPE_CHECKING:
     from hpctrain.submission.prepare import Prepared
     from hpctrain.submission.submit import Submitted
 
-DryRunOpt = Annotated[
-    bool,
-    typer.Option("--dry-run", help="Print the scripts it would submit, the plan and where it "
-                 "would write; create and submit nothing."),
-]
+DRY_RUN = Flags(("--dry-run",), "Print the scripts it would submit, the plan and where it "
+                "would write; create and submit nothing.")
+
+
+def __getattr__(name: str) -> Any:
+    # DryRunOpt, the typer declaration, made when a command that click parses asks for it.
+    if name == "DryRunOpt":
+        return Annotated[bool, DRY_RUN.declaration()]
+    raise AttributeError(name)
 
 def show(outcome: Outcome[Any, Any], place: Place, json_out: bool) -> None:
     """The dry run or the result, whichever kind it was; what the place synced first."""

@@ -6,15 +6,12 @@ from typing import Annotated
 
 import typer
 
+from hpctrain.cli.flags import LOGIN
 from hpctrain.cli.output import console, err_console, print_json
 
 # Every command that can go through a login takes it so (status imports it from here rather
 # than from the job-option table, which costs it the trainer's options).
-LoginOpt = Annotated[
-    str | None,
-    typer.Option("--login", metavar="DEST", help="Through this ssh destination (as you would "
-                 "type it after `ssh`) instead of the profile's `login` host; docs/remote.md."),
-]
+LoginOpt = Annotated[str | None, LOGIN.declaration()]
 
 
 def login(

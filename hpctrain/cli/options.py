@@ -20,6 +20,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_args, get_type_hints
 
 from hpctrain.cli import completion
+from hpctrain.cli.flags import Flags
 from hpctrain.trainconfig.options import OPTIONS as TRAINER_OPTIONS
 from hpctrain.trainconfig.options import TrainerCall, TrainerOption
 from hpctrain.units import TIME_FORMS
@@ -30,31 +31,6 @@ if TYPE_CHECKING:
 
 JOB_PARAM = "job"
 Command = TypeVar("Command", bound=Callable[..., None])
-
-
-@dataclass(frozen=True)
-class Flags:
-    """How a job option is typed: its flags, help, value name, lower bound and completion."""
-
-    decls: tuple[str, ...]
-    help: str
-    metavar: str | None = None
-    min: int | None = None
-    completion: Callable[..., list[completion.Item]] | None = None
-    # The command's trailing argument rather than an option.
-    argument: bool = False
-    # Accepted, and left out of --help.
-    hidden: bool = False
-
-    def declaration(self) -> Any:
-        """The typer declaration of this row (typer is imported only by the commands click
-        parses: cli/argv.py parses a plain `render` from the rows themselves)."""
-        import typer
-
-        if self.argument:
-            return typer.Argument(help=self.help)
-        return typer.Option(*self.decls, help=self.help, metavar=self.metavar, min=self.min,
-                            autocompletion=self.completion, hidden=self.hidden)
 
 
 @dataclass(frozen=True)
@@ -245,6 +221,18 @@ def with_job_options(names: Iterable[str] | None = None,
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def job_command(module: str, name: str, own: Iterable[Row]) -> Callable[..., None]:
+    """A job command for typer: the table's job and trainer options, then the command's own
+    rows (`own`), handed to `module.name(job, **own)` (looked up when called: tests replace
+    it)."""
+    def command(job: JobOptions, **values: Any) -> None:
+        getattr(sys.modules[module], name)(job, **values)
+
+    command.__doc__ = getattr(sys.modules[module], name).__doc__
+    signature_of(command, [r.parameter() for r in own])
+    return with_job_options()(command)
 
 
 def _is_argument(param: inspect.Parameter) -> bool:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from hpctrain.cli.options import Flags
+from hpctrain.cli.flags import Flags
 from hpctrain.cli.output import console, err_console, register_display, result_json
 
 if TYPE_CHECKING:

@@ -6,25 +6,15 @@ import os
 import shlex
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hpctrain.cli import argv, backends
 from hpctrain.cli.costview import charged, show_usage
-from hpctrain.cli.options import (
-    TRAINER_FLAGS,
-    Flags,
-    JobOptions,
-    Row,
-    build_request,
-    job_table,
-    signature_of,
-    trainer_option,
-    with_job_options,
-)
+from hpctrain.cli.flags import Flags
+from hpctrain.cli.options import JobOptions, Row, build_request, job_command
 from hpctrain.cli.output import err_console, is_tty, print_code, print_err, print_json
 from hpctrain.cli.race import FIRST_OF, ask_slurm, render_dict, show_alternatives, verdict_dict
 from hpctrain.errors import HpctrainError
-from hpctrain.trainconfig.options import TrainerCall
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -198,15 +188,10 @@ def _tell_log_dir(output_dir: str) -> None:
 
 def run_plain(args: Sequence[str]) -> bool:
     """Run `render ARGS` where its command line needs no click (cli/argv.py); False: it does."""
-    trainer = [trainer_option(f) for f in TRAINER_FLAGS]
-    parsed = argv.parse(args, [*job_table(), *OWN], trainer)
-    if parsed is None:
+    called = argv.job_call(args, OWN)
+    if called is None:
         return False
-    values, command = parsed
-    call = TrainerCall.from_values({o.dest: values.get(o.dest) for o in trainer})
-    job = JobOptions(**{r.name: values.get(r.name, r.default) for r in job_table()
-                        if not r.flags.argument}, command=command or None, trainer=call)
-    render_job(job, **{r.name: values.get(r.name, r.default) for r in OWN})
+    render_job(called[0], **called[1])
     return True
 
 
@@ -293,12 +278,7 @@ def _show_verdicts(verdicts: Sequence[TestOnlyVerdict]) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add render to the root app."""
-    def render(job: JobOptions, **own: Any) -> None:
-        render_job(job, **own)
-
-    render.__doc__ = render_job.__doc__
-    signature_of(render, [r.parameter() for r in OWN])
     app.command(
-        context_settings={"allow_interspersed_args": False},
+        name="render", context_settings={"allow_interspersed_args": False},
         epilog="Example: hpctrain render --profile raven --nodes 2 -- python train.py",
-    )(with_job_options()(render))
+    )(job_command(__name__, "render_job", OWN))

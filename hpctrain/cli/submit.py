@@ -2,42 +2,52 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-import typer
+from hpctrain.cli import argv, backends
+from hpctrain.cli.display import DRY_RUN, show
+from hpctrain.cli.flags import LOGIN, Flags
+from hpctrain.cli.options import JobOptions, Row, build_request, job_command
+from hpctrain.cli.race import FIRST_OF
 
-from hpctrain.cli import backends
-from hpctrain.cli.display import DryRunOpt, show
-from hpctrain.cli.login import LoginOpt
-from hpctrain.cli.options import JobOptions, build_request, with_job_options
-from hpctrain.cli.race import FirstOfOpt
+if TYPE_CHECKING:
+    import typer
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/jobs.md).")]
-ChainOpt = Annotated[
-    int, typer.Option("--chain", help="Queue N jobs, each after the one before, sharing one run "
-                      "directory: a long training carried on past the time limit.")
-]
-SnapshotOpt = Annotated[
-    bool, typer.Option("--snapshot/--no-snapshot", help="Run the project as it is now, frozen "
-                       "into a snapshot (default), or run it in place, as it will be when the "
-                       "job starts (docs/jobs.md, \"Code snapshots\").")
-]
-InPlaceOpt = Annotated[
-    list[str] | None, typer.Option("--in-place", metavar="PATH", help="A project path (data) "
-                                   "the job reads where it is instead of from the snapshot; "
-                                   "repeat for more.")
-]
-AfterOpt = Annotated[
-    str | None, typer.Option("--after", help="Start only after these jobs ended well "
-                             "(afterok), e.g. --after 1234,1235.")
-]
+# submit's own options, after the job's and the trainer's (cli/options.py).
+OWN = (
+    Row("chain", int, 1, Flags(("--chain",), "Queue N jobs, each after the one before, sharing "
+                               "one run directory: a long training carried on past the time "
+                               "limit.")),
+    Row("after", str | None, None, Flags(("--after",), "Start only after these jobs ended well "
+                                         "(afterok), e.g. --after 1234,1235.")),
+    Row("login", str | None, None, LOGIN),
+    Row("first_of", str | None, None, FIRST_OF),
+    Row("snapshot", bool, True, Flags(
+        ("--snapshot/--no-snapshot",), "Run the project as it is now, frozen into a snapshot "
+        "(default), or run it in place, as it will be when the job starts (docs/jobs.md, "
+        "\"Code snapshots\").")),
+    Row("in_place", list[str] | None, None, Flags(
+        ("--in-place",), "A project path (data) the job reads where it is instead of from the "
+        "snapshot; repeat for more.", metavar="PATH")),
+    Row("dry_run", bool, False, DRY_RUN),
+    Row("json_out", bool, False, Flags(("--json",), "Machine-readable output (docs/jobs.md).")),
+)
 
 
-@with_job_options()
+def run_plain(args: Sequence[str]) -> bool:
+    """Run `submit ARGS` where its command line needs no click (cli/argv.py); False: it does."""
+    called = argv.job_call(args, OWN)
+    if called is None:
+        return False
+    submit(called[0], **called[1])
+    return True
+
+
 def submit(
-    job: JobOptions, chain: ChainOpt = 1, after: AfterOpt = None,
-    login: LoginOpt = None, first_of: FirstOfOpt = None, snapshot: SnapshotOpt = True,
-    in_place: InPlaceOpt = None, dry_run: DryRunOpt = False, json_out: JsonOpt = False,
+    job: JobOptions, chain: int = 1, after: str | None = None, login: str | None = None,
+    first_of: str | None = None, snapshot: bool = True, in_place: list[str] | None = None,
+    dry_run: bool = False, json_out: bool = False,
 ) -> None:
     """Submit a job: render it, create its run directory, sbatch it and record it."""
     from dataclasses import replace
@@ -71,6 +81,6 @@ def submit(
 def register(app: typer.Typer) -> None:
     """Add submit to the root app."""
     app.command(
-        context_settings={"allow_interspersed_args": False},
+        name="submit", context_settings={"allow_interspersed_args": False},
         epilog="Example: hpctrain submit --profile local --nodes 2 -- printenv SLURMD_NODENAME",
-    )(submit)
+    )(job_command(__name__, "submit", OWN))

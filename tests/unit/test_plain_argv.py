@@ -1,5 +1,6 @@
-"""`render`'s command line read without click (hpctrain/cli/argv.py): the same values as the typer
-app for every command line it takes, and click's answer for the rest; no typer imported."""
+"""`render`'s and `submit`'s command lines read without click (hpctrain/cli/argv.py): the same
+values as the typer app for every command line it takes, and click's answer for the rest; no
+typer imported."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from hpctrain.cli import render as render_cli
+from hpctrain.cli import submit as submit_cli
 from hpctrain.cli.app import build_app
 
 TAKEN = [
@@ -44,33 +46,60 @@ LEFT_TO_CLICK = [
 ]
 
 
-def _recorder(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+# submit's own options on top of the job's.
+SUBMIT_TAKEN = [
+    ["-P", "local", "--chain", "3", "--after", "1,2", "--login", "me@host", "--no-snapshot",
+     "--dry-run", "--json", "--", "hostname"],
+    ["-P", "local", "--in-place", "data", "--in-place", "more data", "--snapshot",
+     "--first-of", "1x1,2x1", "python", "x.py"],
+    ["-P", "local", "--chain", "0"],
+]
+SUBMIT_LEFT = [["-P", "local", "--chain", "x"], ["-P", "local", "--in-place"],
+               ["-P", "local", "--snapshot=no"], ["submit"]]
+COMMANDS = {"render": (render_cli, "render_job"), "submit": (submit_cli, "submit")}
+
+
+def _recorder(command: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     got: dict[str, Any] = {}
-    monkeypatch.setattr(render_cli, "render_job", lambda job, **own: got.update(job=job, own=own))
+    module, body = COMMANDS[command]
+    monkeypatch.setattr(module, body, lambda job, **own: got.update(job=job, own=own))
     return got
 
 
-@pytest.mark.parametrize("args", TAKEN, ids=" ".join)
-def test_a_plain_command_line_gets_what_click_gives(args: list[str],
+def _id(value: Any) -> str:
+    return " ".join(value)[:60] if isinstance(value, list) else str(value)
+
+
+@pytest.mark.parametrize(("command", "args"), [
+    *(("render", a) for a in TAKEN),
+    *(("submit", a) for a in [*TAKEN[:2], *SUBMIT_TAKEN])], ids=_id)
+def test_a_plain_command_line_gets_what_click_gives(command: str, args: list[str],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    got = _recorder(monkeypatch)
-    build_app(["render"])(["render", *args], standalone_mode=False, prog_name="hpctrain")
+    got = _recorder(command, monkeypatch)
+    build_app([command])([command, *args], standalone_mode=False, prog_name="hpctrain")
     by_click = dict(got)
     got.clear()
-    assert render_cli.run_plain(args)
+    assert COMMANDS[command][0].run_plain(args)
     assert got == by_click
 
 
-@pytest.mark.parametrize("args", LEFT_TO_CLICK, ids=lambda a: " ".join(a)[:40])
+@pytest.mark.parametrize(("command", "args"), [
+    *(("render", a) for a in LEFT_TO_CLICK), *(("submit", a) for a in SUBMIT_LEFT),
+    ("render", ["-P", "local", "--chain", "2"])], ids=_id)
 def test_what_the_plain_reader_does_not_take_is_left_to_click(
-        args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    got = _recorder(monkeypatch)
-    assert not render_cli.run_plain(args)
+        command: str, args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    got = _recorder(command, monkeypatch)
+    assert not COMMANDS[command][0].run_plain(args)
     assert got == {}
 
 
-def test_a_plain_render_imports_neither_typer_nor_click(tmp_path: Path) -> None:
-    probe = ("import sys; sys.argv = ['hpctrain', 'render', '-P', 'raven', '-N', '2']\n"
+# A piped render imports none of them; a dry run's summary table is rich's.
+@pytest.mark.parametrize(("words", "imported"), [
+    (["render", "-P", "raven", "-N", "2"], "[]"),
+    (["submit", "-P", "local", "--dry-run", "--", "hostname"], "['rich']")], ids=_id)
+def test_a_plain_command_imports_neither_typer_nor_click(tmp_path: Path, words: list[str],
+                                                         imported: str) -> None:
+    probe = (f"import sys; sys.argv = ['hpctrain', *{words!r}]\n"
              "from hpctrain.cli import main\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
              "print(sorted(m for m in ('typer', 'click', 'jinja2', 'rich') "
@@ -79,5 +108,5 @@ def test_a_plain_render_imports_neither_typer_nor_click(tmp_path: Path) -> None:
                           text=True, timeout=60, env={"HPCTRAIN_HOME": str(tmp_path),
                                                       "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("#!/bin/bash")
-    assert done.stderr.strip().splitlines()[-1] == "[]"
+    assert "#!/bin/bash" in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == imported
