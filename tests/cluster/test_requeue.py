@@ -99,23 +99,18 @@ def test_long_training_survives_the_limit_by_requeueing(
     assert json.loads(shown)["jobs"][0]["restarts"] == len(stops)
 
 
-@pytest.mark.parametrize("launcher", ["torchrun", "per-node"])
-def test_node_launched_ranks_are_requeued_by_the_warning(
-    devcluster: DevClusterHandle, tmp_path: Path, launcher: str
+def test_torchrun_ranks_are_requeued_by_the_warning(
+    devcluster: DevClusterHandle, tmp_path: Path
 ) -> None:
-    """One process a node starts the ranks: torchrun maps its workers' exits to its own, and the
-    trainer of a per-node launch (trainer/workers.py) combines its forked workers'; the warning
-    must still end in a requeue.
+    """torchrun maps its workers' exits to its own; the warning must still end in a requeue.
 
     The warning is sent as SLURM sends it (USR1 to the batch shell) once an epoch is saved:
     the timer itself is the test above's, and racing it here cost five minutes a run.
     """
     (tmp_path / "warned.yaml").write_text(
         LONG_SPIRAL.replace("16384", "8192").replace("600", "200"))
-    # Two workers a node under per-node: forked, not run in the node's own process.
-    topology = (*TWO_NODES[:-1], "2") if launcher == "per-node" else TWO_NODES
-    job = submit(devcluster, tmp_path, *topology, "--time", "5",
-                 "--grace", "10", "--launcher", launcher, "--config", "warned.yaml")
+    job = submit(devcluster, tmp_path, *TWO_NODES, "--time", "5",
+                 "--grace", "10", "--launcher", "torchrun", "--config", "warned.yaml")
     run_dir = Path(job["run_dir"])
     wait_for(lambda: (run_dir / "last.ckpt").exists(), 300, "first checkpoint")
     devcluster.client().run(["scancel", "--batch", "--signal=USR1", str(job["job_id"])])
