@@ -15,7 +15,9 @@ from typing import Literal
 
 from hpctrain.errors import ConfigError
 
-Launch = Literal["local", "slurm", "torchrun"]
+Launch = Literal["local", "slurm", "torchrun", "per-node"]
+# Set by the node's trainer of a per-node launch for its workers (trainer/workers.py).
+NODE_WORKER_VAR = "HPCTRAIN_NODE_WORKER"
 
 # Lightning's own rule: jobs named like this are interactive shells, not training steps.
 INTERACTIVE_JOB_NAMES = ("bash", "interactive")
@@ -96,7 +98,7 @@ def _torchrun_topology(env: Mapping[str, str]) -> ProcessLayout:
             "use the same --nproc-per-node on every node",
         )
     return ProcessLayout(
-        launch="torchrun",
+        launch="per-node" if env.get(NODE_WORKER_VAR) else "torchrun",
         world_size=world,
         num_nodes=world // local_world,
         devices_per_node=local_world,

@@ -102,7 +102,7 @@ def _quiet_lightning(task: Task) -> None:
 def _cluster_environment(config: TrainConfig, topo: ProcessLayout) -> ClusterEnvironment:
     if topo.launch == "slurm":
         return CheckedSLURMEnvironment(topo)
-    if topo.launch == "torchrun":
+    if topo.launch in ("torchrun", "per-node"):  # a per-node launch's workers: torchrun's layout
         return TorchElasticEnvironment()
     # Explicit, so that Lightning does not pick SLURM inside an interactive allocation.
     return LightningEnvironment()

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hpctrain.errors import ConfigError, HpctrainError
+from hpctrain.trainer.cluster import NODE_WORKER_VAR
 from hpctrain.trainer.signals import EXIT_REQUEUE
 
 # Signals the node's trainer passes on to its workers (SLURM's stop and warning signals, ^C).
@@ -54,6 +55,8 @@ class NodeLaunch:
             "WORLD_SIZE": str(self.nodes * self.workers),
             "LOCAL_WORLD_SIZE": str(self.workers),
             "GROUP_RANK": str(self.node_rank),
+            # Its layout is torchrun's; its launch (the log, metrics.json) per-node.
+            NODE_WORKER_VAR: "1",
         }
 
 

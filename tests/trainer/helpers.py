@@ -15,7 +15,8 @@ SRC = Path(hpctrain.__file__).resolve().parents[1]
 
 # Variables that would make the trainer think it runs under a launcher (when pytest itself runs
 # inside a SLURM job or torchrun) or point it at a user's run directory or secrets.
-LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK")
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
+               "HPCTRAIN_NODE_WORKER")
 OTHER_VARS = ("HPCTRAIN_RUN_DIR", "HPCTRAIN_DATA_DIR", "HPCTRAIN_DATA_URL", "COMET_API_KEY")
 
 # Small enough to train in about a second, large enough to learn the spirals.

@@ -45,7 +45,7 @@ def test_one_import_then_two_workers_train_together(tmp_path: Path) -> None:
     node = _node(run, "--max-epochs", "2")
     out, err = node.communicate(timeout=300)
     assert node.returncode == 0, err
-    assert "world_size=2 nodes=1 devices_per_node=2" in out
+    assert "world_size=2 nodes=1 devices_per_node=2" in out and "launch=per-node" in out
     got = startup.read(run)
     assert got is not None and [t.rank for t in got.ranks] == [0, 1]
     imported = set()
@@ -59,6 +59,7 @@ def test_one_import_then_two_workers_train_together(tmp_path: Path) -> None:
     assert "fork" in [p.name for p in got.phases()]
     # metrics.json times the first step from the node trainer's start, imports included.
     metrics = json.loads((run / rundir.METRICS).read_text())
+    assert metrics["launch"] == "per-node"
     rank0 = got.ranks[0]
     first, began = rank0.at("first step"), rank0.at("process started")
     assert first is not None and began is not None

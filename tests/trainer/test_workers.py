@@ -24,7 +24,8 @@ def test_a_per_node_launch_is_read_from_the_launchers_variables() -> None:
     launch = node_launch(PER_NODE)
     assert launch == NodeLaunch(node_rank=1, nodes=2, workers=3)
     assert launch.worker_env(2) == {"RANK": "5", "LOCAL_RANK": "2", "WORLD_SIZE": "6",
-                                    "LOCAL_WORLD_SIZE": "3", "GROUP_RANK": "1"}
+                                    "LOCAL_WORLD_SIZE": "3", "GROUP_RANK": "1",
+                                    "HPCTRAIN_NODE_WORKER": "1"}
     # One rank already (srun's wrapper, torchrun, a worker), or no per-node launch at all.
     assert node_launch({**PER_NODE, "RANK": "0"}) is None
     assert node_launch({"LOCAL_WORLD_SIZE": "2"}) is None
