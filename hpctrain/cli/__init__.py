@@ -1,7 +1,7 @@
 """The hpctrain command line: one typer app (cli/app.py), one error boundary (`main`).
 
-This package's own module imports neither typer nor click: `main` runs a `render` whose
-command line needs no click parsing without them (cli/argv.py), and imports the app otherwise.
+This package's own module imports neither typer nor click: `main` runs a `render` or `submit`
+whose command line needs no click parsing without them (cli/argv.py), the app otherwise.
 """
 
 from __future__ import annotations
