@@ -117,8 +117,7 @@ def segment_options(plan: JobPlan, previous: str | None) -> tuple[str, ...]:
 def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str,
                script_name: str = rundir.SCRIPT, environ: Mapping[str, str] | None = None
                ) -> tuple[RunFile, ...]:
-    import yaml
-
+    from hpctrain import yamlwrite
     from hpctrain.plan.stored import request_json
     from hpctrain.render import check_no_secrets
 
@@ -127,7 +126,7 @@ def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str,
     files = [
         RunFile(run_dir / script_name, text=script, mode=0o755),
         RunFile(run_dir / rundir.PROFILE,
-                text=yaml.safe_dump(dataclasses.asdict(req.profile), sort_keys=False)),
+                text=yamlwrite.dump(dataclasses.asdict(req.profile))),
         # A race's alternatives share it: the first one's, the topology aside.
         RunFile(run_dir / rundir.REQUEST, text=request),
     ]
