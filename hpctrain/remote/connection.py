@@ -8,7 +8,6 @@ is reported within seconds instead of opening a second connection.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import shlex
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpctrain import paths
+from hpctrain.debuglog import debug
 from hpctrain.errors import MasterDownError, RemoteError
 
 # What an ssh destination may look like: a Host alias, user@host, host:port forms, IPv6 in
@@ -27,7 +27,7 @@ _DESTINATION = re.compile(r"^[A-Za-z0-9_\[][A-Za-z0-9_.@%:/\[\]+-]*$")
 # Unix socket paths hold about 104 bytes on macOS (108 on Linux), and the master first
 # binds a temporary name: ours plus 17 random characters.
 # Each round trip, shown with --debug (what a command costs over a slow link).
-_LOG = logging.getLogger("hpctrain.ssh")
+_LOGGER = "hpctrain.ssh"
 _SOCKET_MAX = 100
 _SOCKET_EXTRA = 1 + 16 + 17
 _SOCKET_SAFE = re.compile(r"^[A-Za-z0-9_./-]+$")
@@ -196,7 +196,7 @@ class Connection:
         """Run one shell command line on the remote over the master (one round trip)."""
         argv = [*self.client_argv(), "--", self.target.host, command]
         self.round_trips += 1
-        _LOG.debug("round trip %d to %s: %s", self.round_trips, self.target.host,
+        debug(_LOGGER, "round trip %d to %s: %s", self.round_trips, self.target.host,
                    command if len(command) < 200 else command[:200] + " ...")
         with subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else
                               subprocess.DEVNULL, stdout=subprocess.PIPE,

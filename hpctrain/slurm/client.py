@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import shlex
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpctrain import paths
+from hpctrain.debuglog import debug
 from hpctrain.errors import SlurmError, SlurmUnavailableError
 from hpctrain.slurm import parsers, parsers_json, query, starts
 from hpctrain.slurm.parsers import JobInfo
@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT_S = 10.0
 # `hpctrain --debug` shows these: every SLURM command, and which output format was chosen.
-log = logging.getLogger("hpctrain.slurm")
+LOGGER = "hpctrain.slurm"
+
+
 class SlurmTimeoutError(SlurmUnavailableError):
     """A SLURM command did not answer within the client's timeout."""
 
@@ -113,7 +115,7 @@ class SlurmClient:
         """Run one SLURM command; raise SlurmUnavailableError on absence, a dead controller
         or timeout."""
         argv = tuple(argv)
-        log.debug("%s", shlex.join(argv))
+        debug(LOGGER, "%s", shlex.join(argv))
         self.calls.append(argv)
         self.call_times.append(time.monotonic())
         limit = timeout_s if timeout_s is not None else self.timeout_s
@@ -210,7 +212,7 @@ class SlurmClient:
             except (SlurmError, ValueError):
                 version = None
             self._dialect = dialect_for(version, os.environ)
-            log.debug("%s", self._dialect.describe())
+            debug(LOGGER, "%s", self._dialect.describe())
         return self._dialect
 
     def queue(self, job_ids: Sequence[str]) -> QueueResult:
@@ -280,7 +282,7 @@ class SlurmClient:
         """Several commands in one round trip (a login's); a timeout is squeue's."""
         now = time.monotonic()
         for argv in argvs:
-            log.debug("%s", shlex.join(argv))
+            debug(LOGGER, "%s", shlex.join(argv))
             self.calls.append(argv)
             self.call_times.append(now)
         try:
