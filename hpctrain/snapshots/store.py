@@ -105,19 +105,15 @@ class Listing:
 # --- choosing the files -------------------------------------------------------------------
 
 
-def project_files(root: Path) -> list[str] | None:
-    """Files git tracks under `root`, plus untracked ones it does not ignore; None outside git."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
-             "--exclude-standard"],
-            capture_output=True, timeout=GIT_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if done.returncode != 0:
+def project_files(root: Path, left_out: tuple[str, ...] = ()) -> list[str] | None:
+    """Files git tracks under `root`, plus untracked ones it does not ignore, less the
+    `left_out` paths; None outside git."""
+    out = _git_out(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                   left_out=left_out)
+    if out is None:
         return None
     # A tracked file deleted in the work tree is listed too (existing() leaves it out).
-    return [n for n in done.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
+    return [n for n in out.decode("utf-8", "surrogateescape").split("\0") if n]
 
 
 def existing(root: Path, names: list[str]) -> list[str]:
@@ -155,7 +151,7 @@ def _listing(root: Path, keep_out: tuple[str, ...], in_place: tuple[str, ...],
     left_out = keep_out + in_place
     source = "list"
     if names is None:
-        names, source = project_files(root), "git"
+        names, source = project_files(root, left_out), "git"
     if names is None:
         names, source = walked_files(root, left_out), "walk"
     out = Listing(source=source)
@@ -199,7 +195,15 @@ def check_project(root: Path, *, keep_out: tuple[str, ...] = (), in_place: tuple
 # --- git's view: an unchanged project in two git calls ------------------------------------
 
 
-def _git_out(root: Path, *args: str) -> bytes | None:
+def _git_out(root: Path, *args: str, left_out: tuple[str, ...] = ()) -> bytes | None:
+    """git's output, or None where git fails. `left_out`: paths git need not even walk (the
+    runs folder, which grows with every submit); a git older than exclude pathspecs (1.9)
+    is asked again for everything, which the callers filter anyway."""
+    if left_out:
+        spec = ("--", ".", *(f":(exclude,literal){p}" for p in left_out))
+        out = _git_out(root, *args, *spec)
+        if out is not None:
+            return out
     try:
         done = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
                               timeout=GIT_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
@@ -217,7 +221,8 @@ def git_view(root: Path, left_out: tuple[str, ...]) -> str | None:
     Not trusted: outside git, with .gitattributes (filters may give one blob several work-tree
     contents), or with a file changed in the last RACY_S seconds."""
     tracked = _git_out(root, "ls-files", "-z", "--stage", "--debug")
-    changed = _git_out(root, "ls-files", "-z", "--modified", "--others", "--exclude-standard")
+    changed = _git_out(root, "ls-files", "-z", "--modified", "--others", "--exclude-standard",
+                       left_out=left_out)
     if tracked is None or changed is None:
         return None
     if tracked.startswith(b".gitattributes\0") or b"/.gitattributes\0" in tracked \

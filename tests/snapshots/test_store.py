@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -322,6 +323,52 @@ def test_git_view_is_not_trusted_with_attributes_fresh_edits_or_outside_git(
     _git(root, "commit", "-q", "-m", "attributes")
     assert store.git_view(root, ()) is None
     assert store.git_view(_project(tmp_path / "plain"), ()) is None
+
+
+@pytest.mark.parametrize("git_has_exclude", [True, False])
+def test_git_is_not_asked_to_walk_what_is_left_out_and_an_older_git_still_serves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_has_exclude: bool) -> None:
+    """The runs folder (not ignored here) grows with every submit: git leaves it unwalked.
+    A git without exclude pathspecs (before 1.9) is asked for everything, as before."""
+    monkeypatch.setattr(store, "RACY_S", 0.0)
+    root, st = _committed(tmp_path)
+    (root / ".gitignore").unlink()
+    runs, data = root / "runs dir", root / "a*;$(x)"
+    for i in range(30):
+        (runs / f"job{i}").mkdir(parents=True)
+        (runs / f"job{i}" / "slurm.out").write_text("x")
+    data.mkdir()
+    (data / "big.bin").write_text("data")
+    (root / "astray.py").write_text("")
+    if not git_has_exclude:
+        # git 1.8 (RHEL 7's) answers an exclude pathspec so: a git on PATH that does the same.
+        old = tmp_path / "old-git"
+        old.mkdir()
+        (old / "git").write_text(
+            '#!/bin/sh\nfor a in "$@"; do case "$a" in ":(exclude"*)\n'
+            '  echo "fatal: Unimplemented pathspec magic" >&2; exit 128;; esac; done\n'
+            f'exec {shutil.which("git")} "$@"\n')
+        (old / "git").chmod(0o755)
+        monkeypatch.setenv("PATH", f"{old}:{os.environ['PATH']}")
+    left = ("runs dir", "a*;$(x)")
+    names = store.project_files(root, left)
+    assert names is not None and "astray.py" in names and "pkg/mod.py" in names
+    assert bool([n for n in names if n.startswith(left)]) == (not git_has_exclude)
+    listing, snap = _submit_like_left_out(root, st, left)
+    assert {"pkg/mod.py", "astray.py"} <= _manifest_paths(st, snap.id)
+    assert not [n for n in _manifest_paths(st, snap.id) if n.startswith(left)]
+    state = listing.state
+    (runs / "job30").mkdir()
+    (runs / "job30" / "slurm.out").write_text("x")
+    again, _ = _submit_like_left_out(root, st, left)
+    assert state is not None and again.known is not None and again.state == state
+
+
+def _submit_like_left_out(root: Path, st: Path, left: tuple[str, str]
+                          ) -> tuple[store.Listing, store.Snapshot]:
+    listing = store.check_project(root, keep_out=left[:1], in_place=left[1:], store=st)
+    return listing, store.freeze(root, st, keep_out=left[:1], in_place=left[1:],
+                                 listing=listing)
 
 
 def test_a_login_submit_lists_every_file_whatever_this_machine_remembers(
