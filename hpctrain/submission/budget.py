@@ -10,7 +10,6 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from hpctrain.errors import SlurmError
-from hpctrain.slurm import availability
 from hpctrain.slurm.client import controller_gone
 
 if TYPE_CHECKING:
@@ -23,6 +22,9 @@ def with_budget(req: JobRequest, place: Place) -> JobRequest:
     cannot say: the rule then checks the job alone and says so)."""
     if req.profile.budget_gpu_hours is None:
         return req
+    # Here, not above: a profile without a budget (most) spares every submit its import.
+    from hpctrain.slurm import availability
+
     try:
         got = place.slurm_client().run(list(availability.MINE_ARGV))
     except SlurmError as e:

@@ -92,7 +92,7 @@ def all_tasks() -> dict[str, Task]:
 
     found: dict[str, Task] = {}
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.ispkg or info.name.startswith("_") or info.name in _NOT_TASKS:
+        if not _is_task_module(info):
             continue
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         task = getattr(module, "TASK", None)
@@ -103,8 +103,17 @@ def all_tasks() -> dict[str, Task]:
 
 
 def names() -> tuple[str, ...]:
-    """The task names, in name order."""
-    return tuple(all_tasks())
+    """The task names, in name order: the modules' names, which all_tasks() holds each
+    task's name to, read without importing them (an option's help names them on every
+    submit; tests/unit/test_tasks.py checks both agree)."""
+    from hpctrain import tasks as package
+
+    return tuple(sorted(info.name for info in pkgutil.iter_modules(package.__path__)
+                        if _is_task_module(info)))
+
+
+def _is_task_module(info: pkgutil.ModuleInfo) -> bool:
+    return not (info.ispkg or info.name.startswith("_") or info.name in _NOT_TASKS)
 
 
 def get(name: str) -> Task:

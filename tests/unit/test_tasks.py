@@ -15,7 +15,7 @@ from hpctrain.trainconfig.model import TASKS
 
 def test_the_registry_lists_the_task_modules() -> None:
     assert registry.names() == ("custom", "fashionmnist", "mnist", "spiral", "synthcifar")
-    assert registry.names() == TASKS
+    assert registry.names() == TASKS == tuple(registry.all_tasks())
     for name, task in registry.all_tasks().items():
         assert task.name == name and task.summary and "\n" not in task.summary
         assert task.defaults()["task"] == name
