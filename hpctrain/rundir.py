@@ -8,6 +8,7 @@ the studies. Each name is spelled here only; tests/unit/test_rundir.py fails on 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,3 +86,8 @@ class RunFile:
     text: str | None = None
     copy_of: Path | None = None
     mode: int | None = None
+
+
+def runs_folder(output_dir: str, cwd: Path) -> Path:
+    """The folder a profile's run directories go into, absolute (output_dir is cwd-relative)."""
+    return Path(os.path.abspath(cwd / Path(output_dir).expanduser()))

@@ -52,9 +52,7 @@ def submit(
     """Submit a job: render it, create its run directory, sbatch it and record it."""
     from dataclasses import replace
 
-    from hpctrain.submission.kinds import Kind, submission
-    from hpctrain.submission.pipeline import run
-    from hpctrain.submission.questions import before_submit
+    from hpctrain import ahead
 
     if in_place and not snapshot:
         from hpctrain.errors import HpctrainError
@@ -72,10 +70,17 @@ def submit(
                          json_out):
             return
     place = backends.place_for(request.profile, login, job.python_env)
-    history = backends.history()
-    request = before_submit(request, place, history)
-    kind: Kind[Any, Any] = submission(request, first_of)
-    show(run(kind, place, history, dry_run), place, json_out)
+    with ahead.scope():
+        # Its questions run while the submission's modules are imported (hpctrain/ahead.py).
+        place.ask_ahead(request, acting=not dry_run)
+        from hpctrain.submission.kinds import Kind, submission
+        from hpctrain.submission.pipeline import run
+        from hpctrain.submission.questions import before_submit
+
+        history = backends.history()
+        request = before_submit(request, place, history)
+        kind: Kind[Any, Any] = submission(request, first_of)
+        show(run(kind, place, history, dry_run), place, json_out)
 
 
 def register(app: typer.Typer) -> None:

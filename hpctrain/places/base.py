@@ -200,6 +200,11 @@ class Project(Protocol):
         """Fail fast (a login's master is down) before anything is planned against it."""
         ...
 
+    def ask_ahead(self, req: JobRequest, acting: bool) -> None:
+        """Start the questions a submission of `req` will ask here (hpctrain/ahead.py), so
+        that they run while it is planned; `acting`: not a dry run."""
+        ...
+
     def sync_project(self, output_dir: str) -> SyncReport | None:
         """Bring the project to the place (None: it is there already)."""
         ...

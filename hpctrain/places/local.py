@@ -11,10 +11,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hpctrain import ahead
 from hpctrain.errors import HpctrainError
 from hpctrain.files import tail_bytes, write_atomic
 from hpctrain.places.base import FileRead, GitState, git_diff, git_state
 from hpctrain.places.filewait import waiter_for
+from hpctrain.rundir import runs_folder
 
 if TYPE_CHECKING:
     from hpctrain.plan import JobRequest
@@ -193,7 +195,8 @@ class LocalProject:
         return ()
 
     def git(self) -> GitState | None:
-        return git_state(self.workdir)
+        workdir = self.workdir
+        return ahead.answer(("git state", workdir), lambda: git_state(workdir))
 
     def git_diff(self) -> str | None:
         return git_diff(self.workdir)
@@ -231,6 +234,18 @@ class LocalPlace(LocalSlurm, LocalFiles, LocalCode, LocalProject):
 
     def shown(self, path: Path | str) -> str:
         return str(path)
+
+    def ask_ahead(self, req: JobRequest, acting: bool) -> None:
+        from hpctrain.snapshots.spec import view_ahead
+
+        client = self.slurm_client()
+        ahead.start(("reservations", id(client)), client.reservations)
+        if req.snapshot:
+            view_ahead(self.workdir, runs_folder(req.profile.output_dir, self.workdir),
+                       req.in_place)
+        if acting:
+            workdir = self.workdir
+            ahead.start(("git state", workdir), lambda: git_state(workdir))
 
     def ask_and_read(self, asks: Sequence[tuple[str, ...]], reads: Sequence[FileRead]
                      ) -> tuple[list[tuple[str, str, int]], list[tuple[bytes, int] | None]]:

@@ -286,6 +286,9 @@ def _script(conn: Connection, args: list[str], stdin: bytes) -> object:
 class LoginProject:
     """The laptop's project mirrored at the login's workdir by rsync."""
 
+    def ask_ahead(self: _Login, req: JobRequest, acting: bool) -> None:
+        """Nothing ahead: a login's questions share its one connection, one at a time."""
+
     @cached_property
     def workdir(self: _Login) -> Path:
         """login.workdir, else ~/hpctrain-projects/<local dir name> (asked once: a round trip)."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hpctrain import rundir
+from hpctrain import ahead, rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.snapshots import store
 from hpctrain.snapshots.store import Listing, Snapshot
@@ -42,12 +42,30 @@ def store_of(run_dir: Path) -> Path:
 
 def code_spec(project: Path, run_dir: Path, in_place: tuple[str, ...]) -> CodeSpec:
     """The spec of a job whose run directory is `run_dir` (its store: `<output_dir>/.snapshots`)."""
-    runs = run_dir.parent
+    return CodeSpec(project=project, store=store_of(run_dir), code_dir=run_dir / rundir.CODE,
+                    keep_out=_keep_out(project, run_dir.parent), in_place=_paths(in_place))
+
+
+def _keep_out(project: Path, runs: Path) -> tuple[str, ...]:
     rel = Path(os.path.relpath(runs, project)).as_posix()
     # A runs folder outside the project needs no keeping out.
-    keep_out = () if rel.startswith("..") else (rel,)
-    return CodeSpec(project=project, store=store_of(run_dir), code_dir=run_dir / rundir.CODE,
-                    keep_out=keep_out, in_place=tuple(p.strip("/") for p in in_place))
+    return () if rel.startswith("..") else (rel,)
+
+
+def _paths(in_place: Sequence[str]) -> tuple[str, ...]:
+    return tuple(p.strip("/") for p in in_place)
+
+
+def view_ahead(project: Path, runs: Path, in_place: Sequence[str]) -> None:
+    """Start git's view of `project` (hpctrain/ahead.py) for check_here of a submit whose
+    run directory goes into `runs`."""
+    left_out = _keep_out(project, runs) + _paths(in_place)
+    ahead.start(("git view", str(project), left_out), lambda: store.git_view(project, left_out))
+
+
+def _view(project: Path, left_out: tuple[str, ...]) -> str | None:
+    return ahead.answer(("git view", str(project), left_out),
+                        lambda: store.git_view(project, left_out))
 
 
 @contextmanager
@@ -68,7 +86,7 @@ def check_here(spec: CodeSpec, local_project: Path, *, in_place_here: bool = Tru
     with _errors():
         listing = store.check_project(
             local_project, keep_out=spec.keep_out, in_place=spec.in_place,
-            in_place_here=in_place_here,
+            in_place_here=in_place_here, view=_view,
             # A login freezes the files listed here: only a freeze on this machine may skip
             # the listing on its store's word.
             store=spec.store if in_place_here else None)

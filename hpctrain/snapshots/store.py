@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -175,14 +176,16 @@ def _listing(root: Path, keep_out: tuple[str, ...], in_place: tuple[str, ...],
 
 def check_project(root: Path, *, keep_out: tuple[str, ...] = (), in_place: tuple[str, ...] = (),
                   limits: Limits = Limits(), in_place_here: bool = True,
-                  store: Path | None = None) -> Listing:
+                  store: Path | None = None,
+                  view: Callable[[Path, tuple[str, ...]], str | None] | None = None) -> Listing:
     """What freeze would refuse, found without reading a file (a dry run); the listing, which
     the same submit's freeze takes. `in_place_here`: the in-place paths are on this machine
     (not only on a login). `store`: the store this machine freezes into, whose record of the
-    project's last state spares listing an unchanged project file by file."""
+    project's last state spares listing an unchanged project file by file. `view`: what
+    asks git_view (spec.py: one asked ahead)."""
     if in_place_here:
         _check_in_place(root, in_place)
-    state = git_view(root, keep_out + in_place) if store is not None else None
+    state = (view or git_view)(root, keep_out + in_place) if store is not None else None
     known = _known(store, root, state) if store is not None and state else None
     if known is not None:
         return Listing(source="git", state=state, known=known)

@@ -11,6 +11,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING
 
+from hpctrain import ahead
 from hpctrain.errors import SlurmError
 from hpctrain.slurm import reservations
 from hpctrain.slurm.client import controller_gone
@@ -29,7 +30,8 @@ def with_maintenance(req: JobRequest, place: Place | None = None,
     if client is None:
         return req
     try:
-        found = reservations.maintenance(client.reservations())
+        asked = ahead.answer(("reservations", id(client)), client.reservations)
+        found = reservations.maintenance(asked)
         nodes = req.partition_nodes
         if found and nodes is None:
             nodes = client.partition_nodes()

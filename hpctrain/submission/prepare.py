@@ -31,15 +31,12 @@ def run_dir_for(
     token: str | None = None,
 ) -> Path:
     """`<output_dir>/<job-name>-<UTC timestamp>-<random>`, absolute (output_dir is cwd-relative)."""
-    base = Path(output_dir).expanduser()
-    if not base.is_absolute():
-        base = cwd / base
     # datetime is imported here, not by `render`, which never makes a run directory.
     from datetime import datetime, timezone
 
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     name = _DIR_UNSAFE.sub("_", job_name).strip("._") or "job"
-    return Path(os.path.abspath(base)) / f"{name}-{stamp}-{token or os.urandom(3).hex()}"
+    return rundir.runs_folder(output_dir, cwd) / f"{name}-{stamp}-{token or os.urandom(3).hex()}"
 
 
 @dataclass(frozen=True)
