@@ -28,6 +28,8 @@ Parsed = tuple[dict[str, Any], list[str]]
 
 @dataclass(frozen=True)
 class _Option:
+    """One option of the table as the plain parser reads it."""
+
     dest: str
     kind: str  # "flag", "str", "int", "path" or "list"
     flag_value: bool = True

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Candidate:
+    """A profile, partition and topology `free` weighed: SLURM's answer or the plan's refusal."""
+
     profile: str
     partition: str
     topology: str

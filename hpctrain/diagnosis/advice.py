@@ -28,6 +28,8 @@ MIN_JUDGED_S = 60
 
 @dataclass(frozen=True)
 class Advice:
+    """A setting the job used, what it asked or a rule expects, and what to change."""
+
     what: str
     used: str
     asked: str

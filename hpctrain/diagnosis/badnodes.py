@@ -30,6 +30,8 @@ _UNWELL = ("down", "drain", "fail", "not_responding", "no_respond", "unknown")
 
 @dataclass(frozen=True)
 class Quarantined:
+    """A node kept from new jobs, until when, and the failed jobs that put it there."""
+
     cluster: str
     node: str
     since: str

@@ -79,6 +79,8 @@ _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "<s
 
 @dataclass(frozen=True)
 class Frame:
+    """One frame of a Python traceback found in a log."""
+
     file: str
     line: int
     func: str

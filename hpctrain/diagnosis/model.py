@@ -51,6 +51,8 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Diagnosis:
+    """Why a job ended as it did: the cause, how to fix it, and the evidence."""
+
     cause: str
     summary: str
     fix: str

@@ -47,6 +47,8 @@ class Package:
 
 @dataclass(frozen=True)
 class Mark:
+    """A rank's start-up mark: its name, when, and the slowest packages imported by then."""
+
     name: str
     t: float
     packages: tuple[Package, ...] = ()
@@ -70,6 +72,8 @@ class Track:
 
 @dataclass(frozen=True)
 class Phase:
+    """The time between two marks of a rank's start-up."""
+
     name: str
     seconds: float
     packages: tuple[Package, ...] = ()

@@ -28,6 +28,8 @@ _THREAD = re.compile(r"^(Thread |Current thread |Process )")
 
 @dataclass(frozen=True)
 class Frame:
+    """One frame of a rank's stack as py-spy dumped it."""
+
     func: str
     file: str
     line: int | None
@@ -63,6 +65,8 @@ def parse_threads(text: str) -> list[list[Frame]]:
 
 @dataclass(frozen=True)
 class RankStack:
+    """A hung rank's stack: the collective it waited in, its innermost frame of user code."""
+
     rank: int
     node: str
     step: int

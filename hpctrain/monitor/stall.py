@@ -39,6 +39,8 @@ ACTIONS = ("cancel", "requeue", "report")
 
 @dataclass(frozen=True)
 class RankProgress:
+    """A rank's last progress report: its step, when, and how long a step takes."""
+
     node: str
     rank: int
     pid: int

@@ -22,6 +22,8 @@ COST_TARGET_PCT = 1.0
 
 @dataclass
 class GpuSummary:
+    """One GPU's samples over a job, summed up."""
+
     node: str
     index: int
     name: str
@@ -38,6 +40,8 @@ class GpuSummary:
 
 @dataclass
 class NodeSummary:
+    """One node's CPU and memory samples over a job, summed up."""
+
     node: str
     samples: int
     seconds: float

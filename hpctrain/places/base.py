@@ -41,6 +41,8 @@ class LogFollower(Protocol):
 
 @dataclass(frozen=True)
 class GitState:
+    """The commit a project was at and whether its tracked files differed from it."""
+
     commit: str
     dirty: bool
 

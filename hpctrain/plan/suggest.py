@@ -150,6 +150,8 @@ def _layouts(req: JobRequest, kept: Changes, values: dict[str, list[Value]]) -> 
 
 @dataclass(frozen=True)
 class _Tried:
+    """A change to a refused request, planned: what is still wrong, how far it goes."""
+
     changes: Changes
     left: int  # problems about the shape still there (0: accepted, or only `others` remain)
     distance: float

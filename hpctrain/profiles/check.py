@@ -19,6 +19,8 @@ from hpctrain.units import format_time, parse_time_seconds
 
 @dataclass(frozen=True)
 class Difference:
+    """One way a profile differs from the cluster it describes."""
+
     where: str
     message: str
     fix: str
@@ -30,6 +32,8 @@ class Difference:
 
 @dataclass
 class CheckReport:
+    """What `profiles check` found: the differences, fatal or not, and notes."""
+
     profile: str
     cluster: str | None
     differences: list[Difference] = field(default_factory=list)

@@ -69,6 +69,8 @@ class Review:
 
 @dataclass(frozen=True)
 class Draft:
+    """A profile drafted from a live cluster, with what a person must review."""
+
     data: dict[str, Any]
     review: list[Review]
     notes: list[str]

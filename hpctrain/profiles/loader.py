@@ -28,6 +28,8 @@ _MAX_EXTENDS = 8
 
 @dataclass(frozen=True)
 class ProfileInfo:
+    """A profile by name: its file, and whether it is shipped or the user's."""
+
     name: str
     path: Path
     source: str  # "shipped" or "user"

@@ -178,6 +178,8 @@ _TYPE_FIELD = {"gpus_per_node": "gpus", "cpus_per_node": "cpus", "mem_per_node_m
 
 @dataclass(frozen=True)
 class Partition:
+    """A SLURM partition: its limits, node types, GPUs and rules."""
+
     __pydantic_config__ = _FORBID
     name: str
     max_time: SlurmTime
@@ -287,6 +289,8 @@ class Partition:
 
 @dataclass(frozen=True)
 class Qos:
+    """A quality of service a job may ask for, and its time limit."""
+
     __pydantic_config__ = _FORBID
     name: str
     description: str = ""
@@ -313,6 +317,8 @@ class SharedNode:
 
 @dataclass(frozen=True)
 class Environment:
+    """How a job's environment is set up: modules, set-up lines, its Python."""
+
     __pydantic_config__ = _FORBID
     modules: list[str] = field(default_factory=list)
     module_use: list[str] = field(default_factory=list)
@@ -387,6 +393,8 @@ AccountPolicy = Literal["required", "optional", "never"]
 
 @dataclass(frozen=True)
 class Profile:
+    """A cluster as hpctrain knows it: partitions, environment, login and rules."""
+
     __pydantic_config__ = _FORBID
     name: str
     cluster: str

@@ -70,6 +70,8 @@ def nccl_settings(findings: Findings) -> dict[str, str]:
 
 @dataclass
 class Written:
+    """What `profiles probe` wrote into a profile, and what it kept as it was."""
+
     path: Path | None
     settings: dict[str, str] = field(default_factory=dict)
     kept: dict[str, str] = field(default_factory=dict)

@@ -19,6 +19,8 @@ Step = str | int | tuple[str, str]
 
 @dataclass(frozen=True)
 class Place:
+    """Where in a profile's files a key is set: the file and line."""
+
     path: Path
     line: int | None  # 1-based; None where no file of the chain holds any of the key
     key: str

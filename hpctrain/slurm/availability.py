@@ -27,6 +27,8 @@ _OUT = ("down", "drain", "drng", "fail", "maint", "no_respond", "npc", "unk", "b
 
 @dataclass(frozen=True)
 class NodeGpus:
+    """A node's GPUs as SLURM shows them: how many, how many in use, its state."""
+
     node: str
     partition: str
     gpu_type: str
@@ -41,6 +43,8 @@ class NodeGpus:
 
 @dataclass(frozen=True)
 class PartitionGpus:
+    """A partition's GPUs of one type, summed over its nodes."""
+
     partition: str
     gpu_type: str
     nodes: int
@@ -120,6 +124,8 @@ class Window:
 
 @dataclass(frozen=True)
 class Availability:
+    """The GPUs free now per partition, and the maintenance windows ahead."""
+
     partitions: list[PartitionGpus]
     windows: list[Window]  # maintenance not yet over, soonest first
 

@@ -68,6 +68,8 @@ def resolve_slurm_conf() -> str | None:
 
 @dataclass(frozen=True)
 class Result:
+    """One SLURM command's argv, exit code and output."""
+
     argv: tuple[str, ...]
     returncode: int
     stdout: str

@@ -49,6 +49,8 @@ class PartitionInfo:
 
 @dataclass(frozen=True)
 class QosInfo:
+    """A QOS as sacctmgr shows it: its wall-time limit and other limits."""
+
     name: str
     max_wall_s: int | None
     limits: dict[str, str] = field(default_factory=dict)

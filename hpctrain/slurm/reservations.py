@@ -28,6 +28,8 @@ _NONE = "No reservations in the system"
 
 @dataclass(frozen=True)
 class Reservation:
+    """One reservation as `scontrol show reservation` shows it."""
+
     name: str
     start: float  # epoch seconds
     end: float

@@ -39,6 +39,8 @@ def sacct_argv(since: float) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class AccountUsage:
+    """An account's GPU-hours and fair share, as the accounting shows them."""
+
     account: str
     gpu_hours: float  # every job of the account the accounting shows you
     your_gpu_hours: float | None  # None: who you are is not known (sshare did not answer)
@@ -55,6 +57,8 @@ class AccountUsage:
 
 @dataclass(frozen=True)
 class Usage:
+    """What the user's accounts used and hold, and what orders the queue."""
+
     since: float
     accounts: tuple[AccountUsage, ...]  # your associations (or the accounts of your jobs)
     held_gpu_hours: float | None  # what your queued and running jobs hold; None: not known

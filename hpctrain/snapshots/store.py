@@ -56,6 +56,8 @@ class SnapshotError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
+    """How large a project a snapshot takes: per file, in all, and in files."""
+
     max_file_bytes: int = MAX_FILE_BYTES
     max_total_bytes: int = MAX_TOTAL_BYTES
     max_files: int = MAX_FILES
@@ -82,6 +84,8 @@ class Snapshot:
 
 @dataclass
 class Entry:
+    """One file of a project as a snapshot lists it."""
+
     path: str
     size: int = 0
     digest: str = ""

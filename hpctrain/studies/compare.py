@@ -50,6 +50,8 @@ class Change:
 
 @dataclass(frozen=True)
 class Comparison:
+    """How two runs differ: code, settings, topology, environment."""
+
     a: str
     b: str
     code: list[str] = field(default_factory=list)  # a unified diff, line by line

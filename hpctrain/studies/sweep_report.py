@@ -27,6 +27,8 @@ _HIGHER = ("acc", "auc", "f1", "precision", "recall", "score", "iou", "map")
 
 @dataclass(frozen=True)
 class Metric:
+    """The metric a sweep is ranked by, and whether more is better."""
+
     name: str
     mode: str  # "max" or "min"
 

@@ -80,6 +80,8 @@ class Watch:
 
 @dataclass(frozen=True)
 class Decision:
+    """A race across profiles: its winner, the rows to cancel, whether it is over."""
+
     winner: str | None  # the profile whose alternative started first
     losers: tuple[int, ...]  # rows to cancel: every other profile's unfinished ones
     over: bool  # nothing left to watch: a winner, or every alternative ended

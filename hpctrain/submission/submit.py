@@ -62,6 +62,8 @@ class Queued:
 
 @dataclass(frozen=True)
 class Submitted:
+    """A job SLURM accepted: id, cluster, run directory, logs and git state."""
+
     job_id: str
     cluster: str
     run_dir: Path

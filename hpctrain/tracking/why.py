@@ -41,6 +41,8 @@ LOG_TAIL_LINES = 20_000
 
 @dataclass(frozen=True)
 class Why:
+    """What `why` says of a job: diagnosis, advice, the logs read, its start-up."""
+
     job_id: str
     state: str | None
     diagnosis: Diagnosis

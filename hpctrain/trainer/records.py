@@ -83,18 +83,24 @@ class ResumePoint:
 
 @dataclass(frozen=True)
 class CompletedEnd:
+    """A run that trained all its epochs."""
+
     how: ClassVar[str] = "completed"
     epochs: int
 
 
 @dataclass(frozen=True)
 class FailedEnd:
+    """A run that ended with an error."""
+
     how: ClassVar[str] = "failed"
     error: str
 
 
 @dataclass(frozen=True)
 class UnrecordedEnd:
+    """A run that ended without saying how."""
+
     how: ClassVar[str] = "unrecorded"
     note: str = "ended without a safe stop (killed, out of time, a crash, or a node failure)"
 

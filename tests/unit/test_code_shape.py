@@ -67,3 +67,15 @@ def test_only_the_cli_imports_typer_and_rich() -> None:
         and (hit := _imported(tree) & set(CLI_ONLY))
     ]
     assert not outside, "\n".join(outside)
+
+
+def test_every_dataclass_says_what_it_is() -> None:
+    # A dataclass without a docstring gets one made from inspect.signature when its module is
+    # imported (0.1 ms each: 17 of them were 2 ms of every submit), and a reader gets nothing.
+    bare = []
+    for path, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and not ast.get_docstring(node) and any(
+                    "dataclass" in ast.unparse(d) for d in node.decorator_list):
+                bare.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}")
+    assert not bare, "dataclasses without a docstring:\n" + "\n".join(bare)
