@@ -22,7 +22,6 @@ from hpctrain.plan.resources import NodeShare, cpus_per_task, memory, node_share
 from hpctrain.plan.restart import restart_policy, runs_trainer
 from hpctrain.plan.sbatch import sbatch_options
 from hpctrain.plan.stall import stall_policy
-from hpctrain.plan.suggest import with_fix
 from hpctrain.plan.topology import Topology, choose_partition, topology
 from hpctrain.plan.trainer_options import cuda_graphs_problems
 from hpctrain.profiles.model import Partition, Profile
@@ -60,6 +59,9 @@ def build_plan(req: JobRequest, suggest: bool = True) -> JobPlan:
     except PlanError as e:
         if not suggest:
             raise
+        # Here, not above: only a refused plan searches for its fix.
+        from hpctrain.plan.suggest import with_fix
+
         raise with_fix(e, req, _assemble) from None
 
 

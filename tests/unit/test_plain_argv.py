@@ -110,3 +110,28 @@ def test_a_plain_command_imports_neither_typer_nor_click(tmp_path: Path, words: 
     assert done.returncode == 0, done.stderr
     assert "#!/bin/bash" in done.stdout
     assert done.stderr.strip().splitlines()[-1] == imported
+
+
+def test_the_cycle_search_is_off_for_a_plain_command_and_as_it_was_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from hpctrain.cli import _run
+
+    seen: list[bool] = []
+    monkeypatch.setattr(render_cli, "run_plain", lambda args: seen.append(gc.isenabled()) or True)
+    monkeypatch.chdir(tmp_path)
+    assert gc.isenabled()
+    assert _run(["render", "-P", "raven"]) == 0
+    assert seen == [False] and gc.isenabled()
+    monkeypatch.setattr(render_cli, "run_plain", lambda args: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        _run(["render", "-P", "raven"])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        monkeypatch.setattr(render_cli, "run_plain", lambda args: True)
+        _run(["render", "-P", "raven"])
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()
