@@ -1,7 +1,7 @@
 """Debug lines (`--debug` shows them) without importing logging where nobody listens.
 
 logging, with the traceback and textwrap modules it imports, is 3 ms of a submit's start-up.
-Whoever listens to a debug line (`--debug` in cli/app.py, a test's caplog, a program that
+Whoever listens to a debug line (`--debug` in cli/root.py, a test's caplog, a program that
 embeds hpctrain) has imported logging and set a handler and a level first; where logging was
 never imported, no handler exists and logging would drop the line too.
 """

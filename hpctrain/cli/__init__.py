@@ -1,4 +1,4 @@
-"""The hpctrain command line: one typer app (cli/app.py), one error boundary (`main`).
+"""The hpctrain command line: one typer app (cli/root.py), one error boundary (`main`).
 
 This package's own module imports neither typer nor click: `main` runs a `render` or `submit`
 whose command line needs no click parsing without them (cli/argv.py), the app otherwise.
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 # The command modules in help order, and which module holds each command. Only the module
 # of the command being run is imported and turned into click commands (typer inspects every
 # registered signature at start-up: ~20 ms for all of them); `--help` and unknown commands
-# get none (cli/app.py: _Root lists them from SUMMARY). tests/unit/test_cli.py checks this table
+# get none (cli/root.py: _Root lists them from SUMMARY). tests/unit/test_cli.py checks this table
 # matches the modules.
 MODULES = ("render", "submit", "jobs", "why", "nodes", "free", "snapshots", "login", "train",
            "profiles", "devcluster", "data", "stats", "scale", "sweep", "completion")
@@ -89,13 +89,13 @@ def __getattr__(name: str) -> Any:
     # `hpctrain.cli.app`: the whole app, built on first use (tests drive it with CliRunner);
     # `build_app`, the app's builder.
     if name == "app":
-        from hpctrain.cli.app import build_app
+        from hpctrain.cli.root import build_app
 
         app = build_app()
         globals()["app"] = app
         return app
     if name == "build_app":
-        from hpctrain.cli.app import build_app
+        from hpctrain.cli.root import build_app
 
         return build_app
     raise AttributeError(name)
@@ -105,8 +105,8 @@ def main() -> None:
     """Entry point: run the command behind the one error boundary."""
     if "_HPCTRAIN_COMPLETE" in os.environ:
         # The shell asks for completions (the script of `hpctrain completion SHELL`).
-        from hpctrain.cli.app import build_app
         from hpctrain.cli.completion import complete
+        from hpctrain.cli.root import build_app
 
         sys.exit(complete(build_app))
     try:
@@ -140,7 +140,7 @@ def _run(args: list[str]) -> Any:
             module = importlib.import_module(f"hpctrain.cli.{args[0]}")
             if module.run_plain(args[1:]):
                 return 0
-    from hpctrain.cli.app import build_app
+    from hpctrain.cli.root import build_app
 
     # Without standalone mode click returns the exit code of typer.Exit instead of raising.
     return build_app(args)(standalone_mode=False)

@@ -13,7 +13,7 @@ import pytest
 
 from hpctrain.cli import render as render_cli
 from hpctrain.cli import submit as submit_cli
-from hpctrain.cli.app import build_app
+from hpctrain.cli.root import build_app
 
 TAKEN = [
     ["-P", "raven", "-N", "2"],
