@@ -6,9 +6,11 @@ import gc
 def main() -> None:
     # Before the commands' modules are imported, so that their dataclasses use it; not in
     # cli.main, which tests call in their own process (hpctrain/codecache.py says why).
+    import sys
+
     from hpctrain import codecache
 
-    codecache.install()
+    codecache.install(sys.argv[1:])
     from hpctrain.cli import main as run
 
     try:

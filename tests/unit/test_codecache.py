@@ -103,18 +103,31 @@ def test_a_home_that_cannot_be_written_costs_nothing_but_the_compile(
     assert not list(tmp_path.glob("file*/*"))
 
 
-def test_the_command_line_keeps_its_code_in_the_home_and_can_be_told_not_to(
+def test_the_command_line_keeps_each_commands_code_in_the_home_and_can_be_told_not_to(
         tmp_path: Path) -> None:
     env = {**os.environ, "HPCTRAIN_HOME": str(tmp_path / "home")}
     argv = [sys.executable, "-m", "hpctrain", "render", "--profile", "raven", "--nodes", "2",
             "--dry-run"]
-    kept = tmp_path / "home" / "state" / "cache" / "code" / (
-        f"{sys.implementation.cache_tag}.marshal")
+    folder = tmp_path / "home" / "state" / "cache" / "code" / sys.implementation.cache_tag
+    kept = folder / "render.marshal"
     off = subprocess.run(argv, env={**env, "HPCTRAIN_CODE_CACHE": "0"}, capture_output=True,
                          text=True, check=True)
-    assert not kept.exists()
+    assert not folder.exists()
     cold = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
     size = kept.stat().st_size
     warm = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
     assert cold.stdout == warm.stdout == off.stdout and "#SBATCH" in warm.stdout
     assert kept.stat().st_size == size  # nothing new compiled: not written again
+    subprocess.run([*argv[:3], "--help"], env=env, capture_output=True, check=True)
+    typo = subprocess.run([*argv[:3], "rendr"], env=env, capture_output=True)
+    assert typo.returncode == 2
+    assert sorted(p.name for p in folder.iterdir()) == ["render.marshal", "root.marshal"]
+    assert (folder / "root.marshal").stat().st_size < size / 2
+
+
+@pytest.mark.parametrize(("argv", "command"), [
+    ([], "root"), (["--help"], "root"), (["--debug", "status", "-w"], "status"),
+    (["submit", "-P", "x", "--", "hostname"], "submit"), (["../etc"], "root"),
+    (["Render"], "root"), (["scale-report"], "scale-report")])
+def test_the_command_is_the_first_word(argv: list[str], command: str) -> None:
+    assert codecache.command_of(argv) == command
