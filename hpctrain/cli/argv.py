@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,15 @@ def job_call(args: Sequence[str], own: Sequence[Row]) -> tuple[JobOptions, dict[
     job = JobOptions(**{r.name: values.get(r.name, r.default) for r in job_table()
                         if not r.flags.argument}, command=command or None, trainer=call)
     return job, {r.name: values.get(r.name, r.default) for r in own}
+
+
+def run_job(args: Sequence[str], own: Sequence[Row], command: Callable[..., object]) -> bool:
+    """Run `command(job, **own values)` where `args` need no click; False: they do."""
+    called = job_call(args, own)
+    if called is None:
+        return False
+    command(called[0], **called[1])
+    return True
 
 
 def parse(args: Sequence[str], rows: Sequence[Row],

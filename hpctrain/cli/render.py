@@ -188,11 +188,7 @@ def _tell_log_dir(output_dir: str) -> None:
 
 def run_plain(args: Sequence[str]) -> bool:
     """Run `render ARGS` where its command line needs no click (cli/argv.py); False: it does."""
-    called = argv.job_call(args, OWN)
-    if called is None:
-        return False
-    render_job(called[0], **called[1])
-    return True
+    return argv.run_job(args, OWN, render_job)
 
 
 def render_job(job: JobOptions, output: Path | None = None, dry_run: bool = False,

@@ -37,11 +37,7 @@ OWN = (
 
 def run_plain(args: Sequence[str]) -> bool:
     """Run `submit ARGS` where its command line needs no click (cli/argv.py); False: it does."""
-    called = argv.job_call(args, OWN)
-    if called is None:
-        return False
-    submit(called[0], **called[1])
-    return True
+    return argv.run_job(args, OWN, submit)
 
 
 def submit(
