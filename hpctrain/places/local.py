@@ -238,8 +238,7 @@ class LocalPlace(LocalSlurm, LocalFiles, LocalCode, LocalProject):
     def ask_ahead(self, req: JobRequest, acting: bool) -> None:
         from hpctrain.snapshots.spec import view_ahead
 
-        client = self.slurm_client()
-        ahead.start(("reservations", id(client)), client.reservations)
+        self.slurm_client().reservations_ahead()
         if req.snapshot:
             view_ahead(self.workdir, runs_folder(req.profile.output_dir, self.workdir),
                        req.in_place)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpctrain import paths
+from hpctrain import ahead, paths
 from hpctrain.debuglog import debug
 from hpctrain.errors import SlurmError, SlurmUnavailableError
 from hpctrain.slurm import parsers, parsers_json, query, starts
@@ -35,6 +35,7 @@ from hpctrain.slurm.versions import NODES_TEXT_ARGV, Dialect, dialect_for, parse
 if TYPE_CHECKING:
     from hpctrain.slurm import availability, inventory, reservations, usage
     from hpctrain.slurm.accounting import Accounting
+    from hpctrain.slurm.reservations import Reservation
 
 DEFAULT_TIMEOUT_S = 10.0
 # `hpctrain --debug` shows these: every SLURM command, and which output format was chosen.
@@ -397,7 +398,16 @@ class SlurmClient:
                            None if acct.returncode == 0 else f"sacct: {said}")
 
     def reservations(self) -> list[reservations.Reservation]:
-        """The cluster's reservations (`scontrol show reservation`; slurm/reservations.py)."""
+        """The cluster's reservations (`scontrol show reservation`; slurm/reservations.py):
+        the answer of `reservations_ahead` where this command started it."""
+        return ahead.answer(("reservations", id(self)), self._reservations)
+
+    def reservations_ahead(self) -> None:
+        """Ask for the reservations in a thread now (hpctrain/ahead.py): a submit's first
+        question, while it is still importing."""
+        ahead.start(("reservations", id(self)), self._reservations)
+
+    def _reservations(self) -> list[Reservation]:
         from hpctrain.slurm import reservations
 
         return reservations.parse(self.run(list(reservations.SHOW_ARGV)).stdout)

@@ -60,12 +60,15 @@ def view_ahead(project: Path, runs: Path, in_place: Sequence[str]) -> None:
     """Start git's view of `project` (hpctrain/ahead.py) for check_here of a submit whose
     run directory goes into `runs`."""
     left_out = _keep_out(project, runs) + _paths(in_place)
-    ahead.start(("git view", str(project), left_out), lambda: store.git_view(project, left_out))
+    ahead.start(_view_key(project, left_out), lambda: store.git_view(project, left_out))
 
 
 def _view(project: Path, left_out: tuple[str, ...]) -> str | None:
-    return ahead.answer(("git view", str(project), left_out),
-                        lambda: store.git_view(project, left_out))
+    return ahead.answer(_view_key(project, left_out), lambda: store.git_view(project, left_out))
+
+
+def _view_key(project: Path, left_out: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]]:
+    return ("git view", str(project), left_out)
 
 
 @contextmanager

@@ -11,7 +11,6 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING
 
-from hpctrain import ahead
 from hpctrain.errors import SlurmError
 from hpctrain.slurm import reservations
 from hpctrain.slurm.client import controller_gone
@@ -30,8 +29,7 @@ def with_maintenance(req: JobRequest, place: Place | None = None,
     if client is None:
         return req
     try:
-        asked = ahead.answer(("reservations", id(client)), client.reservations)
-        found = reservations.maintenance(asked)
+        found = reservations.maintenance(client.reservations())
         nodes = req.partition_nodes
         if found and nodes is None:
             nodes = client.partition_nodes()
