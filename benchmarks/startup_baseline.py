@@ -22,7 +22,7 @@ import torch
 
 # Plain torch and os/time: what a plain script would write itself, at the same cost.
 from hpctrain.tasks.parts.datasets.points import make_spiral
-from hpctrain.trainer.startup import process_age
+from hpctrain.timeline import process_age
 
 imported = process_age()
 
