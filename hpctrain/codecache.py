@@ -22,13 +22,14 @@ import dataclasses
 import marshal
 import os
 import re
-import stat
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import CodeType
 from typing import Any
 
 from hpctrain import paths
+from hpctrain.files import read_own_file, write_atomic
 
 # About 600 KB for what every command compiles; a file far larger is not ours.
 _MAX_BYTES = 16 << 20
@@ -106,7 +107,8 @@ def _save(cache: CodeCache, command: str) -> None:
 
 
 def _read(path: str) -> dict[str, CodeType]:
-    raw = _read_own_file(path)
+    # Code another user could have written is never run, as Python treats no .pyc so.
+    raw = read_own_file(path, _MAX_BYTES)
     if raw is None:
         return {}
     try:
@@ -119,35 +121,6 @@ def _read(path: str) -> dict[str, CodeType]:
     return codes
 
 
-def _read_own_file(path: str) -> bytes | None:
-    try:
-        # O_NONBLOCK: a FIFO in the cache's place must not hang hpctrain; fstat refuses it.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_BYTES:
-            return None
-        # Code another user could have written is never run, as Python treats no .pyc so.
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            return None
-        return os.read(fd, _MAX_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def _write(path: str, data: bytes) -> None:
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomic(Path(path), data, 0o600)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import stat
 import time
 import zlib
 from collections.abc import Mapping
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hpctrain import __version__, paths
-from hpctrain.files import write_atomic
+from hpctrain.files import read_own_file, write_atomic
 from hpctrain.profiles.model import Profile
 from hpctrain.profiles.plain import from_plain
 
@@ -69,7 +68,7 @@ def _stamp(path: Path) -> list[int] | None:
 
 def read_by_sources(key: list[Any]) -> Profile | None:
     """The cached profile for a source key, if no file of its `extends:` chain has changed."""
-    raw = _read_own_file(_sources_file(key))
+    raw = read_own_file(_sources_file(key), _MAX_BYTES)
     if raw is None:
         return None
     try:
@@ -109,7 +108,7 @@ def write_sources(key: list[Any], files: list[Path], content_key: str) -> None:
 
 def read_cached(key: str) -> Profile | None:
     """The cached profile for `key`, or None when there is no usable cache file."""
-    raw = _read_own_file(cache_file(key))
+    raw = read_own_file(cache_file(key), _MAX_BYTES)
     if raw is None:
         return None
     try:
@@ -129,28 +128,6 @@ def _envelope_ok(doc: Any, key: str) -> bool:
         and doc["hpctrain"] == __version__
         and doc["key"] == key
     )
-
-
-def _read_own_file(path: Path) -> bytes | None:
-    # A file another user could have written is not trusted, even when it parses.
-    try:
-        # O_NONBLOCK: a FIFO in the cache's place must not hang hpctrain; fstat refuses it.
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        # A directory or FIFO in the file's place, or one larger than any profile, is no cache.
-        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_BYTES:
-            return None
-        if hasattr(os, "geteuid") and (st.st_uid != os.geteuid() or st.st_mode & 0o022):
-            return None
-        return os.read(fd, _MAX_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def write_cached(key: str, profile: Profile) -> None:
