@@ -6,15 +6,14 @@ whose command line needs no click parsing without them (cli/argv.py), the app ot
 
 from __future__ import annotations
 
-import gc
 import importlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from hpctrain.cli.output import err_console, print_json
+from hpctrain.cycles import without_cycle_search
 from hpctrain.errors import HpctrainError
 
 if TYPE_CHECKING:
@@ -136,7 +135,9 @@ def _run(args: list[str]) -> Any:
     without click (typer and click are a third of their start-up), else by the typer app."""
     if args[:1] and args[0] in PLAIN:
         _state["debug"] = False  # as the root's callback sets it: no root option came first
-        with _without_cycle_search():
+        # The cycle search ran 40 times in a submit's imports (4 ms of 85) and found nothing
+        # to free; both commands are short and make few objects.
+        with without_cycle_search():
             module = importlib.import_module(f"hpctrain.cli.{args[0]}")
             if module.run_plain(args[1:]):
                 return 0
@@ -144,20 +145,6 @@ def _run(args: list[str]) -> Any:
 
     # Without standalone mode click returns the exit code of typer.Exit instead of raising.
     return build_app(args)(standalone_mode=False)
-
-
-@contextmanager
-def _without_cycle_search() -> Iterator[None]:
-    """Python's search for reference cycles off while a render or submit runs: it ran 40
-    times in a submit's imports (4 ms of 85) and found nothing to free. Both commands are
-    short and make few objects; the search is as it was when they end."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def _json_asked(args: Sequence[str]) -> bool:

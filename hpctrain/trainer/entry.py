@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import NoReturn
 
 from hpctrain import rundir, timeline
+from hpctrain.cycles import without_cycle_search
 from hpctrain.errors import HpctrainError
 from hpctrain.trainconfig.load import dump_config
 from hpctrain.trainconfig.options import TrainerCall, add_arguments, config_args
@@ -45,24 +44,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-@contextmanager
-def _without_cycle_search() -> Iterator[None]:
-    """The imports of torch and Lightning without Python's search for reference cycles, and
-    what they made frozen after (left out of every later search; a per-node launch forks
-    here, as the gc module's documentation advises for fork). The search ran over every
-    object torch had made, again and again: `import lightning` took 2.65 s with it and 1.85 s
-    without (this CPU, one process; a node's ranks each pay it). The 200,000 objects it would
-    have freed stay, in memory the process's allocator had taken anyway (339 against 331 MB)."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if was_on:
-            gc.enable()
-
-
 def run(call: TrainerCall) -> int:
     """What a parsed command line asks for: print the resolved settings, or train with them;
     the exit status (`hpctrain train` runs this too; hpctrain errors propagate to the caller's
@@ -76,7 +57,12 @@ def run(call: TrainerCall) -> int:
         workers.before_imports()
     # Torch and Lightning load only now: --help and --print-config stay fast; and Lightning's
     # import of torchmetrics leaves out the domains nobody asked for (lean.py says why).
-    with _without_cycle_search():
+    # Without the cycle search, and what they made frozen after (a per-node launch forks
+    # next, as the gc module's documentation advises for fork): it ran over every object
+    # torch had made, again and again; `import lightning` took 2.65 s with it and 1.85 s
+    # without (this CPU, one process; each rank pays it). The 200,000 objects it would have
+    # freed stay, in memory the allocator had taken anyway (339 against 331 MB).
+    with without_cycle_search(freeze=True):
         lean.install()
         timeline.watch_imports()
         from hpctrain.trainer.runner import run_training
