@@ -43,8 +43,10 @@ def _show_points(prep: PreparedSweep) -> None:
                       f"{', '.join(prep.sweep.keys)}), array(s) {arrays}; the study reserves "
                       f"{prep.gpu_hours:,.1f} GPU-hours at most ({count} x "
                       f"{prep.arrays[0].plan.gpu_hours:,.2f})", highlight=False)
-    for n, args in enumerate(prep.args[:3]):
-        err_console.print(f"  point {n}: {' '.join(args)}", highlight=False)
+    from hpctrain.plan.sweep import describe
+
+    for n, point in enumerate(prep.sweep.points[:3]):
+        err_console.print(f"  point {n}: {describe(point)}", highlight=False)
     if count > 3:
         err_console.print(f"  ... {count - 3} more", highlight=False)
     for note in prep.notes:
@@ -116,8 +118,13 @@ def _show_best(data: dict[str, Any]) -> None:
         console.print(f"best: point {top['point']} ({settings}): {data['metric']} "
                       f"{top['best']:.4g} ({data['mode']})", highlight=False, soft_wrap=True)
     elif data["metric"] is None:
-        err_console.print("no metric to rank by yet: the points have written none (give "
-                          "--metric NAME)", highlight=False)
+        err_console.print("no metric to rank by yet: the points have written none (a script "
+                          "of your own writes them with hpctrain.progress.log_metrics: "
+                          "docs/sweeps.md)", highlight=False)
+    elif not any(r["best"] is not None for r in data["points"]):
+        names = ", ".join(data.get("logged_metrics") or []) or "none"
+        err_console.print(f"no point has logged {data['metric']} yet (they logged: {names})",
+                          highlight=False)
     if data["plot"]:
         console.print(f"plot: {data['plot']}", highlight=False, soft_wrap=True)
     elif data["counts"]["running"] or data["counts"]["pending"]:

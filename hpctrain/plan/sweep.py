@@ -13,6 +13,7 @@ import itertools
 import math
 import random
 import re
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -252,3 +253,116 @@ def point_width(count: int) -> int:
 def point_dir_name(index: int, count: int) -> str:
     """The name of point `index`'s run directory (the script's printf makes the same)."""
     return f"{index:0{point_width(count)}d}"
+
+
+def describe(point: Point) -> str:
+    """A point by its swept names and values (`optim.lr=0.1 seed=2`), as a shell would read
+    them back."""
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in point)
+
+
+# Hydra's own options: a command with only these takes its settings as KEY=VALUE words.
+_HYDRA_FLAGS = ("--config-name", "--config-path", "--config-dir", "--multirun", "--cfg",
+                "--resolve", "--package", "--info", "--run", "--hydra-help", "--help")
+# Words a shell reads as they are (a `{lr}` placeholder among them: no comma, no expansion).
+_PLAIN = re.compile(r"[\w@%+=:./{}-]+")
+# The packaged trainer under its CLI name: it takes a point's settings as --set KEY=VALUE.
+TRAIN_COMMAND = ("hpctrain", "train")
+
+
+def script_args(command: Sequence[str]) -> tuple[str, ...]:
+    """The arguments the user's program reads: after its `.py` file or `-m MODULE` (so that
+    python's, torchrun's or srun's own options before it do not count), else after the
+    program."""
+    for i, arg in enumerate(command):
+        if arg.endswith(".py"):
+            return tuple(command[i + 1:])
+        if arg == "-m" and i + 1 < len(command):
+            return tuple(command[i + 2:])
+    return tuple(command[1:])
+
+
+def flag_names(key: str) -> tuple[str, ...]:
+    """The options a script would read a key from: `--lr` for optim.lr, `--batch_size` and
+    `--batch-size` for trainer.batch_size, and the whole key."""
+    last = key.rsplit(".", 1)[-1]
+    return tuple(dict.fromkeys(f"--{n}" for n in (last, last.replace("_", "-"), key)))
+
+
+def _literal(command: Sequence[str], key: str) -> tuple[int, int] | None:
+    """Where the command sets the key itself, not through `{key}`: (first, last) index of
+    `--lr 0.1`, `--lr=0.1` or `lr=0.1`."""
+    field = "{" + key + "}"
+    flags = flag_names(key)
+    for i, arg in enumerate(command[1:], start=1):
+        name, eq, value = arg.partition("=")
+        if name in flags and not eq and i + 1 < len(command) and field not in command[i + 1]:
+            return i, i + 1
+        if (name in flags or name == key) and eq and field not in value:
+            return i, i
+    return None
+
+
+def _suggested(command: Sequence[str], sweep: Sweep) -> str:
+    """The command with each swept value in a placeholder: a literal `--lr 0.1` becomes
+    `--lr {lr}`, a key the command does not name gets `--lr {lr}` at the end."""
+    words = list(command)
+    for key in sweep.keys:
+        if "{" + key + "}" in " ".join(words):
+            continue
+        found = _literal(words, key)
+        flag = flag_names(key)[0]
+        if found is None:
+            words += [flag, "{" + key + "}"]
+        elif found[0] == found[1]:
+            words[found[0]] = words[found[0]].partition("=")[0] + "={" + key + "}"
+        else:
+            words[found[1]] = "{" + key + "}"
+    return "-- " + " ".join(w if _PLAIN.fullmatch(w) else shlex.quote(w) for w in words)
+
+
+def check_command(command: Sequence[str], sweep: Sweep) -> tuple[str, ...]:
+    """Refuse a command that would not take the point's values, or would take a swept one
+    twice (its own literal `--lr 0.1` shadowing or shadowed by the point's); the notes."""
+    if tuple(command[:2]) == TRAIN_COMMAND:
+        return ()
+    for key in sweep.keys:
+        found = _literal(command, key)
+        if found is not None:
+            written = " ".join(command[found[0]:found[1] + 1])
+            fix = (f"remove `{written}`: the point's {{{key}}} gives it"
+                   if key in placeholders(command) else f"write {_suggested(command, sweep)}")
+            raise HpctrainError(f"the command sets {written} itself, and the sweep varies "
+                                f"{key}: one of the two values would be lost", fix)
+    if placeholders(command):
+        check_placeholders(command, sweep)
+        return _unplaced(command, sweep)
+    args = script_args(command)
+    flags = [a for a in args if a.startswith("--") and a.partition("=")[0] not in _HYDRA_FLAGS]
+    hydra = [a for a in args if not a.startswith("-") and _KEY.fullmatch(a.partition("=")[0])
+             and "=" in a]
+    keys = ", ".join("{" + k + "}" for k in sweep.keys)
+    if flags and not hydra:
+        raise HpctrainError(
+            f"the command takes --flags ({flags[0]}) and has no {keys}: each point would "
+            f"append {describe(sweep.points[0])} (Hydra's syntax), which an argparse script "
+            "refuses",
+            f"place each swept value where the command takes it: write "
+            f"{_suggested(command, sweep)}")
+    if not args:
+        return (f"each point's settings are appended to the command as KEY=VALUE "
+                f"({describe(sweep.points[0])}, Hydra's syntax); a script with --options "
+                f"takes them as placeholders: {_suggested(command, sweep)}",)
+    return ()
+
+
+def _unplaced(command: Sequence[str], sweep: Sweep) -> tuple[str, ...]:
+    """Refuse a swept key no placeholder passes on: its points would all run alike."""
+    named = placeholders(command)
+    missing = [k for k in sweep.keys if k not in named]
+    if missing:
+        raise HpctrainError(
+            f"the sweep varies {', '.join(missing)}, which the command has no placeholder "
+            "for: its points would run alike",
+            f"write {_suggested(command, sweep)}")
+    return ()

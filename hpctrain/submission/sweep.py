@@ -103,12 +103,12 @@ class PreparedSweep:
 
 
 def point_args(req: JobRequest, point: Point) -> tuple[str, ...]:
-    """A point's arguments after the job's command: `--set KEY=VALUE` for the packaged trainer;
-    for the user's own command its arguments from the first `{KEY}` placeholder on, filled
-    in, or else `KEY=VALUE` (Hydra's override syntax)."""
+    """A point's arguments after the job's command: `--set KEY=VALUE` for the packaged trainer
+    (no command, or `hpctrain train`); for the user's own command its arguments from the
+    first `{KEY}` placeholder on, filled in, or else `KEY=VALUE` (Hydra's override syntax)."""
     if req.command and points_of.placeholders(req.command):
         return points_of.fill_command(req.command, point)[1]
-    if req.command:
+    if req.command and tuple(req.command[:2]) != points_of.TRAIN_COMMAND:
         return tuple(f"{k}={v}" for k, v in point)
     return tuple(arg for k, v in point for arg in ("--set", f"{k}={v}"))
 
@@ -121,15 +121,16 @@ def shared_command(req: JobRequest) -> JobRequest:
     return replace(req, command=points_of.fill_command(req.command, ())[0])
 
 
-def check_points(req: JobRequest, sweep: Sweep) -> None:
+def check_points(req: JobRequest, sweep: Sweep) -> tuple[str, ...]:
     """Every point's settings are read now as its trainer will read them, and its job planned:
-    a bad value is refused before anything queues, naming the point."""
+    a bad value is refused before anything queues, naming the point. A command of one's own
+    must take each swept value (a placeholder, or Hydra's KEY=VALUE); the notes."""
     from hpctrain.plan import build_plan
 
     if req.command:
-        points_of.check_placeholders(req.command, sweep)
+        notes = points_of.check_command(req.command, sweep)
         build_plan(shared_command(req))
-        return
+        return notes
     from hpctrain.trainconfig.options import config_args
 
     base = req.trainer
@@ -147,6 +148,7 @@ def check_points(req: JobRequest, sweep: Sweep) -> None:
             if shape not in planned:
                 build_plan(replace(req, trainer=settings))
                 planned.add(shape)
+    return ()
 
 
 @contextlib.contextmanager
@@ -155,7 +157,8 @@ def _naming(n: int, point: Point) -> Iterator[None]:
     try:
         yield
     except HpctrainError as e:
-        raise HpctrainError(f"point {n} ({_describe(point)}): {e.what}", e.fix) from None
+        raise HpctrainError(f"point {n} ({points_of.describe(point)}): {e.what}",
+                            e.fix) from None
 
 
 def _plan_shape(settings: TrainConfig) -> tuple[Any, ...]:
@@ -163,10 +166,6 @@ def _plan_shape(settings: TrainConfig) -> tuple[Any, ...]:
     # plan/trainer_options.py); the rest of a point never changes its job.
     t = settings.trainer
     return (t.batch_size, t.global_batch, t.max_device_batch, t.cuda_graphs)
-
-
-def _describe(point: Point) -> str:
-    return ", ".join(f"{k}={v}" for k, v in point)
 
 
 def max_array_size(place: Place, given: int | None) -> tuple[int, tuple[str, ...]]:
@@ -192,8 +191,9 @@ def prepare_sweep(plan: SweepPlan, place: Place, *, token: str | None = None
     from hpctrain.submission.prepare import prepare
 
     req = place.adapt(plan.base)
-    check_points(req, plan.sweep)
+    checked = check_points(req, plan.sweep)
     limit, notes = max_array_size(place, plan.max_array_size)
+    notes = checked + notes
     count = len(plan.sweep.points)
     arrays = points_of.chunks(count, limit, plan.max_parallel)
     # One moment and one token: every array's script shares the sweep's run directory.
