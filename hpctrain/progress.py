@@ -7,6 +7,10 @@ Outside an hpctrain job it does nothing. It writes at most once a second, so a s
 milliseconds costs a clock read. The first call also arranges that SIGQUIT dumps every
 thread's stack beside the record (the watcher's way in where py-spy cannot attach).
 
+`log_metrics(epoch, loss=..., val_acc=...)` records an epoch's metrics in the run's
+`metrics.json`, in the trainer's format (docs/sweeps.md, "Sweeping your own script"), so that
+`sweep-report` ranks a sweep of one's own script and `why` reads its epochs; only rank 0 writes.
+
 Standard library only: it is imported inside jobs, by the trainer and by users' programs.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import faulthandler
 import json
+import math
 import os
 import re
 import signal
@@ -130,3 +135,99 @@ def report(step: int) -> None:
         _reporter = Reporter(Path(run_dir) / rundir.PROGRESS_DIR, node_name(),
                              rank_from_environment())
     _reporter.report(step)
+
+
+# Marks a metrics.json this module wrote (a resumed run carries its epochs on; the trainer's
+# own file is never touched).
+WRITER = "hpctrain.progress"
+_STARTED = time.time()
+
+
+class MetricsLog:
+    """Rank 0's metrics.json: every epoch's metrics and time, rewritten whole at each call."""
+
+    def __init__(self, path: Path, now: float) -> None:
+        self.path = path
+        self.epochs: dict[int, dict[str, Any]] = {}
+        self.before_s = 0.0
+        self._last = now
+        self._load()
+
+    def _load(self) -> None:
+        """The epochs an earlier attempt of this run wrote (a requeued job goes on from them)."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if not isinstance(data, dict) or data.get("written_by") != WRITER:
+            return
+        for epoch in data.get("epochs") or []:
+            if isinstance(epoch, dict) and isinstance(epoch.get("epoch"), int):
+                self.epochs[epoch["epoch"]] = epoch
+        wall = data.get("wall_time_s")
+        self.before_s = float(wall) if isinstance(wall, int | float) else 0.0
+
+    def log(self, epoch: int, max_epochs: int | None, values: dict[str, float | None],
+            now: float) -> None:
+        """An epoch's metrics (merged with what it logged already); later epochs dropped, as a
+        run that went back to an earlier checkpoint will log them again."""
+        self.epochs = {e: r for e, r in self.epochs.items() if e <= epoch}
+        record = self.epochs.setdefault(epoch, {"epoch": epoch, "metrics": {}, "time_s": 0.0})
+        record["metrics"].update(values)
+        record["time_s"] = round(record["time_s"] + now - self._last, 3)
+        self._last = now
+        self._write(max_epochs, now)
+
+    def _file(self, max_epochs: int | None, now: float) -> dict[str, Any]:
+        epochs = [self.epochs[e] for e in sorted(self.epochs)]
+        latest: dict[str, float | None] = {}
+        for record in epochs:
+            latest.update(record["metrics"])
+        done = len(epochs)
+        return {"schema_version": 1, "written_by": WRITER,
+                "status": "completed" if max_epochs and done >= max_epochs else "running",
+                "epochs_completed": done, "max_epochs": max_epochs,
+                "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "run_dir": str(self.path.parent),
+                "wall_time_s": round(self.before_s + now - _STARTED, 3),
+                "logged_metrics": list(latest),
+                **{f"final_{name}": value for name, value in latest.items()},
+                "epochs": epochs}
+
+    def _write(self, max_epochs: int | None, now: float) -> None:
+        try:
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self._file(max_epochs, now), indent=1) + "\n",
+                           encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            # A full or vanished file system must not end the training it records.
+            pass
+
+
+_metrics: MetricsLog | None = None
+_metrics_off = False
+
+
+def _number(name: str, value: Any) -> float | None:
+    """A metric's value as JSON holds it: a float (a tensor's too), None for NaN or infinity."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"log_metrics: {name}={value!r} is not a number") from None
+    return number if math.isfinite(number) else None
+
+
+def log_metrics(epoch: int, max_epochs: int | None = None, **metrics: Any) -> None:
+    """Record epoch `epoch`'s metrics (`loss=0.12, val_acc=0.9`: numbers, or 0-d tensors) in
+    `$HPCTRAIN_RUN_DIR/metrics.json`, which `sweep-report` ranks by; `max_epochs` lets `why`
+    say how far the run got. Rank 0 writes; a no-op on other ranks and outside a job."""
+    global _metrics, _metrics_off
+    values = {name: _number(name, value) for name, value in metrics.items()}
+    if _metrics is None:
+        run_dir = os.environ.get("HPCTRAIN_RUN_DIR")
+        if _metrics_off or not run_dir or rank_from_environment() != 0:
+            _metrics_off = True
+            return
+        # The first epoch's time counts from the import (its start-up included).
+        _metrics = MetricsLog(Path(run_dir) / rundir.METRICS, _STARTED)
+    _metrics.log(epoch, max_epochs, values, time.time())

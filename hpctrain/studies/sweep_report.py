@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, StudyRecord
     from hpctrain.places import Place
 
+# metrics.json's top-level key of a metric's latest value: `final_<name>`.
+FINAL_PREFIX = "final_"
 # Metrics where more is better, by the words in their names; every other one is a loss.
 _HIGHER = ("acc", "auc", "f1", "precision", "recall", "score", "iou", "map")
 
@@ -37,17 +39,39 @@ class Metric:
 
 
 def choose_metric(given: str | None, files: Sequence[dict[str, Any] | None]) -> Metric | None:
-    """`--metric NAME[:max|min]`, else the metric the trainer's best.ckpt followed."""
+    """`--metric NAME[:max|min]`, else the metric the trainer's best.ckpt followed, else the
+    first one the points logged (a script of one's own, through progress.log_metrics)."""
     if given:
         name, _, mode = given.partition(":")
         if mode and mode not in ("max", "min"):
             raise HpctrainError(f"--metric {given!r}: the mode is max or min",
                                 "write e.g. --metric val_acc:max")
+        name = _epoch_name(name, files)
         return Metric(name, mode or _mode_of(name, files))
     for m in files:
         if m and m.get("best_val_metric"):
             return Metric(str(m["best_val_metric"]), str(m.get("best_val_mode") or "min"))
-    return None
+    names = logged(files)
+    return Metric(names[0], _mode_of(names[0], files)) if names else None
+
+
+def logged(files: Sequence[dict[str, Any] | None]) -> list[str]:
+    """The metrics the points' epochs hold, in the order they first appear."""
+    names: dict[str, None] = {}
+    for m in files:
+        for epoch in (m or {}).get("epochs") or []:
+            if isinstance(epoch, dict) and isinstance(epoch.get("metrics"), dict):
+                names.update(dict.fromkeys(epoch["metrics"]))
+    return list(names)
+
+
+def _epoch_name(name: str, files: Sequence[dict[str, Any] | None]) -> str:
+    """`final_loss` (metrics.json's top-level key for the latest `loss`) is ranked by `loss`:
+    the epochs hold `loss`, and FINAL is its latest value anyway."""
+    names = logged(files)
+    if name not in names and name.startswith(FINAL_PREFIX) and name[len(FINAL_PREFIX):] in names:
+        return name[len(FINAL_PREFIX):]
+    return name
 
 
 def _mode_of(name: str, files: Sequence[dict[str, Any] | None]) -> str:
@@ -88,7 +112,7 @@ def point_row(index: int, settings: dict[str, str], record: JobRecord,
 
 def _why(record: JobRecord, metrics: dict[str, Any] | None) -> str | None:
     """Why a point has no result: `hpctrain why`'s verdict, else how it ended (nothing for a
-    point that completed: a command of the user's own writes no metrics.json)."""
+    point that completed: a command of the user's own may write no metrics.json)."""
     del metrics
     if record.state == "COMPLETED" or not record.terminal:
         return None
@@ -175,7 +199,8 @@ def report_data(study: StudyRecord, points: Sequence[JobRecord], info: dict[str,
     top = best(rows, chosen)
     return {"study": study.name, "directory": study.directory, "method": study.mode,
             "keys": info.get("keys") or [], "metric": chosen.name if chosen else None,
-            "mode": chosen.mode if chosen else None, "counts": study_counts(points),
+            "mode": chosen.mode if chosen else None, "logged_metrics": logged(files),
+            "counts": study_counts(points),
             "best": top, "points": rows, "plot": None, "report": None}
 
 
