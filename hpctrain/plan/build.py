@@ -21,7 +21,7 @@ from hpctrain.plan.quarantine import exclusion
 from hpctrain.plan.resources import NodeShare, cpus_per_task, memory, node_share
 from hpctrain.plan.restart import restart_policy, runs_trainer
 from hpctrain.plan.sbatch import sbatch_options
-from hpctrain.plan.stall import stall_policy
+from hpctrain.plan.stall import retry_room, stall_policy
 from hpctrain.plan.topology import Topology, choose_partition, topology
 from hpctrain.plan.trainer_options import cuda_graphs_problems
 from hpctrain.profiles.model import Partition, Profile
@@ -68,8 +68,10 @@ def build_plan(req: JobRequest, suggest: bool = True) -> JobPlan:
 def _cluster_now(req: JobRequest, part: Partition, nodes: int, time_s: int,
                  command: Sequence[str], found: Collector) -> tuple[str, ...]:
     """What the cluster's state now asks of the job (as the submit read it): the nodes to
-    exclude (quarantined), and no time limit that runs into a maintenance window."""
+    exclude (quarantined), room for a retry without a node, and no time limit that runs into
+    a maintenance window."""
     exclude = found.take(exclusion(req, part.name, nodes))
+    found.take(retry_room(req, part, nodes), shape=True)
     found.take(maintenance_windows(req, part.name, nodes, time_s, runs_trainer(command),
                                    exclude))
     return exclude

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from hpctrain.plan.model import JobRequest
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.restart import runs_trainer
+from hpctrain.profiles.model import Partition
 
 ACTIONS = ("cancel", "requeue", "report")
 # A window shorter than this mistakes a slow first step or a checkpoint for a hang.
@@ -68,3 +69,30 @@ def _retry_problems(req: JobRequest) -> list[str]:
         return [f"--retries applies to one job; {shared} shares its run directory with other "
                 f"jobs, which a retry would run beside: drop --retries or {shared}"]
     return []
+
+
+def profile_size(part: Partition) -> int | None:
+    """How many nodes the partition has, as its profile says (None: the profile does not)."""
+    counts = [t.nodes for t in part.node_types]
+    if not counts or any(c is None for c in counts):
+        return None
+    return sum(c for c in counts if c is not None)
+
+
+def retry_room(req: JobRequest, part: Partition, nodes: int) -> Outcome[None]:
+    """A problem where no retry could leave a node out: the job needs every node of its
+    partition (as SLURM listed them for the submit, else as the profile says)."""
+    if not req.retries:
+        return Outcome(None)
+    listed = None if req.partition_nodes is None else req.partition_nodes.get(part.name)
+    size = len(set(listed)) if listed is not None else profile_size(part)
+    if size is None or nodes < size:
+        return Outcome(None)
+    # The watcher's retry is `sbatch --exclude=NODE`, which SLURM refuses for a job that
+    # needs every node of its partition: the retry would never run, and say so only in a log.
+    fix = (f"ask for at most {size - 1} node(s), or drop --retries" if size > 1
+           else "drop --retries")
+    return Outcome(None, misfits=(
+        f"--retries {req.retries}: a retry runs without the stalled node, but the job needs "
+        f"{nodes} of partition {part.name}'s {size} node(s), so SLURM would refuse every "
+        f"retry: {fix}",))

@@ -86,3 +86,35 @@ def test_a_sweep_refuses_retries(tmp_path: Path) -> None:
                           "--retries", "1", "--grid", "optim.lr=0.1,0.01"],
                          capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
     assert out.returncode == 1 and "a sweep shares its run directory" in out.stderr, out.stderr
+
+
+def test_retries_are_refused_where_no_retry_could_leave_a_node_out() -> None:
+    """Issue 51: on a 2-node partition a 2-node job's retry (`sbatch --exclude=NODE`) is
+    refused by SLURM; the plan says so, with the change that it accepts."""
+    nodes = {"debug": ("node1", "node2")}
+    with pytest.raises(PlanError) as e:
+        _plan(nodes=2, gpus_per_node=1, retries=1, partition_nodes=nodes)
+    assert ("--retries 1: a retry runs without the stalled node, but the job needs 2 of "
+            "partition debug's 2 node(s), so SLURM would refuse every retry: ask for at most "
+            "1 node(s), or drop --retries") in str(e.value)
+    assert "--nodes 1" in str(e.value)  # the nearest accepted request, searched for
+    assert _plan(nodes=1, gpus_per_node=1, retries=1, partition_nodes=nodes).retries == 1
+    assert _plan(nodes=2, gpus_per_node=1, partition_nodes=nodes).nodes == 2
+    # Nothing listed the partition's nodes (render, a dry run without SLURM): no refusal.
+    assert _plan(nodes=2, gpus_per_node=1, retries=1).retries == 1
+
+
+def test_the_profiles_node_counts_size_a_partition_without_slurm() -> None:
+    from hpctrain.plan.stall import profile_size, retry_room
+    from hpctrain.profiles.model import NodeType, Partition
+
+    types = [NodeType(name="a", gpus=2, cpus=8, mem_mb=1000, nodes=2),
+             NodeType(name="b", gpus=2, cpus=8, mem_mb=1000, nodes=1)]
+    part = Partition(name="p", max_time="01:00:00", node_types=types)
+    assert profile_size(part) == 3
+    assert profile_size(load_profile("local").partitions[0]) is None
+    req = JobRequest(profile=load_profile("local"), retries=2)
+    assert "at most 2 node(s)" in retry_room(req, part, 3).misfits[0]
+    assert not retry_room(req, part, 2).misfits
+    one = Partition(name="one", max_time="01:00:00", node_types=types[1:])
+    assert retry_room(req, one, 1).misfits[0].endswith("every retry: drop --retries")
