@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -30,10 +28,10 @@ def nodes(
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """List the quarantined nodes and why: NODE_FAIL, a stall that one node's ranks caused.
+    """List the quarantined nodes and why: NODE_FAIL, a GPU fault, stalls of two programs.
     Submits exclude them until the quarantine expires (HPCTRAIN_QUARANTINE_HOURS, default
     24) or they are cleared."""
-    from hpctrain.diagnosis import badnodes
+    from hpctrain.submission.quarantine import standing
 
     if clear and clear_all:
         from hpctrain.errors import HpctrainError
@@ -48,28 +46,33 @@ def nodes(
         else:
             console.print(f"cleared {count} piece(s) of evidence")
         return
-    hours = badnodes.quarantine_hours(os.environ.get("HPCTRAIN_QUARANTINE_HOURS"))
-    held = badnodes.quarantined(history.suspects(cluster), datetime.now(timezone.utc), hours)
+    held, watched, hours = standing(history, cluster)
     if json_out:
-        print_json({"quarantine_hours": hours, "nodes": [q.as_dict() for q in held]})
+        print_json({"quarantine_hours": hours, "nodes": [q.as_dict() for q in held],
+                    "watched": [q.as_dict() for q in watched]})
         return
     if not held:
         console.print("no node is quarantined")
-        return
-    _show(held)
+    if held or watched:
+        _show(held + watched)
 
 
-def _show(held: list[Quarantined]) -> None:
+def _show(nodes: list[Quarantined]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
     t = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("CLUSTER", "NODE", "SINCE", "UNTIL", "WHY", "JOBS"):
+    for col in ("CLUSTER", "NODE", "STATUS", "SINCE", "UNTIL", "WHY", "JOBS"):
         t.add_column(col, overflow="fold")
-    for q in held:
-        t.add_row(*(escape(c) for c in (q.cluster, q.node, q.since, q.until,
-                                         ", ".join(q.reasons), ", ".join(q.jobs))))
+    for q in nodes:
+        t.add_row(*(escape(c) for c in (q.cluster, q.node,
+                                         "quarantined" if q.held else "watched", q.since,
+                                         q.until, ", ".join(q.reasons), ", ".join(q.jobs))))
     console.print(t)
+    if not all(q.held for q in nodes):
+        # A stall of one program alone may be that program's own deadlock (docs/long-runs.md).
+        console.print("watched, not quarantined: one program's stall points at the node; "
+                      "a second program's stall there quarantines it")
     console.print("`hpctrain nodes --clear NODE` takes a node back; `hpctrain why JOB` shows the "
                   "evidence")
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from hpctrain.slurm.hostlist import expand_nodes
 from hpctrain.slurm.states import JobState
 
 RECORDED = Path(__file__).resolve().parents[1] / "diagnosis" / "recorded" / "py-spy-0.4.3"
+FAULTHANDLER = RECORDED.parent / "faulthandler-3.11"
 
 
 def _ended(state: JobState, nodes: str) -> Evidence:
@@ -42,13 +44,81 @@ def test_a_node_failure_points_at_the_node_slurm_calls_down() -> None:
                              {"node1": "idle", "node2": "idle"}) == []
 
 
-def test_a_stall_points_at_the_node_of_the_rank_outside_the_collective() -> None:
-    report = json.loads((RECORDED / "stall.json").read_text())
-    texts = {p.name: p.read_text() for p in RECORDED.glob("*.txt")}
-    ev = Evidence("41", None, stall=report, stall_stacks=texts)
-    found = badnodes.suspects(Diagnosis("stalled", "", ""), ev, "dev", {})
-    assert [(s.node, s.reason) for s in found] == [("nodeA", "stall")]
-    assert "rank 1 on nodeA never entered a collective" in found[0].evidence
+def _stall(recorded: Path, hung: str | None = None) -> Evidence:
+    """A recorded stall of two ranks, rank 0 on node2 in all_reduce and rank 1 on node1 (the
+    issue's case); `hung` replaces rank 1's stack."""
+    report = json.loads((recorded / "stall.json").read_text())
+    ranks = report["nodes"][0]["ranks"]
+    ranks[0]["node"], ranks[1]["node"] = "node2", "node1"
+    report["nodes"] = [{**report["nodes"][0], "node": r["node"], "ranks": [r]} for r in ranks]
+    texts = {p.name: p.read_text() for p in recorded.glob("*.txt")}
+    if hung is not None:
+        texts[ranks[1]["stack"]] = hung
+    return Evidence("41", None, stall=report, stall_stacks=texts)
+
+
+def test_a_stall_in_the_users_own_code_blames_no_node() -> None:
+    """Issue 51: rank 1 slept in the user's load_next_shard before an all_reduce; a rank's
+    own deadlock lands on one node every time, so it is no evidence against the node."""
+    for recorded in (RECORDED, FAULTHANDLER):
+        ev = _stall(recorded)
+        assert badnodes.suspects(Diagnosis("stalled", "", ""), ev, "dev", {}) == [], recorded
+
+
+# Rank 1 of the same program, stopped inside a library instead: py-spy's short paths (a
+# DataLoader waiting for its worker: the standard library's wait under torch's frames) and
+# faulthandler's full ones (CUDA's synchronize under the user's loss.item()).
+PY_SPY_IN_TORCH = """Process 914: /usr/bin/python3 /work/train.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 914 (idle): "MainThread"
+    wait (threading.py:331)
+    get (queue.py:180)
+    _try_get_data (torch/utils/data/dataloader.py:1133)
+    _next_data (torch/utils/data/dataloader.py:1332)
+    __next__ (torch/utils/data/dataloader.py:631)
+    main (train.py:36)
+    <module> (train.py:44)
+
+Thread 930 (idle): "Thread-1 (_pin_memory_loop)"
+    wait (threading.py:331)
+    _pin_memory_loop (torch/utils/data/_utils/pin_memory.py:52)
+    run (threading.py:982)
+"""
+FAULTHANDLER_IN_CUDA = """Thread 0x00007fbbe1fff6c0 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 331 in wait
+  File "/usr/lib/python3.11/threading.py", line 982 in run
+
+Current thread 0x00007fbbfe231b80 (most recent call first):
+  File "/v/lib/python3.11/site-packages/torch/cuda/__init__.py", line 985 in synchronize
+  File "/work/train.py", line 27 in load_next_shard
+  File "/work/train.py", line 36 in main
+  File "/work/train.py", line 44 in <module>
+"""
+# The user's own queue: the standard library's frames count as their caller's.
+PY_SPY_USERS_QUEUE = PY_SPY_IN_TORCH.replace(
+    "    _try_get_data (torch/utils/data/dataloader.py:1133)\n"
+    "    _next_data (torch/utils/data/dataloader.py:1332)\n"
+    "    __next__ (torch/utils/data/dataloader.py:631)\n", "    next_batch (train.py:20)\n")
+
+
+def test_a_stall_in_library_code_makes_the_node_a_suspect() -> None:
+    for recorded, hung, frame in ((RECORDED, PY_SPY_IN_TORCH, "_try_get_data"),
+                                  (FAULTHANDLER, FAULTHANDLER_IN_CUDA, "synchronize")):
+        found = badnodes.suspects(Diagnosis("stalled", "", ""), _stall(recorded, hung), "dev",
+                                  {})
+        assert [(s.node, s.reason) for s in found] == [("node1", "stall")]
+        assert "rank 1 on node1 never entered a collective" in found[0].evidence
+        assert f"rank 1 sat in library code: {frame} (" in found[0].evidence
+
+
+def test_a_users_own_wait_in_the_standard_library_is_the_users_code() -> None:
+    ev = _stall(RECORDED, PY_SPY_USERS_QUEUE)
+    assert badnodes.suspects(Diagnosis("stalled", "", ""), ev, "dev", {}) == []
+    # No stack could be read for the stuck rank: no evidence either way, no suspect.
+    report = dict(_stall(RECORDED).stall or {})
+    bare = Evidence("41", None, stall=report, stall_stacks={})
+    assert badnodes.suspects(Diagnosis("stalled", "", ""), bare, "dev", {}) == []
 
 
 def test_a_run_slurm_requeued_after_a_node_failure_still_names_the_node() -> None:
@@ -92,9 +162,9 @@ def test_the_quarantine_expires(tmp_path: Path) -> None:
     history.add_suspects([
         NodeSuspect(cluster="dev", node="node1", reason="node_failure", evidence="e",
                     job_id="1", at=old),
-        NodeSuspect(cluster="dev", node="node2", reason="stall", evidence="e", job_id="2",
+        NodeSuspect(cluster="dev", node="node2", reason="gpu_fault", evidence="e", job_id="2",
                     at=new),
-        NodeSuspect(cluster="dev", node="node2", reason="stall", evidence="e", job_id="2",
+        NodeSuspect(cluster="dev", node="node2", reason="gpu_fault", evidence="e", job_id="2",
                     at=new),  # the same evidence twice is kept once
     ])
     held = badnodes.quarantined(history.suspects("dev"), now, 24)
@@ -104,6 +174,48 @@ def test_the_quarantine_expires(tmp_path: Path) -> None:
     assert history.clear_suspects("dev", ["node2"]) == 1
     assert badnodes.quarantined(history.suspects("dev"), now, 24) == []
     assert badnodes.quarantine_hours("0") == 0 and badnodes.quarantine_hours("x") == 24
+
+
+def _stalled(node: str, job: str, hours_ago: float = 1, reason: str = "stall") -> NodeSuspect:
+    at = datetime(2026, 11, 27, 12, tzinfo=timezone.utc) - timedelta(hours=hours_ago)
+    return NodeSuspect(cluster="dev", node=node, reason=reason, evidence="e", job_id=job,
+                       at=at.isoformat(timespec="seconds"))
+
+
+def test_a_stall_alone_quarantines_only_once_two_programs_stalled_there() -> None:
+    now = datetime(2026, 11, 27, 12, tzinfo=timezone.utc)
+    programs = {("dev", "1"): "train.py", ("dev", "2"): "train.py", ("dev", "3"): "-m other"}
+
+    def judged(*found: NodeSuspect) -> tuple[list[str], list[str]]:
+        return ([q.node for q in badnodes.quarantined(found, now, 24, programs)],
+                [q.node for q in badnodes.watched(found, now, 24, programs)])
+
+    assert judged(_stalled("node1", "1")) == ([], ["node1"])
+    # The same program stalled there twice (a chain's segments, a rerun): its own, maybe.
+    assert judged(_stalled("node1", "1"), _stalled("node1", "2")) == ([], ["node1"])
+    assert judged(_stalled("node1", "1"), _stalled("node1", "3")) == (["node1"], [])
+    # Commands unknown to the history: two jobs are two programs, as far as is known.
+    assert [q.node for q in badnodes.quarantined(
+        [_stalled("node1", "1"), _stalled("node1", "9")], now, 24)] == ["node1"]
+    # Node evidence quarantines at once, whatever stalled beside it.
+    assert judged(_stalled("node1", "1"), _stalled("node1", "2", reason="node_failure")) == (
+        ["node1"], [])
+    # An expired stall counts no more.
+    assert judged(_stalled("node1", "3", hours_ago=30), _stalled("node1", "1")) == (
+        [], ["node1"])
+    watched = badnodes.watched([_stalled("node1", "1")], now, 24)[0]
+    assert watched.as_dict()["quarantined"] is False
+
+
+def test_the_programs_are_read_only_where_they_decide() -> None:
+    assert badnodes.stall_jobs([_stalled("node1", "1")]) == []
+    assert badnodes.stall_jobs([_stalled("node1", "1"), _stalled("node1", "2"),
+                                _stalled("node2", "3")]) == ["1", "2"]
+    assert badnodes.stall_jobs([_stalled("node1", "1"), _stalled("node1", "2"),
+                                _stalled("node1", "4", reason="gpu_fault")]) == []
+    assert badnodes.program_of(["python", "train.py", "--lr", "0.1"]) == "train.py"
+    assert badnodes.program_of(["python", "-u", "-m", "pkg.train", "x"]) == "-m pkg.train"
+    assert badnodes.program_of(["./a.out", "7"]) == "./a.out"
 
 
 def test_nodes_command_lists_and_clears(tmp_path: Path) -> None:
@@ -124,6 +236,11 @@ def test_nodes_command_lists_and_clears(tmp_path: Path) -> None:
     assert "no node is quarantined" in run("nodes").stdout
     History(home / "state" / "history.sqlite3").add_suspects([NodeSuspect(
         cluster="dev", node="node-4", reason="stall", evidence="e", job_id="10")])
+    # One stall is watched, not quarantined: listed, and no submit leaves the node out.
+    listed = json.loads(run("nodes", "--json").stdout)
+    assert listed["nodes"] == [] and [n["node"] for n in listed["watched"]] == ["node-4"]
+    shown = run("nodes").stdout
+    assert "no node is quarantined" in shown and "watched, not quarantined" in shown
     assert json.loads(run("nodes", "--clear-all", "--json").stdout) == {"cleared": 1}
 
 
@@ -164,3 +281,51 @@ def test_a_job_that_needs_every_node_says_why_it_ignores_the_quarantine() -> Non
 def test_ignore_quarantine_leaves_the_nodes_in() -> None:
     plan = _plan_with(("node2",), 1, ignore_quarantine=True)
     assert plan.exclude == () and not any("quarantine" in n for n in plan.notes)
+
+
+class _Client:
+    """A SLURM client that counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def partition_nodes(self) -> dict[str, list[str]]:
+        self.calls.append("partition_nodes")
+        return {"debug": ["node1", "node2"]}
+
+
+class _Place:
+    """A place whose SLURM is _Client."""
+
+    def __init__(self) -> None:
+        self.client = _Client()
+
+    def slurm_client(self) -> _Client:
+        return self.client
+
+    def cluster(self, client: _Client, recorded: str) -> str:
+        client.calls.append("cluster")
+        return "dev"
+
+
+def test_the_submit_asks_slurm_for_the_partitions_nodes_only_for_retries(
+        tmp_path: Path) -> None:
+    """Without --retries and with nothing quarantined a submit asks SLURM nothing more; with
+    --retries, one call (each partition's nodes) for the plan's retry rule."""
+    from hpctrain.plan import JobRequest
+    from hpctrain.profiles import load_profile
+    from hpctrain.submission.quarantine import with_quarantine
+
+    history = History(tmp_path / "h.db")
+    history.add_suspects([_stalled("node2", "1", hours_ago=0)])  # watched only
+    req = JobRequest(profile=load_profile("local"), nodes=2)
+    place = _Place()
+    assert with_quarantine(req, place, history) is req  # type: ignore[arg-type]
+    assert place.client.calls == []
+    asked = with_quarantine(replace(req, retries=1), place, history)  # type: ignore[arg-type]
+    assert asked.partition_nodes == {"debug": ["node1", "node2"]} and not asked.quarantined
+    assert place.client.calls == ["partition_nodes"]
+    # A profile that counts its partitions' nodes answers without SLURM.
+    gilbreth = replace(req, profile=load_profile("gilbreth"), retries=1)
+    assert with_quarantine(gilbreth, place, history) is gilbreth  # type: ignore[arg-type]
+    assert place.client.calls == ["partition_nodes"]
