@@ -40,3 +40,20 @@ def test_a_quarantined_node_is_left_out_unless_the_job_needs_it(
     assert forced["plan"]["exclude"] == []
     for job in (both, forced):
         cli.wait(str(job["job_id"]), lambda j: j["terminal"], 120)
+
+
+def test_retries_that_no_retry_could_honour_are_refused(
+        devcluster: DevClusterHandle, tmp_path: Path) -> None:
+    """Issue 51: the dev cluster has 2 nodes; a 2-node job's retry without its stalled node
+    is one sbatch refuses, so submit refuses --retries for it and says why; 1 node is fine."""
+    cli = Cli(devcluster, tmp_path)
+    both = cli("submit", "--profile", "local", "--time", "2", "--nodes", "2",
+               "--gpus-per-node", "1", "--retries", "1", "--", "hostname")
+    assert both.returncode == 1, both.stdout
+    assert ("--retries 1: a retry runs without the stalled node, but the job needs 2 of "
+            "partition debug's 2 node(s), so SLURM would refuse every retry") in both.stderr
+    assert "--nodes 1" in both.stderr and "Traceback" not in both.stderr
+    one = cli.submit("--nodes", "1", "--gpus-per-node", "1", "--retries", "1", "--", "hostname")
+    assert one["plan"]["retries"] == 1
+    ended = cli.wait(str(one["job_id"]), lambda j: j["terminal"], 120)
+    assert ended["state"] == "COMPLETED", ended

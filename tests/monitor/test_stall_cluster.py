@@ -1,7 +1,8 @@
 """The stall watcher on the dev cluster (issue 41): a 2-node gloo job whose rank 1 hangs in its
 own code while rank 0 waits in all_reduce under an hour's collective timeout is found stalled
 within its window, every rank's stack is kept, the job ends long before its time limit, `why`
-names the rank, its node and its frame, and the node is remembered (`hpctrain nodes`)."""
+names the rank, its node and its frame; the node, where the rank hung in the program's own
+code, is not held against (`hpctrain nodes`)."""
 
 from __future__ import annotations
 
@@ -44,8 +45,10 @@ def test_a_rank_hung_outside_the_collective_is_caught_named_and_ended(
     assert "rank 0 waited in all_reduce" in got["summary"]
     assert "before its time limit" in got["summary"]
 
-    held = json.loads(cli.ok("nodes", "--json").stdout)["nodes"]
-    assert [(n["node"], n["reasons"]) for n in held] == [(hung["node"], ["stall"])]
+    # Rank 1 hung in the program's own code: a bug of the program, no evidence against its
+    # node (issue 51), which is neither quarantined nor watched.
+    listed = json.loads(cli.ok("nodes", "--json").stdout)
+    assert listed["nodes"] == [] and listed["watched"] == [], listed
 
 
 def test_retries_submit_the_job_again_without_the_stalled_node(
