@@ -159,10 +159,11 @@ def _print_start(place: Place, record: JobRecord, path: Path, tail: int | None,
 
 
 def _follow(place: Place, history: History, record: JobRecord, path: Path, offset: int,
-            err: bool, tail: int | None) -> None:
+            err: bool, tail: int | None) -> bool:
     """Follow the file at the job's place while the job runs (on the cluster the place's SLURM
-    talks to), then say how the job ended."""
+    talks to), then say how the job ended; True when it COMPLETED (or is not followed)."""
     from hpctrain.cli.jobview import final_line
+    from hpctrain.slurm.states import JobState, parse_state
     from hpctrain.tracking import logs as lg
 
     out = sys.stdout.buffer
@@ -175,12 +176,13 @@ def _follow(place: Place, history: History, record: JobRecord, path: Path, offse
         if tail is None and (got := place.read_file(path, None)) is not None:
             _write(out, got[0])
         watcher.require_cluster()
-        return
+        return True
     result = lg.follow_at(place, record, watcher, lambda data: _write(out, data), _note,
                           err=err, start_offset=offset)
     if not result.saw_file and place.read_file(path, 0) is None:
         _note(f"the job wrote no {'stderr' if err else 'output'} file ({place.shown(path)})")
     err_console.print(final_line(result.record), highlight=False)
+    return parse_state(result.record.state) is JobState.COMPLETED and not result.record.stale
 
 
 def logs(
@@ -198,7 +200,7 @@ def logs(
     ] = None,
     login: LoginOpt = None,
 ) -> None:
-    """Print a job's output file; with -f follow it until the job ends."""
+    """Print a job's output file; with -f follow it until the job ends (exit 1 unless COMPLETED)."""
     from hpctrain.tracking import logs as lg
     from hpctrain.tracking import selection as tracking
 
@@ -209,8 +211,9 @@ def logs(
     path = lg.log_path(record, err)
     place.check()
     offset = _print_start(place, record, path, tail, follow)
-    if follow:
-        _follow(place, history, record, path, offset, err, tail)
+    if follow and not _follow(place, history, record, path, offset, err, tail):
+        # `hpctrain logs -f JOB && next` goes on only after a job that did its work.
+        raise typer.Exit(1)
 
 
 def _confirm_all(records: list[JobRecord], yes: bool) -> None:

@@ -36,6 +36,11 @@ class LogFollower(Protocol):
         """Until the file may have grown, or `timeout_s` has passed."""
         ...
 
+    def writer_closed(self) -> bool:
+        """True when the file's last writer has closed it (the job has most likely ended);
+        False where that cannot be seen (another node's writes over NFS, a login)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -10,6 +10,7 @@ import contextlib
 import functools
 import os
 import select
+import struct
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -27,6 +28,8 @@ NETWORK_FS = {
 SHORT_POLL_S = 0.02
 _IN_MODIFY, _IN_CLOSE_WRITE, _IN_CREATE, _IN_MOVED_TO = 0x2, 0x8, 0x100, 0x80
 _IN_NONBLOCK, _IN_CLOEXEC = 0o4000, 0o2000000
+# struct inotify_event: wd, mask, cookie, len, then len bytes of NUL-padded name.
+_EVENT = struct.Struct("iIII")
 
 
 class Waiter(Protocol):
@@ -36,6 +39,10 @@ class Waiter(Protocol):
     kind: str
 
     def wait(self, timeout_s: float) -> bool: ...
+
+    def writer_closed(self) -> bool:
+        """True while the last thing seen of the file was its last writer closing it."""
+        ...
 
     def close(self) -> None: ...
 
@@ -51,27 +58,56 @@ class PollWaiter:
         time.sleep(max(0.0, min(timeout_s, self.interval_s)))
         return False
 
+    def writer_closed(self) -> bool:
+        # A poll sees sizes only: who holds the file open is unknown (another node, over NFS).
+        return False
+
     def close(self) -> None:
         pass
 
 
 class InotifyWaiter:
     """Woken by the kernel when a file in the log's directory is written, created or moved in
-    (the directory is watched: the log may not exist yet, or be replaced by a requeue)."""
+    (the directory is watched: the log may not exist yet, or be replaced by a requeue).
+
+    It also notes when the log's last writer closes it (IN_CLOSE_WRITE comes when the last
+    descriptor open for writing goes): SLURM's batch step holds the job's stdout open until
+    the batch script and everything it started have ended, so the close says the job is over
+    about as soon as it is, where SLURM's answer would come at the watcher's next poll.
+    """
 
     kind = "inotify"
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, name: str = "") -> None:
         self.fd = fd
+        self.name = os.fsencode(name)
+        self._closed = False
 
     def wait(self, timeout_s: float) -> bool:
         ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout_s))
         if ready:
             # Read every pending event: one wake-up per batch of writes.
             with contextlib.suppress(BlockingIOError, InterruptedError):
-                while os.read(self.fd, 65536):
-                    pass
+                while data := os.read(self.fd, 65536):
+                    self._note(data)
         return bool(ready)
+
+    def _note(self, data: bytes) -> None:
+        """Follow the log's own events in order: a write after a close reopens it."""
+        at = 0
+        while at + _EVENT.size <= len(data):
+            _wd, mask, _cookie, size = _EVENT.unpack_from(data, at)
+            name = data[at + _EVENT.size:at + _EVENT.size + size].rstrip(b"\0")
+            at += _EVENT.size + size
+            if name != self.name:
+                continue
+            if mask & _IN_CLOSE_WRITE:
+                self._closed = True
+            elif mask & (_IN_MODIFY | _IN_CREATE | _IN_MOVED_TO):
+                self._closed = False
+
+    def writer_closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -107,7 +143,7 @@ def fs_type(path: Path) -> int | None:
     return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
 
 
-def _inotify(directory: Path) -> InotifyWaiter | None:
+def _inotify(directory: Path, name: str) -> InotifyWaiter | None:
     libc = _libc()
     if libc is None or not hasattr(libc, "inotify_init1"):
         return None
@@ -118,7 +154,7 @@ def _inotify(directory: Path) -> InotifyWaiter | None:
     if libc.inotify_add_watch(fd, os.fsencode(directory), mask) < 0:
         os.close(fd)
         return None
-    return InotifyWaiter(fd)
+    return InotifyWaiter(fd, name)
 
 
 def waiter_for(path: Path) -> Waiter:
@@ -130,4 +166,4 @@ def waiter_for(path: Path) -> Waiter:
     kind = fs_type(directory)
     if kind in NETWORK_FS:
         return PollWaiter(kind=f"poll ({NETWORK_FS[kind]})")
-    return _inotify(directory) or PollWaiter(kind="poll (no inotify)")
+    return _inotify(directory, path.name) or PollWaiter(kind="poll (no inotify)")

@@ -68,6 +68,9 @@ class LocalFollower(FileFollower):
     def wait(self, timeout_s: float) -> None:
         self._waiter.wait(timeout_s)
 
+    def writer_closed(self) -> bool:
+        return self._waiter.writer_closed()
+
     def close(self) -> None:
         self._waiter.close()
 

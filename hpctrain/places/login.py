@@ -160,6 +160,10 @@ class RemoteFollower:
         # Nothing here hears the login's writes: the next read, a round trip, finds them.
         time.sleep(max(0.0, timeout_s))
 
+    def writer_closed(self) -> bool:
+        # Nothing here hears the node close the file either: the job's end is SLURM's answer.
+        return False
+
     def close(self) -> None:
         pass
 

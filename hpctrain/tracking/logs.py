@@ -12,7 +12,7 @@ from hpctrain.errors import HpctrainError
 from hpctrain.history import JobRecord
 from hpctrain.places.local import FILE_POLL_S, FileFollower
 from hpctrain.slurm.states import JobState
-from hpctrain.tracking.watcher import MAX_POLL_INTERVAL_S, JobWatcher, Poll
+from hpctrain.tracking.watcher import MAX_POLL_INTERVAL_S, POLL_INTERVAL_S, JobWatcher, Poll
 
 if TYPE_CHECKING:
     from hpctrain.places import Place
@@ -21,6 +21,14 @@ __all__ = ["FILE_POLL_S", "FileFollower", "FollowResult", "follow", "follow_at",
 # After the job ends the node may still be flushing the file (NFS attribute caches on real
 # clusters): read on for this long once nothing new arrives.
 DRAIN_GRACE_S = 1.0
+# Once the log's last writer has closed it (the batch step's end, seen by inotify), SLURM is
+# asked at once and then after these gaps, not after the watcher's back-off (up to 15 s): the
+# controller let the job go 0.1 to 0.3 s after the close on the dev cluster. Once squeue has
+# let it go, one quick sacct says how it ended; a longer lag gets the watcher's own pace.
+END_ASK_GAPS_S = (0.25, 0.5, 1.0)
+# A program that closes its log now and then (its own `>> log`) starts such asks at most this
+# often: SLURM hears from one `logs -f` at most 4 times in this long.
+END_HINT_EVERY_S = POLL_INTERVAL_S
 
 
 def log_path(record: JobRecord, err: bool = False) -> Path:
@@ -44,6 +52,41 @@ class Pause(Protocol):
     """What `follow` waits on for the file to grow (places/filewait.py: inotify, a poll)."""
 
     def wait(self, timeout_s: float) -> object: ...
+
+
+@dataclass
+class _EndHint:
+    """When to ask SLURM because the log's writer closed it, rather than at the back-off's."""
+
+    closed: Callable[[], bool]
+    gaps: list[float] = field(default_factory=list)
+    was_closed: bool = False
+    # A close heard within END_HINT_EVERY_S of the last burst waits until then.
+    pending: bool = False
+    next_ok: float = float("-inf")
+
+    def check(self, now: float) -> bool:
+        """True when SLURM should be asked now: the writer has closed the log."""
+        shut = self.closed()
+        self.pending = self.pending or (shut and not self.was_closed)
+        self.was_closed = shut
+        if not self.pending or now < self.next_ok:
+            return False
+        self.pending = False
+        self.next_ok = now + END_HINT_EVERY_S
+        self.gaps = list(END_ASK_GAPS_S)
+        return True
+
+    def gap(self, poll: Poll) -> float | None:
+        """The wait before the next ask while the hint lasts (None: the watcher's own)."""
+        if not self.gaps or poll.done:
+            self.gaps = []
+            return None
+        if poll.changed:
+            # squeue has let the job go (or shown its end): one quick sacct says how it ended.
+            self.gaps = []
+            return END_ASK_GAPS_S[0]
+        return self.gaps.pop(0)
 
 
 @dataclass
@@ -116,12 +159,14 @@ def follow(
     sleep: Callable[[float], None] = time.sleep,
     follower: Follower | None = None,
     waiter: Pause | None = None,
+    closed: Callable[[], bool] | None = None,
 ) -> FollowResult:
     """Print the log as it grows until the job ends, polling SLURM through the watcher.
 
     A SLURM that does not answer (controller down or stopped) is said once and asked again
     with back-off; following goes on until SLURM, back, says the job has ended. `waiter`
     (places/filewait.py) wakes the loop when the file is written; without one it sleeps `poll_s`.
+    `closed` says when the log's last writer has closed it: SLURM is asked then, not later.
     """
     pause: Callable[[float], object] = waiter.wait if waiter is not None else sleep
     # A login's file is read over ssh (places/login.py: RemoteFollower, same interface).
@@ -129,26 +174,42 @@ def follow(
     result = FollowResult(record)
     done = watcher.is_final(record)
     said: JobRecord | None = None
+    hint = _EndHint(closed) if closed is not None else None
     next_ask = clock()
     while not done:
         now = clock()
+        if hint is not None and hint.check(now):
+            next_ask = now
         if now >= next_ask:
             poll = _ask(watcher, result, said, note)
             result.slurm_call_times.append(now)
             said = said if poll.error else poll.record
-            done, next_ask = poll.done, now + poll.wait_s
+            gap = hint.gap(poll) if hint is not None else None
+            wait_s = poll.wait_s if gap is None else min(gap, poll.wait_s)
+            done, next_ask = poll.done, now + wait_s
         if not _copy_new(follower, write, result) and not done:
             # Woken by a write (inotify) at once; else after poll_s, or the next SLURM ask.
             pause(max(0.0, min(poll_s, next_ask - clock())))
-    # The node may still be writing the last lines: read on until the file is quiet.
+    _drain(follower, write, result, pause, poll_s, clock, closed)
+    result.record = watcher.latest(result.record)
+    return result
+
+
+def _drain(follower: Follower, write: Callable[[bytes], None], result: FollowResult,
+           pause: Callable[[float], object], poll_s: float, clock: Callable[[], float],
+           closed: Callable[[], bool] | None) -> None:
+    """Read what the node wrote last: once where its writer has closed the file, else on
+    until the file is quiet (a node may still be flushing it over NFS)."""
+    pause(0.0)  # the events already come: a close the loop has not heard yet
+    if closed is not None and closed():
+        _copy_new(follower, write, result)
+        return
     quiet_since = clock()
     while clock() - quiet_since < DRAIN_GRACE_S:
         if _copy_new(follower, write, result):
             quiet_since = clock()
         else:
             pause(poll_s)
-    result.record = watcher.latest(result.record)
-    return result
 
 
 def follow_at(place: Place, record: JobRecord, watcher: JobWatcher,
@@ -159,6 +220,6 @@ def follow_at(place: Place, record: JobRecord, watcher: JobWatcher,
     reader = place.follower(log_path(record, err), start_offset)
     try:
         return follow(record, watcher, write, note, err=err, follower=reader, waiter=reader,
-                      poll_s=reader.poll_s)
+                      poll_s=reader.poll_s, closed=reader.writer_closed)
     finally:
         reader.close()

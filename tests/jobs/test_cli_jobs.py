@@ -179,3 +179,24 @@ def test_logs_follow_of_another_clusters_job_without_file(
     res = runner.invoke(app, ["logs", "-f", "9"])
     assert res.exit_code == 0, res.output
     assert "printing the file without following" in res.stderr
+
+
+def test_logs_follow_exits_1_unless_the_job_completed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hpctrain logs -f JOB && next` must not go on after a failed job (newcomer review 9)."""
+    jobs = recorded_jobs()
+    _replay_slurm(monkeypatch)
+    for name in ("completed", "failed"):
+        out = tmp_path / f"{name}.out"
+        out.write_text(f"{name} job's line\n")
+        track(History(), jobs[name], stdout_path=str(out))
+    res = runner.invoke(app, ["logs", "-f", jobs["completed"]])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.strip().endswith(f"job {jobs['completed']} COMPLETED")
+    res = runner.invoke(app, ["logs", "-f", jobs["failed"]])
+    assert res.exit_code == 1 and res.stdout == "failed job's line\n"
+    assert res.stderr.strip().endswith(f"job {jobs['failed']} FAILED (exit code 3)")
+    assert "Traceback" not in res.output
+    # Without -f the exit status says nothing about the job.
+    assert runner.invoke(app, ["logs", jobs["failed"]]).exit_code == 0

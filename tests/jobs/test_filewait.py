@@ -54,3 +54,30 @@ def test_a_poll_waits_no_longer_than_asked(tmp_path: Path) -> None:
     waiter = filewait.PollWaiter(interval_s=0.0)
     assert waiter.wait(60.0) is False  # at once: the interval bounds it; no event is known
     waiter.close()
+
+
+def test_inotify_hears_the_logs_last_writer_close_it(tmp_path: Path) -> None:
+    """SLURM's batch step holds the job's stdout open to the job's end: the close is the end.
+    A write after it opens the story again; another file's close in the directory is not it."""
+    log = tmp_path / "job-1.out"
+    waiter = filewait.waiter_for(log)
+    try:
+        fh = log.open("ab")
+        fh.write(b"line 1\n")
+        fh.flush()
+        assert waiter.wait(5.0) and not waiter.writer_closed()
+        (tmp_path / "other.out").write_text("x\n")
+        waiter.wait(0.5)
+        assert not waiter.writer_closed()
+        fh.close()
+        assert waiter.wait(5.0) and waiter.writer_closed()
+        with log.open("ab") as again:
+            again.write(b"line 2\n")
+            again.flush()
+            waiter.wait(5.0)
+            assert not waiter.writer_closed()
+        waiter.wait(5.0)
+        assert waiter.writer_closed()
+    finally:
+        waiter.close()
+    assert not filewait.PollWaiter().writer_closed()

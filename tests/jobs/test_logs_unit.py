@@ -156,3 +156,69 @@ def test_follow_without_accounting_ends_with_scontrol(history: History, tmp_path
     assert [c[0] for c in client.calls] == ["squeue", "sacct", "scontrol"]
     # Nobody knows the job: it ends with the last state seen, marked as a guess.
     assert result.record.stale and final_line(result.record).endswith("PENDING?")
+
+
+def _ends_at(t: FakeTime, end: float) -> ReplayClient:
+    """squeue shows the job running until fake time `end`, then no more; sacct: COMPLETED."""
+    return ReplayClient({
+        "squeue": lambda argv: recording("squeue_mixed" if t.now < end else "squeue_after"),
+        "sacct": recording("sacct_after"),
+    })
+
+
+def test_follow_asks_slurm_at_once_when_the_logs_writer_closes_it(
+    history: History, tmp_path: Path
+) -> None:
+    """The back-off has grown to 15 s by the job's end; the file's close (the batch step's
+    end, heard through inotify) makes it ask at once: it returns within a second, not 15."""
+    (rec,) = track(history, J["running2"], stdout_path=str(tmp_path / "job.out"))
+    t = FakeTime()
+    end = 1060.0
+    client = _ends_at(t, end)
+    # SLURM lets the job go 0.2 s after the close, as on the dev cluster.
+    result = logs.follow(rec, JobWatcher(client, history, CLUSTER), lambda b: None,
+                         lambda s: None, clock=t.clock, sleep=t.sleep,
+                         closed=lambda: t.now >= end - 0.2)
+    assert result.record.state == "COMPLETED" and result.record.terminal
+    assert t.now - end < 1.0, t.now - end
+    times = result.slurm_call_times
+    # Before the close: the back-off's pace; after it: the quick asks, the last one sacct's.
+    before = [b - a for a, b in zip(times, times[1:], strict=False) if b < end - 0.2]
+    assert before and min(before) >= POLL_INTERVAL_S
+    assert [c[0] for c in client.calls][-2:] == ["squeue", "sacct"]
+
+
+def test_a_log_closed_while_the_job_runs_costs_a_few_asks_at_most(
+    history: History, tmp_path: Path
+) -> None:
+    """A program that opens and closes its own log (`>> log`) every second looks like an end
+    each time: SLURM is asked at most 4 times in END_HINT_EVERY_S for it, not every second."""
+    (rec,) = track(history, J["running2"], stdout_path=str(tmp_path / "job.out"))
+    t = FakeTime()
+    end = 1120.0
+    client = _ends_at(t, end)
+    # Closed during the first half of each second, written (open again) in the second half.
+    result = logs.follow(rec, JobWatcher(client, history, CLUSTER), lambda b: None,
+                         lambda s: None, clock=t.clock, sleep=lambda s: t.sleep(min(s, 0.25)),
+                         closed=lambda: t.now % 1.0 < 0.5)
+    assert result.record.state == "COMPLETED"
+    running = [c for c in result.slurm_call_times if c < end]
+    per_window = max(sum(1 for c in running if w <= c < w + logs.END_HINT_EVERY_S)
+                     for w in running)
+    assert per_window <= len(logs.END_ASK_GAPS_S) + 2, running
+    assert len(running) <= 4 * (end - 1000.0) / logs.END_HINT_EVERY_S
+
+
+def test_a_closed_log_is_read_once_at_the_end_not_for_a_grace_second(
+    history: History, tmp_path: Path
+) -> None:
+    out = tmp_path / "job.out"
+    out.write_text("last line\n")
+    (rec,) = track(history, J["running2"], stdout_path=str(out))
+    t = FakeTime()
+    client = _ends_at(t, 0.0)  # over already
+    written: list[bytes] = []
+    logs.follow(rec, JobWatcher(client, history, CLUSTER), written.append, lambda s: None,
+                clock=t.clock, sleep=t.sleep, closed=lambda: True)
+    assert b"".join(written) == b"last line\n"
+    assert t.now - 1000.0 < logs.DRAIN_GRACE_S
