@@ -150,7 +150,7 @@ class MetricsLog:
         self.path = path
         self.epochs: dict[int, dict[str, Any]] = {}
         self.before_s = 0.0
-        self._last = now
+        self._started = self._last = now
         self._load()
 
     def _load(self) -> None:
@@ -188,7 +188,7 @@ class MetricsLog:
                 "status": "completed" if max_epochs and done >= max_epochs else "running",
                 "epochs_completed": done, "max_epochs": max_epochs,
                 "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "run_dir": str(self.path.parent),
-                "wall_time_s": round(self.before_s + now - _STARTED, 3),
+                "wall_time_s": round(self.before_s + now - self._started, 3),
                 "logged_metrics": list(latest),
                 **{f"final_{name}": value for name, value in latest.items()},
                 "epochs": epochs}
@@ -222,7 +222,6 @@ def log_metrics(epoch: int, max_epochs: int | None = None, **metrics: Any) -> No
     `$HPCTRAIN_RUN_DIR/metrics.json`, which `sweep-report` ranks by; `max_epochs` lets `why`
     say how far the run got. Rank 0 writes; a no-op on other ranks and outside a job."""
     global _metrics, _metrics_off
-    values = {name: _number(name, value) for name, value in metrics.items()}
     if _metrics is None:
         run_dir = os.environ.get("HPCTRAIN_RUN_DIR")
         if _metrics_off or not run_dir or rank_from_environment() != 0:
@@ -230,4 +229,5 @@ def log_metrics(epoch: int, max_epochs: int | None = None, **metrics: Any) -> No
             return
         # The first epoch's time counts from the import (its start-up included).
         _metrics = MetricsLog(Path(run_dir) / rundir.METRICS, _STARTED)
+    values = {name: _number(name, value) for name, value in metrics.items()}
     _metrics.log(epoch, max_epochs, values, time.time())
