@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
+# A .venv of one's own (the README's Install) is used as it is if it has hpctrain and its
+# training requirements; the tests' tools are not needed here.
+HPCTRAIN_SETUP_EXTRAS="${HPCTRAIN_SETUP_EXTRAS:-train}" bash scripts/setup.sh
 
 # One dev cluster for this checkout, shared with scripts/test.sh (its ports are fixed).
 export HPCTRAIN_HOME="${HPCTRAIN_HOME:-$PWD/.hpctrain}"

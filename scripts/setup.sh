@@ -9,6 +9,11 @@
 #      torch==2.13.0 first (the CPU build pip finds on local disk; a bare `torch` would pull a
 #      multi-GB CUDA build); then the clone's thin .venv: hpctrain editable on top of it.
 #
+# A .venv this script did not make (no .venv/.hpctrain-setup.stamp: the README's Install, say)
+# is never deleted or changed: it is used as it is when hpctrain and what it needs import
+# there (HPCTRAIN_SETUP_EXTRAS, default "train dev": what the tests need; demo.sh asks for
+# "train"), else the script stops and says what to do. A stale .venv it made is rebuilt.
+#
 # Safe with CI=true and no stdin. Call it (`bash scripts/setup.sh`) or source it.
 # Does not start the dev cluster: `hpctrain devcluster up` does (docs/devcluster.md).
 
@@ -25,6 +30,13 @@ _hpctrain_setup() {
   local packages=(slurm-wlm slurmdbd munge mariadb-server openssh-client openssh-server rsync
                   debootstrap util-linux)
   local say="[setup]"
+
+  # --- 0. A .venv someone else made: use it as it is, or stop before changing anything --------
+  local theirs=0
+  if [ -e .venv ] && [ ! -f "$_hpctrain_stamp" ]; then
+    _hpctrain_their_venv "$say" || return 1
+    theirs=1
+  fi
 
   # --- 1. Debian packages -------------------------------------------------------------
   local missing=() pkg
@@ -79,6 +91,7 @@ _hpctrain_setup() {
   fi
 
   # --- 2. Python environment ------------------------------------------------------------
+  [ "$theirs" = 0 ] || return 0
   # The dependencies live in one venv per machine, outside the clone, keyed by what it is
   # built from (the Python, the torch pin, the dependency lists of pyproject.toml): a fresh
   # clone finds it in seconds. The clone's .venv is thin: the shared site-packages through a
@@ -89,6 +102,46 @@ _hpctrain_setup() {
   deps="$cache/venv/$key"
   _hpctrain_deps_venv "$deps" "$torch_pin" "$say" || return 1
   _hpctrain_thin_venv "$deps" "$key" "$say" || return 1
+}
+
+# What says that this script made .venv: it deletes no .venv without it.
+_hpctrain_stamp=.venv/.hpctrain-setup.stamp
+
+# A .venv without the stamp is the user's (pip install . into it, per the README): use it when
+# hpctrain and the requirements of HPCTRAIN_SETUP_EXTRAS import there, else stop, with the
+# ways out, and leave it exactly as it is.
+_hpctrain_their_venv() {
+  local say="$1" extras missing=""
+  read -r -a extras <<<"${HPCTRAIN_SETUP_EXTRAS:-train dev}"
+  if [ -x .venv/bin/python ] && [ -x .venv/bin/hpctrain ]; then
+    # -I: this checkout's own hpctrain/ (the current directory) must not count as installed.
+    missing="$(python3 scripts/requirements.py --names "${extras[@]}" | .venv/bin/python -I -c '
+import importlib.metadata as md, importlib.util, sys
+
+def there(name):
+    try:
+        return md.version(name) is not None
+    except md.PackageNotFoundError:
+        return False
+
+lacks = [] if importlib.util.find_spec("hpctrain") else ["hpctrain"]
+print(" ".join(lacks + [n for n in sys.stdin.read().split() if not there(n)]))
+' 2>/dev/null)" || missing="a python that runs"
+  else
+    missing="$([ -x .venv/bin/python ] || printf 'bin/python, ')bin/hpctrain"
+  fi
+  if [ -z "$missing" ]; then
+    echo "$say .venv was not made by this script: using it as it is (hpctrain and" \
+      "${extras[*]:-its} requirements import there); nothing in it is changed"
+    return 0
+  fi
+  local target=.
+  [ "${#extras[@]}" = 0 ] || target=".[$(IFS=,; echo "${extras[*]}")]"
+  echo "$say .venv was not made by this script (no $_hpctrain_stamp) and lacks:" \
+    "$missing. It is left as it is. Either install into it:" \
+    ".venv/bin/python -m pip install -e '$target', or move it aside" \
+    "(mv .venv .venv.mine) and run this again for hpctrain's own .venv" >&2
+  return 1
 }
 
 # scripts/cache-dir.sh says where the caches shared by the clones of this machine live.
@@ -144,17 +197,20 @@ _hpctrain_deps_venv() {
 # The clone's .venv: its own python, the shared site-packages, hpctrain editable.
 _hpctrain_thin_venv() {
   local deps="$1" key="$2" say="$3"
-  local stamp=.venv/.hpctrain-setup.stamp want="$key $PWD"
+  local stamp="$_hpctrain_stamp" want="$key $PWD"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/hpctrain ]; then
     echo "$say up to date (.venv on $deps)"
     return 0
   fi
   echo "$say making .venv on $deps"
+  # Only a .venv this script made (its stamp) or none at all reaches here (step 0).
   rm -rf .venv
   python3 -m venv --without-pip .venv </dev/null || {
     echo "$say python3 -m venv failed: install python3-venv (Debian) and retry" >&2
     return 1
   }
+  # Stamped at once, as unfinished: a build cut short is still this script's to redo.
+  echo "building" >"$stamp"
   local site shared
   site="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   shared="$("$deps/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
