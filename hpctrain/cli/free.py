@@ -150,15 +150,31 @@ def _show(views: list[View], ranked: list[Candidate], days: float) -> None:
                   highlight=False, markup=False, soft_wrap=True)
 
 
+def _devcluster_profile() -> str | None:
+    """The profile the dev cluster emulates, when it runs and is the SLURM asked from here."""
+    from hpctrain.devcluster import DevCluster
+    from hpctrain.slurm.client import resolve_slurm_conf
+
+    status = DevCluster().status(with_sinfo=False)
+    # SLURM_CONF naming another cluster wins: free would ask that one, not the dev cluster.
+    if not status.running or resolve_slurm_conf() != status.slurm_conf:
+        return None
+    return status.profile
+
+
 def _with_login() -> list[str]:
-    """Every profile that names a login host: the clusters reachable from here."""
+    """Every profile that names a login host: the clusters reachable from here; without one,
+    the profile the dev cluster emulates, when it runs."""
     from hpctrain import places
     from hpctrain.profiles import load_profile
     from hpctrain.profiles.loader import list_profiles
 
     names = [p.name for p in places.elsewhere([load_profile(i.name) for i in list_profiles()])]
+    if not names and (emulated := _devcluster_profile()):
+        return [emulated]
     if not names:
-        raise HpctrainError("no profile names a login host, and no --profile is given",
+        raise HpctrainError("no profile names a login host, no dev cluster runs here, and no "
+                            "--profile is given",
                             "give the profiles to look at, e.g. hpctrain free -P raven "
                             "(a profile's `login:` makes it a default here; docs/remote.md)")
     return names
@@ -179,7 +195,7 @@ def _starts(c: Candidate) -> str:
 def free(
     profiles: Annotated[list[str] | None, typer.Option(
         "--profile", "-P", help="A profile to look at (repeatable): its cluster's partitions. "
-        "Default: every profile with a login (docs/remote.md).")] = None,
+        "Default: every profile with a login (docs/remote.md), else the dev cluster's.")] = None,
     login: Annotated[str | None, typer.Option(
         "--login", metavar="DEST", help="Through this ssh destination (one profile).")] = None,
     nodes: Annotated[int, job_option("nodes")] = 1,

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from hpctrain.slurm import availability, reservations
 
 RECORDED = Path(__file__).resolve().parent / "recorded" / "slurm-22.05"
@@ -100,3 +102,25 @@ def test_without_a_profile_every_profile_with_a_login_is_looked_at(tmp_path: Pat
                          text=True, cwd=tmp_path, check=False, timeout=60,
                          env={**os.environ, "HPCTRAIN_HOME": str(tmp_path)})
     assert res.returncode == 1 and "no profile names a login host" in res.stderr, res.stderr
+
+
+def test_without_a_profile_the_running_dev_clusters_profile_is_looked_at(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Newcomer review 2026-11-29, 6: `free` on the dev cluster needed `-P`."""
+    from hpctrain.cli import free
+    from hpctrain.devcluster import DevCluster
+    from hpctrain.devcluster.state import Status
+    from hpctrain.errors import HpctrainError
+
+    conf = str(tmp_path / "etc" / "slurm.conf")
+    running = Status(running=True, healthy=True, directory=str(tmp_path), slurm_conf=conf,
+                     profile="raven", nodes_per_partition=2, node_names=["gpu1"], daemons=[])
+    monkeypatch.setenv("HPCTRAIN_HOME", str(tmp_path))
+    monkeypatch.setattr(DevCluster, "status", lambda self, with_sinfo=True: running)
+    monkeypatch.setenv("SLURM_CONF", conf)
+    assert free._with_login() == ["raven"]
+    # SLURM_CONF names another cluster: that is the one free would ask, not the dev cluster's.
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "other.conf"))
+    with pytest.raises(HpctrainError, match="no dev cluster runs here"):
+        free._with_login()
