@@ -239,6 +239,19 @@ def _startup(record: JobRecord) -> Startup | None:
     return startup.read(Path(record.run_dir), record.job_id) if record.run_dir else None
 
 
+# diagnosis/startup.py's headline for a job without a rank's marks ends in "yet": of an ended
+# job it reads as if the job were still starting. Only the packaged trainer marks a rank's start.
+ENDED_UNMARKED = "start-up: the program marked no start (only the packaged trainer marks it)"
+
+
+def startup_lines(startup: Startup, ended: bool) -> list[str]:
+    """The start-up's lines, with a headline that is true of an ended job of one's own script."""
+    lines = startup.lines()
+    if ended and not startup.ranks and lines:
+        lines[0] = ENDED_UNMARKED
+    return lines
+
+
 def code_line(record: JobRecord) -> str:
     """Which code a job runs: its snapshot, or the project in place (--no-snapshot)."""
     if record.snapshot:
@@ -258,7 +271,8 @@ def _show_monitor(records: list[JobRecord]) -> None:
                                  ["monitor (hpctrain stats for more):", *status_lines(summary)]))
     startup = _startup(records[0]) if len(records) == 1 else None
     if startup is not None:
-        sys.stdout.write("".join(f"  {line}\n" for line in startup.lines()))
+        ended = parse_state(records[0].state).is_terminal
+        sys.stdout.write("".join(f"  {line}\n" for line in startup_lines(startup, ended)))
 
 
 def show_status(got: Refreshed, json_out: bool, history_path: Path) -> None:

@@ -30,7 +30,13 @@ def _show(found: Why) -> None:
             verdict = a.suggestion or "fine as asked"
             console.print(f"  {a.what}: {a.used}; asked for {a.asked}: {verdict}",
                           highlight=False, soft_wrap=True, markup=False)
-    for line in found.startup.lines() if found.startup else ():
+    if found.startup is None:
+        return
+    from hpctrain.cli.jobview import startup_lines
+    from hpctrain.slurm.states import parse_state
+
+    ended = found.state is not None and parse_state(found.state).is_terminal
+    for line in startup_lines(found.startup, ended):
         console.print(line, highlight=False, soft_wrap=True, markup=False)
 
 

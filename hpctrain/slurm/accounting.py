@@ -64,8 +64,11 @@ def summary_row(job_id: str, state: JobState, slurm_state: str, *, exit_code: in
                 signal: int | None, elapsed_s: int | None, time_limit_s: int | None,
                 node_list: str | None) -> Row:
     """A job's run as `status` knows it (its allocation's line; no steps, no measures)."""
+    # sacct's `CANCELLED by 1000`, as stored: who cancelled is named as `why` names them.
+    by = _CANCELLED_BY.search(slurm_state)
     return Row(job_id=job_id, step=None, name="", state=state, slurm_state=slurm_state,
-               cancelled_by_uid=None, exit_code=exit_code, signal=signal,
+               cancelled_by_uid=int(by.group(1)) if by else None, exit_code=exit_code,
+               signal=signal,
                derived_exit_code=None, derived_signal=None, elapsed_s=elapsed_s,
                time_limit_s=time_limit_s, node_list=node_list, nodes=None, tasks=None,
                cpus=None, req_mem_mb=None, max_rss_mb=None, max_rss_node=None,

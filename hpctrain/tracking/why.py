@@ -316,7 +316,8 @@ def _verdict(record: JobRecord, place: Place, stall: dict[str, Any] | None
         findings = _logs(record, place, VERDICT_TAIL_LINES)[0]
         if record.run_dir:
             metrics = _json(place, Path(record.run_dir) / rundir.METRICS)
-    evidence = Evidence(job_id=record.job_id, accounting=_runs(record, place, metrics, row),
-                        findings=tuple(findings), metrics=metrics, stall=stall,
+    acct = _runs(record, place, metrics, row)
+    evidence = Evidence(job_id=record.job_id, accounting=acct, findings=tuple(findings),
+                        metrics=metrics, stall=stall, user_names=_user_names(acct, place),
                         stall_stacks=_stall_stacks(record, place, stall))
     return diagnose(evidence), evidence
