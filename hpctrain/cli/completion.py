@@ -166,4 +166,4 @@ def register(app: typer.Typer) -> None:
         "options, profiles, partitions and job ids.\n\nbash: eval \"$(hpctrain completion "
         "bash)\" in ~/.bashrc; zsh: eval \"$(hpctrain completion zsh)\" in ~/.zshrc; fish: "
         "hpctrain completion fish > ~/.config/fish/completions/hpctrain.fish"
-    ))(completion)
+    ), epilog='Example: echo \'eval "$(hpctrain completion bash)"\' >> ~/.bashrc')(completion)
