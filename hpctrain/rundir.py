@@ -88,6 +88,11 @@ class RunFile:
     mode: int | None = None
 
 
+# In a runs folder a submit made: `*`, so that a `git add .` in the project takes no run along
+# (logs, checkpoints, code snapshots).
+RUNS_GITIGNORE = ".gitignore"
+
+
 def runs_folder(output_dir: str, cwd: Path) -> Path:
     """The folder a profile's run directories go into, absolute (output_dir is cwd-relative)."""
     return Path(os.path.abspath(cwd / Path(output_dir).expanduser()))

@@ -16,7 +16,7 @@ from hpctrain.errors import HpctrainError
 from hpctrain.files import tail_bytes, write_atomic
 from hpctrain.places.base import FileRead, GitState, git_diff, git_state
 from hpctrain.places.filewait import waiter_for
-from hpctrain.rundir import runs_folder
+from hpctrain.rundir import RUNS_GITIGNORE, runs_folder
 
 if TYPE_CHECKING:
     from hpctrain.plan import JobRequest
@@ -107,6 +107,10 @@ class LocalFiles:
         self._made[run_dir] = [p for p in run_dir.parents if not p.exists()]
         try:
             _write_files(run_dir, files)
+            if run_dir.parent in self._made[run_dir]:
+                # The runs folder is new (hpctrain-runs/ in a git project, typically): git is
+                # told to leave it out. A folder that existed is the user's to decide.
+                (run_dir.parent / RUNS_GITIGNORE).write_text("*\n", encoding="utf-8")
         except FileExistsError:
             raise HpctrainError(
                 f"run directory {run_dir} exists already", "submit again (a new name is drawn)"
@@ -127,9 +131,10 @@ class LocalFiles:
         shutil.rmtree(run_dir, ignore_errors=True)
         made = self._made.pop(run_dir, [])
         runs = run_dir.parent
-        if runs in made and {p.name for p in runs.iterdir()} <= {STORE_DIR}:
+        if runs in made and {p.name for p in runs.iterdir()} <= {STORE_DIR, RUNS_GITIGNORE}:
             # This submit made the runs folder, so the code snapshot frozen there is its alone.
             shutil.rmtree(runs / STORE_DIR, ignore_errors=True)
+            (runs / RUNS_GITIGNORE).unlink(missing_ok=True)
         for parent in made:
             try:
                 # Only while empty: another submit may have put its run beside this one.

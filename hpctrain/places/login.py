@@ -21,6 +21,7 @@ from hpctrain.errors import RemoteError
 from hpctrain.places.base import FileRead, GitState, git_diff, git_state
 from hpctrain.places.local import check_copies
 from hpctrain.remote.connection import Connection, Target, shell_command
+from hpctrain.rundir import RUNS_GITIGNORE
 
 if TYPE_CHECKING:
     from hpctrain.history import JobRecord
@@ -188,9 +189,11 @@ class LoginFiles:
                 info = tarfile.TarInfo(str(f.path.relative_to(run_dir)))
                 info.size, info.mode = len(data), f.mode or 0o644
                 tar.addfile(info, io.BytesIO(data))
-        quoted = shlex.quote(str(run_dir))
-        command = (f"mkdir -p -- {shlex.quote(str(run_dir.parent))} && "
-                   f"mkdir -- {quoted} && tar -xf - -C {quoted}")
+        quoted, runs = shlex.quote(str(run_dir)), shlex.quote(str(run_dir.parent))
+        ignore = shlex.quote(str(run_dir.parent / RUNS_GITIGNORE))
+        # A runs folder made now is left out of git there too (LocalFiles.create_run_dir).
+        command = (f"{{ [ -d {runs} ] || {{ mkdir -p -- {runs} && printf '*\\n' > {ignore}; }}; }}"
+                   f" && mkdir -- {quoted} && tar -xf - -C {quoted}")
         _out, err, code = self.conn.run(command, input=buf.getvalue())
         if code != 0:
             raise RemoteError(

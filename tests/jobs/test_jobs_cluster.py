@@ -188,7 +188,7 @@ def test_sbatch_refusal_shows_slurms_words_and_records_nothing(cli: Cli) -> None
     assert "Error: SLURM refused the job" in res.stderr and "sbatch: error" in res.stderr
     # No run directory; the snapshot store beside them is a cache a later submit reuses.
     assert not (cli.cwd / "hpctrain-runs").exists() or not any(
-        p.name != ".snapshots" for p in (cli.cwd / "hpctrain-runs").iterdir())
+        p.name not in (".snapshots", ".gitignore") for p in (cli.cwd / "hpctrain-runs").iterdir())
     assert not cli.db.exists() or sqlite3.connect(cli.db).execute(
         "SELECT COUNT(*) FROM jobs").fetchone()[0] == 0
 
@@ -277,7 +277,8 @@ def test_slurm_down_is_a_fast_clear_error(cli: Cli, tmp_path: Path) -> None:
         assert_prompt(took, baseline, " ".join(args), plus_s=PROBE_AFTER_S)
     after = sqlite3.connect(cli.db).execute("SELECT * FROM jobs").fetchall()
     assert after == before
-    runs = [p for p in (cli.cwd / "hpctrain-runs").iterdir() if p.name != ".snapshots"]
+    runs = [p for p in (cli.cwd / "hpctrain-runs").iterdir()
+            if p.name not in (".snapshots", ".gitignore")]
     assert len(runs) == 1  # the refused submit left no run directory
     cli.env["SLURM_CONF"] = str(cli.cluster.slurm_conf)
     cli.ok("cancel", job_id)
