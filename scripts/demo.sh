@@ -29,7 +29,8 @@ echo "== hpctrain status $job"
 "$hp" status "$job"
 
 echo "== hpctrain logs -f $job"
-"$hp" logs -f "$job"
+# logs -f exits 1 unless the job COMPLETED: show its status all the same, then say how it ended.
+"$hp" logs -f "$job" || true
 
 echo "== hpctrain status $job"
 "$hp" status "$job"

@@ -119,9 +119,11 @@ def test_pending_running_completed_each_shown(cli: Cli) -> None:
 
 def test_failing_job_shows_failed_with_exit_code(cli: Cli) -> None:
     job_id = cli.submit("--", "bash", "-c", "echo about to fail >&2; exit 3")["job_id"]
-    logs = cli.ok("logs", "-f", "--err", job_id)
+    logs = cli("logs", "-f", "--err", job_id)
     assert "about to fail" in logs.stdout
-    assert f"job {job_id} FAILED (exit code 3)" in logs.stderr
+    # `logs -f JOB && next` must not go on: exit 1, the state the last line on stderr.
+    assert logs.returncode == 1 and "Traceback" not in logs.stderr, logs.stderr
+    assert logs.stderr.rstrip().endswith(f"job {job_id} FAILED (exit code 3)")
     job = cli.job(job_id)
     assert job["state"] == "FAILED" and job["exit_code"] == 3 and job["terminal"]
     assert "exit 3" in cli.ok("status", job_id).stdout
