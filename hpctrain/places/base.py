@@ -21,6 +21,10 @@ GIT_TIMEOUT_S = 5.0
 # A file to read at a place: its path, and its last lines only (None: whole).
 FileRead = tuple[Path, int | None]
 
+# In a runs folder a submit made: `*`, so that a `git add .` in the project takes no run along
+# (logs, checkpoints, code snapshots). Git's file, not a run directory's (hpctrain.rundir).
+RUNS_GITIGNORE = ".gitignore"
+
 
 class LogFollower(Protocol):
     """Reads what a growing file gained since the last read, and waits for it to grow."""

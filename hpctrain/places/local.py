@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from hpctrain import ahead
 from hpctrain.errors import HpctrainError
 from hpctrain.files import tail_bytes, write_atomic
-from hpctrain.places.base import FileRead, GitState, git_diff, git_state
+from hpctrain.places.base import RUNS_GITIGNORE, FileRead, GitState, git_diff, git_state
 from hpctrain.places.filewait import waiter_for
-from hpctrain.rundir import RUNS_GITIGNORE, runs_folder
+from hpctrain.rundir import runs_folder
 
 if TYPE_CHECKING:
     from hpctrain.plan import JobRequest

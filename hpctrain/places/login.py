@@ -18,10 +18,9 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol
 
 from hpctrain.errors import RemoteError
-from hpctrain.places.base import FileRead, GitState, git_diff, git_state
+from hpctrain.places.base import RUNS_GITIGNORE, FileRead, GitState, git_diff, git_state
 from hpctrain.places.local import check_copies
 from hpctrain.remote.connection import Connection, Target, shell_command
-from hpctrain.rundir import RUNS_GITIGNORE
 
 if TYPE_CHECKING:
     from hpctrain.history import JobRecord

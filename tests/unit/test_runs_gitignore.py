@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from hpctrain.places import LocalPlace
-from hpctrain.rundir import RUNS_GITIGNORE, RunFile
+from hpctrain.places.base import RUNS_GITIGNORE
+from hpctrain.rundir import RunFile
 
 
 def _git(repo: Path, *args: str) -> str:
