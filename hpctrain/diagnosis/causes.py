@@ -212,7 +212,8 @@ def _world(ev: Evidence) -> int | None:
 
 def _silent_ranks(ev: Evidence) -> str:
     """Which ranks never reached the collective: those that did not time out waiting."""
-    waited = {int(f.rank) for f in ev.findings if f.kind == "collective_timeout" and f.rank}
+    waited = {int(f.rank) for f in ev.findings if f.kind == "collective_timeout" and f.rank
+              and not f.info.get("peer_gone")}
     world = _world(ev)
     if not waited or not world:
         return ""
@@ -224,10 +225,26 @@ def _silent_ranks(ev: Evidence) -> str:
             f"{world} timed out waiting)")
 
 
+def _peer_gone(ev: Evidence, found: Finding) -> Diagnosis:
+    """Ranks lost a peer whose process had ended, and no rank printed an error of its own:
+    the first task that ended is the one to look at."""
+    task = _first_failed_task(ev)
+    first = (f"{task.node}'s task {task.task} ended first ({task.info.get('what')})"
+             if task is not None else "a rank's process ended")
+    return Diagnosis(
+        "collective_timeout", f"{first}, without an error of its own in the log; the other "
+        "ranks lost their peer (\"Connection closed by peer\"): a consequence, not the cause",
+        "read the end of that rank's output (`hpctrain logs JOB`): a kill (memory, a signal) "
+        "or an exit without a traceback; `hpctrain stats JOB` shows its node's memory",
+        certain=False, evidence=_with_task(ev, found))
+
+
 def _collective(ev: Evidence, last: Row) -> Diagnosis | None:
     found = _first(ev, "collective_timeout")
     if found is None:
         return None
+    if all(f.info.get("peer_gone") for f in ev.findings if f.kind == "collective_timeout"):
+        return _peer_gone(ev, found)
     world, joined = found.info.get("world"), found.info.get("joined")
     launch = (f"; only {joined} of {world} ranks joined: a launch mismatch (the world size "
               "asked for is not the one started)") if world and joined else ""
@@ -263,7 +280,28 @@ def _cuda_oom(f: Finding) -> str:
     return f"the GPU ran out of memory (it tried to allocate {f.info.get('size', '?')})"
 
 
+def _rank_text(ev: Evidence, f: Finding) -> str:
+    """`rank 3 on node2` (what is known of who printed `f`), or ''."""
+    node = node_of(f, ev)
+    who = " on ".join(x for x in (f"rank {f.rank}" if f.rank else None, node) if x)
+    return f"{who} " if who else ""
+
+
+def _consequences(ev: Evidence, cause: Finding) -> str:
+    """What the other ranks said after `cause`: their lost peers and timeouts, named as its
+    consequences (a rank that raises closes its connections; the others' collectives fail)."""
+    after = [f for f in ev.findings if f.kind in ("collective_timeout", "launcher_summary")
+             and (f.rank is None or f.rank != cause.rank)]
+    ranks = sorted({f.rank for f in after if f.rank}, key=int)
+    if not after:
+        return ""
+    who = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(ranks)}" if ranks else "the others"
+    return (f"; {who} then lost {'their' if len(ranks) > 1 else 'its'} peer or timed out "
+            "(\"Connection closed by peer\", a collective's timeout): consequences, not causes")
+
+
 def _exception(ev: Evidence, last: Row) -> Diagnosis | None:
+    """The first rank's own error: its traceback is the evidence, whatever its peers said."""
     found = _first(ev, "exception")
     if found is None:
         return None
@@ -271,11 +309,41 @@ def _exception(ev: Evidence, last: Row) -> Diagnosis | None:
     whose = ("hpctrain's" if frame and "/hpctrain/" in frame.file else "the job's")
     return Diagnosis(
         "exception",
-        f"{whose} code raised {found.info.get('type')}: {found.info.get('message')}"
-        f"{_frame_text(found)}",
+        f"{_rank_text(ev, found)}{'raised' if found.rank else whose + ' code raised'} "
+        f"{found.info.get('type')}: {found.info.get('message')}{_frame_text(found)}"
+        f"{_consequences(ev, found)}",
         "fix the error at that line; `hpctrain logs JOB` shows the whole traceback"
         if frame else "the traceback has no frame outside the libraries; read it whole with "
         "`hpctrain logs JOB`", evidence=_with_task(ev, found))
+
+
+def _usage(ev: Evidence, last: Row) -> Diagnosis | None:
+    """The program's argument parser refused its command line (argparse's exit 2)."""
+    found = _first(ev, "usage_error")
+    if found is None or last.state is JobState.COMPLETED:
+        return None
+    return Diagnosis(
+        "usage_error", f"{found.info.get('prog')} refused its command line: "
+        f"{found.info.get('message')}",
+        "give the flags the program takes (`python PROGRAM --help`); in a sweep, put each "
+        "swept value where the program takes it: `--lr {lr}` (docs/sweeps.md)",
+        evidence=_with_task(ev, found))
+
+
+def _teardown(ev: Evidence, last: Row) -> Diagnosis | None:
+    """A rank aborted in the process group's teardown, no rank having raised before it."""
+    found = _first(ev, "teardown_abort")
+    if found is None or last.state is JobState.COMPLETED:
+        return None
+    return Diagnosis(
+        "teardown_race", "the ranks' work had ended; then a rank aborted while its process "
+        "group was torn down (\"terminate called without an active exception\": gloo's "
+        "teardown race, when a peer or the store's host has already gone): not your code's "
+        "error", "hpctrain's rank hook prevents it (every rank meets the others, then ends "
+        "without the teardown that races); it was off for this job (`--rank-hook off`, or "
+        "hpctrain not importable by the job's python): submit again with it on, or end the "
+        "script with `dist.barrier()` then `os._exit(0)` (docs/why.md, \"The teardown race\")",
+        evidence=_with_task(ev, found))
 
 
 def _signal(ev: Evidence, last: Row) -> Diagnosis | None:
@@ -310,28 +378,67 @@ def _saved(ev: Evidence, last: Row) -> str:
     return f", {format_time(left)} before its time limit{hours}"
 
 
+def _at_exit(ev: Evidence, stack: stacks.RankStack) -> bool:
+    """The rank's stack shows it in the rank hook's wait at its exit (its program had ended)."""
+    text = ev.stall_stacks.get(stack.stack_file or "", "")
+    return "rankhook" in text and "_meet" in text
+
+
+def _stall_what(ev: Evidence, ranks: list[stacks.RankStack]) -> tuple[str, str]:
+    """What the watcher's evidence says of the stall, and the fix: its verdict (the flight
+    records, /proc, CPU use) with the named rank's frame; else the stacks alone."""
+    found = (ev.stall or {}).get("verdict") or {}
+    rank = found.get("rank")
+    stack = next((r for r in ranks if r.rank == rank), None)
+    frame = stack.frame if stack is not None else None
+    if found.get("kind") == "mismatch":
+        return (f"{found.get('text')}: an error in the program's code, not a hang of the "
+                f"network" + (f" (rank {rank} was in {frame})" if frame else ""),
+                "make every rank call each collective with tensors of one shape and type: "
+                f"look at what rank {rank} passes" + (f" at {frame}" if frame else ""))
+    if found.get("text"):
+        at = f"; rank {rank} was in {frame}" if frame else ""
+        if stack is not None and _at_exit(ev, stack):
+            at = (f"; rank {rank} had ended its work and waited for the others to end theirs "
+                  "(hpctrain's rank hook): it ran fewer collectives than they did")
+            return f"{found.get('text')}{at}", (
+                f"look for a collective that rank {rank} skips (a condition on the rank, an "
+                "early `break` or `continue`): every rank must call each collective alike")
+        fix = (f"look at rank {rank}'s code at {frame}: it never reached the collective the "
+               "others waited in" if frame else "read the named rank's stack (below)")
+        return f"{found.get('text')}{at}", fix
+    stuck, _ = stacks.stuck_ranks(ranks)
+    frame = next((r.frame for r in stuck if r.frame), None)
+    return stacks.describe(ranks), (
+        f"look at rank {stuck[0].rank}'s code at {frame}: it never reached the collective "
+        "the others waited in" if stuck and frame else "read every rank's stack (below); a "
+        "collective every rank waited in points at the network or a node")
+
+
 def _stalled(ev: Evidence, last: Row) -> Diagnosis | None:
-    """The stall watcher found no rank progressing and collected every rank's stack."""
+    """The stall watcher found the job silent, and its ranks waiting: which rank, where."""
     if not ev.stall:
         return None
     ranks = _stall_ranks(ev)
-    stuck, _ = stacks.stuck_ranks(ranks)
     action = str(ev.stall.get("action") or "cancel")
     ended = {"cancel": f"hpctrain ended it{_saved(ev, last)}",
              "requeue": "hpctrain requeued it from its last checkpoint",
-             "report": "hpctrain left it running (--on-stall report)"}.get(action, "")
-    frame = next((r.frame for r in stuck if r.frame), None)
-    fix = (f"look at rank {stuck[0].rank}'s code at {frame}: it never reached the collective "
-           "the others waited in" if stuck and frame else
-           "read every rank's stack (below); a collective every rank waited in points at the "
-           "network or a node")
+             "report": "hpctrain left it running (--on-stall report)",
+             "retry": "hpctrain submitted it again without the suspect node"}.get(action, "")
+    refused = _first(ev, "retry_refused")
+    if refused is not None:
+        ended += f"; the retry was not made (sbatch: {refused.info.get('why')})"
+    what, fix = _stall_what(ev, ranks)
+    by_output = ev.stall.get("source") == "output"
+    silent = ("its output did not grow for" if by_output else "no rank progressed for")
     return Diagnosis(
-        "stalled", f"the job stalled: no rank progressed for {ev.stall.get('silent_s')} s "
-        f"(window {ev.stall.get('window_s')} s); {stacks.describe(ranks)}; {ended}",
+        "stalled", f"the job stalled: {silent} {ev.stall.get('silent_s')} s (window "
+        f"{ev.stall.get('window_s')} s); {what}; {ended}",
         fix + "; `--stall-window` sets the window, `--on-stall requeue` retries from the "
-        "checkpoint", evidence=tuple(f"{rundir.STALL_DIR}/{r.stack_file}: rank {r.rank} on "
-                                     f"{r.node}, last reported step {r.step}" for r in ranks
-                                     if r.stack_file))
+        "checkpoint", evidence=tuple(
+            f"{rundir.STALL_DIR}/{r.stack_file}: rank {r.rank} on {r.node}"
+            + ("" if by_output else f", last reported step {r.step}")
+            for r in ranks if r.stack_file) + ((where(refused),) if refused else ()))
 
 
 def _cancelled(ev: Evidence, last: Row) -> Diagnosis | None:
@@ -397,11 +504,13 @@ RULES: tuple[Callable[[Evidence, Row], Diagnosis | None], ...] = (
     _host_memory,
     _by_log("cuda_oom", _cuda_oom, lambda f: "a smaller batch per GPU (`trainer.batch_size`, "
             "with `trainer.global_batch` to keep the global batch), or more GPUs"),
-    _import_error, _missing_file, _collective, _exception, _signal, _nonzero,
+    _import_error, _missing_file, _usage, _exception, _teardown, _collective, _signal,
+    _nonzero,
 )
 
 
-_HEADLINES = {"cuda_oom": "GPU out of memory", "host_memory": "out of host memory",
+_HEADLINES = {"cuda_oom": "GPU out of memory", "teardown_race": "gloo's teardown race",
+              "usage_error": "command line refused", "host_memory": "out of host memory",
               "collective_timeout": "a collective timed out", "node_failure": "node failure",
               "preempted": "preempted", "stopped": "stopped, not taken up",
               "stalled": "stalled"}
@@ -412,7 +521,8 @@ def headline(d: Diagnosis, ev: Evidence, last: Row) -> str:
     found = _first(ev, d.cause)
     info = found.info if found else {}
     if d.cause == "exception":
-        return f"{info.get('type')}: {info.get('message')}"[:80]
+        who = f"rank {found.rank}: " if found and found.rank else ""
+        return f"{who}{info.get('type')}: {info.get('message')}"[:80]
     if d.cause == "import_error":
         return f"no module {info.get('module')}"
     if d.cause == "gpu_fault":

@@ -59,6 +59,18 @@ _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fun
 _NO_MODULE = re.compile(r"No module named '(?P<name>[^']+)'")
 _NO_FILE = re.compile(r"\[Errno 2\] No such file or directory: '(?P<path>[^']*)'")
 _REQUEUE = re.compile(r"^hpctrain: checkpoint saved before the time limit; requeueing")
+# A C++ std::thread destroyed while still running: with gloo, a rank whose peers (or the store's
+# host) are gone as it tears its process group down aborts so (docs/why.md, "The teardown race").
+_TEARDOWN = re.compile(r"^terminate called without an active exception")
+# A peer's process ended under a rank waiting on it: a consequence, not a cause.
+_PEER_GONE = re.compile(r"Connection closed by peer|Connection reset by peer|"
+                        r"remote worker crash|Broken pipe")
+# argparse's refusal of the command line: "train.py: error: unrecognized arguments: lr=0.1".
+_USAGE = re.compile(r"^(?P<prog>\S+): error: (?P<msg>(?:unrecognized arguments|the following "
+                    r"arguments are required|argument \S+|invalid choice|ambiguous option|"
+                    r"expected one argument).*)$")
+# hpctrain's stall watcher could not submit the retry it was asked for (--retries).
+_RETRY_REFUSED = re.compile(r"^hpctrain monitor: the retry was not submitted: (?P<why>.*)$")
 _WARNED_STOP = re.compile(r"^hpctrain: the time limit's warning came: checkpoint saved")
 # A word each line pattern needs (found in the whole text at C speed, so that the patterns
 # run on a few lines, not on a chatty run's 20,000 lines of progress).
@@ -66,7 +78,7 @@ _WORDS = ("***", "srun: error", "out of memory", "Out Of Memory", "oom", "OOM", 
           "imed out", "Connection closed", "hpctrain: ", "hpctrain monitor: ", "ECC",
           "fallen off", "NVLink", "GPU is lost", "GPU has been lost", "launch failure",
           "Cuda failure 999", "unknown error", "cudaError", "CUDA-capable", "insufficient",
-          "NVRM: Xid")
+          "NVRM: Xid", "terminate called", ": error: ", "retry was not")
 # The batch script's monitor step says so as it ends: its USR2 is then hpctrain's own.
 _MONITOR = re.compile(r"^hpctrain monitor: ")
 # Lines other programs write into the same file while a traceback is being printed (stderr is
@@ -74,6 +86,10 @@ _MONITOR = re.compile(r"^hpctrain monitor: ")
 _INTERJECTION = re.compile(r"^(?:srun|slurmstepd|hpctrain[\w ]*): ")
 # PyTorch's distributed runs prefix each rank's error output: "[rank3]: Traceback ...".
 _RANK = re.compile(r"^\[rank(\d+)\]:\s?")
+# What a launcher raises once a worker has failed (torchrun's summary, the agent's signal):
+# the worker's own error is the cause.
+_LAUNCHER_SUMMARIES = ("ChildFailedError", "SignalException", "ProcessExitedException",
+                       "ProcessRaisedException")
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "<string>")
 
 
@@ -160,9 +176,18 @@ def _line_finding(line: str, source: str, n: int) -> Finding | None:
         if j:
             info = {"world": j.group("world") or j.group("world2"),
                     "joined": j.group("joined") or j.group("joined2")}
+        if _PEER_GONE.search(line):
+            info["peer_gone"] = "1"
         return Finding("collective_timeout", source, n, line.strip(), info=info)
     if _REQUEUE.search(line):
         return Finding("requeued", source, n, line.strip())
+    if _TEARDOWN.search(line):
+        return Finding("teardown_abort", source, n, line.strip())
+    if m := _USAGE.search(line):
+        return Finding("usage_error", source, n, line.strip(),
+                       info={"prog": m.group("prog"), "message": m.group("msg")})
+    if m := _RETRY_REFUSED.search(line):
+        return Finding("retry_refused", source, n, line.strip(), info={"why": m.group("why")})
     if _WARNED_STOP.search(line):
         return Finding("warned_stop", source, n, line.strip())
     if _MONITOR.search(line):
@@ -212,6 +237,10 @@ def _exception(m: re.Match[str], frames: list[Frame], source: str, n: int, line:
         found, info["what"] = "gpu_fault", what
     elif _COLLECTIVE.search(msg):
         found = "collective_timeout"
+        if _PEER_GONE.search(msg):
+            info["peer_gone"] = "1"
+    elif kind.rsplit(".", 1)[-1] in _LAUNCHER_SUMMARIES:
+        found = "launcher_summary"
     return Finding(found, source, n, line.strip(), info=info, frames=tuple(frames))
 
 
