@@ -53,6 +53,13 @@ PROGRESS_DIR = "rank-progress"
 # (<node>.json), and the summary the batch node writes before it ends the job.
 STALL_DIR = "stall-evidence"
 STALL_REPORT = "stall.json"
+# The rank hook (hpctrain.rankhook), in every rank of the launch step that starts a process
+# group: its registration (<node>-<rank>.json: pid, rank, world), into RANKS_DIR; the flight
+# recorder's record of its collectives (<node>-<rank>.json), into FLIGHT_DIR of STALL_DIR, when
+# the stall watcher writes FLIGHT_REQUEST there.
+RANKS_DIR = "ranks"
+FLIGHT_DIR = "flight-recorder"
+FLIGHT_REQUEST = "flight-request"
 # `--retries`: each attempt the job's faults started, "NEW_ID OLD_ID REASON NODE" a line.
 RETRIES = "retries.txt"
 # Not a file: the monitor's srun step name, by which `why` tells its steps from the job's.
@@ -87,10 +94,6 @@ class RunFile:
     copy_of: Path | None = None
     mode: int | None = None
 
-
-# In a runs folder a submit made: `*`, so that a `git add .` in the project takes no run along
-# (logs, checkpoints, code snapshots).
-RUNS_GITIGNORE = ".gitignore"
 
 
 def runs_folder(output_dir: str, cwd: Path) -> Path:

@@ -1,10 +1,14 @@
 """The stall watcher: inside the job, beside the sampler on every node (docs/long-runs.md).
 
-Every rank reports its progress (hpctrain.progress). When no rank has reported for the stall
-window, each node's watcher collects the stacks of its own ranks (py-spy, else the rank's
-SIGQUIT dump) into the run directory; the watcher on the job's first node then gathers the
-nodes' views into one report and ends the job (or requeues it, or only reports), instead of
-letting a hung collective hold the allocation until its time limit.
+Every program is watched, unchanged. A rank that reports its progress (hpctrain.progress) is
+silent since its last report; any other program since its output last grew
+(monitor/silence.py). When the job has been silent for its window, each node's watcher
+collects its own ranks' stacks (py-spy, else the rank's SIGQUIT dump) and CPU use into the run
+directory; the watcher on the job's first node asks every rank for its flight record (the rank
+hook writes it), gathers the nodes' views, and judges (monitor/verdict.py): silence alone is
+never a stall. A stall ends the job (or requeues it, or is only reported) instead of letting a
+hung collective hold the allocation until its time limit; ranks that compute are left alone,
+and looked at again a window later.
 """
 
 from __future__ import annotations
@@ -17,20 +21,21 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hpctrain import rundir
-from hpctrain.monitor import stacks
+from hpctrain.monitor import collectives, procs, stacks, verdict
+from hpctrain.monitor.silence import CEILING_S, FLOOR_S, STEP_FACTOR, OutputRhythm, output_files
 from hpctrain.progress import STACK_SIGNAL, record_name, safe_name
 
-# The window when the job names none: this many step times, within the floor and the
-# ceiling (a first step, a validation pass or a checkpoint may take far longer than a step).
-STEP_FACTOR = 20.0
-FLOOR_S = 120.0
-CEILING_S = 1800.0
+__all__ = ["CEILING_S", "FLOOR_S", "STEP_FACTOR"]
 CHECK_EVERY_S = 5.0
+# The rank hook looks for a request once a second; a stopped rank never answers.
+FLIGHT_WAIT_S = 5.0
+# The CPU samples kept per rank: a minute at one check every CHECK_EVERY_S.
+CPU_SAMPLES = 12
 DUMP_TIMEOUT_S = 30.0
 SIGNAL_DUMP_WAIT_S = 5.0
 GATHER_WAIT_S = 30.0
@@ -60,6 +65,28 @@ def read_progress(run_dir: Path, since: float) -> list[RankProgress]:
                                 None if row.get("step_s") is None else float(row["step_s"]))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # half a file from another writer: read it at the next check
+        if rank.t >= since:
+            out.append(rank)
+    return out
+
+
+def read_ranks(run_dir: Path, since: float) -> list[RankProgress]:
+    """Every rank the job has: those the rank hook registered (a process group's ranks) and
+    those that report progress, the progress record kept where a rank has both."""
+    found = {(r.node, r.rank): r for r in _registered(run_dir, since)}
+    found.update({(r.node, r.rank): r for r in read_progress(run_dir, since)})
+    return sorted(found.values(), key=lambda r: r.rank)
+
+
+def _registered(run_dir: Path, since: float) -> list[RankProgress]:
+    out = []
+    for path in sorted((run_dir / rundir.RANKS_DIR).glob("*.json")):
+        try:
+            row = json.loads(path.read_text(encoding="utf-8"))
+            rank = RankProgress(str(row["node"]), int(row["rank"]), int(row["pid"]), 0,
+                                float(row["t"]), None)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
         if rank.t >= since:
             out.append(rank)
     return out
@@ -104,16 +131,23 @@ def _py_spy() -> str | None:
 
 
 def dump_with_py_spy(pid: int) -> str | None:
-    """Every thread's Python stack of `pid`, read from outside by py-spy (None: it could not)."""
+    """Every thread's Python stack of `pid`, read from outside by py-spy (None: it could not).
+    A process that py-spy cannot pause (one stopped by SIGSTOP) is read without pausing it."""
     tool = _py_spy()
     if tool is None:
         return None
-    try:
-        done = subprocess.run([tool, "dump", "--pid", str(pid)], capture_output=True, text=True,
-                              timeout=DUMP_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 and done.stdout.strip() else None
+    # Full file names: the short ones ("torch/...", "threading.py") cannot be told from the
+    # user's own; the subprocesses: a data loader's workers, where a rank may wait.
+    argv = [tool, "dump", "--full-filenames", "--subprocesses", "--pid", str(pid)]
+    for extra in ([], ["--nonblocking"]):
+        try:
+            done = subprocess.run(argv + extra, capture_output=True, text=True,
+                                  timeout=DUMP_TIMEOUT_S, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout
+    return None
 
 
 def dump_with_signal(pid: int, stack_file: Path) -> str | None:
@@ -135,8 +169,10 @@ def dump_with_signal(pid: int, stack_file: Path) -> str | None:
 
 
 def collect_node(run_dir: Path, node: str, ranks: Sequence[RankProgress], now: float,
-                 window: float) -> dict[str, Any]:
-    """This node's ranks' stacks into the evidence folder, and the node's view as JSON."""
+                 window: float, usage: dict[int, dict[str, Any]] | None = None
+                 ) -> dict[str, Any]:
+    """This node's ranks' stacks into the evidence folder, and the node's view as JSON (with
+    each rank's CPU share and /proc state, `usage` by pid, where read)."""
     folder = run_dir / rundir.STALL_DIR
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -150,36 +186,62 @@ def collect_node(run_dir: Path, node: str, ranks: Sequence[RankProgress], now: f
             _write(folder / f"{name}.txt", text)
         rows.append({**asdict(r), "silent_s": round(now - r.t, 1),
                      "stack": f"{name}.txt" if text is not None else None,
-                     "method": method if text is not None else None})
+                     "method": method if text is not None else None,
+                     **(usage or {}).get(r.pid, {})})
     view = {"node": node, "detected_t": round(now, 3), "window_s": window, "ranks": rows}
     _write(folder / f"{safe_name(node)}.json", json.dumps(view) + "\n")
     return view
 
 
-def gather(run_dir: Path, nodes: int, wait_s: float) -> list[dict[str, Any]]:
-    """Every node's view, waiting up to `wait_s` for all `nodes` of them."""
+def gather(run_dir: Path, nodes: int, wait_s: float, since: float = 0.0
+           ) -> list[dict[str, Any]]:
+    """Every node's view collected at or after `since`, waiting up to `wait_s` for all
+    `nodes` of them."""
     folder = run_dir / rundir.STALL_DIR
     deadline = time.monotonic() + wait_s
     while True:
         views = []
         for path in sorted(folder.glob("*.json")):
             try:
-                views.append(json.loads(path.read_text(encoding="utf-8")))
+                view = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
+            if float(view.get("detected_t") or 0) >= since:
+                views.append(view)
         if len(views) >= nodes or time.monotonic() >= deadline:
             return views
         time.sleep(0.5)
 
 
+def ask_flight_records(run_dir: Path, request: str) -> None:
+    """Ask every rank's hook for its flight record (it looks once a second)."""
+    folder = run_dir / rundir.STALL_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    _write(folder / rundir.FLIGHT_REQUEST, request + "\n")
+
+
+def read_flight_records(run_dir: Path, request: str, ranks: Sequence[int], wait_s: float
+                        ) -> collectives.CollectiveView:
+    """The ranks' answers to `request`, waiting up to `wait_s` for every rank of `ranks`."""
+    folder = run_dir / rundir.STALL_DIR / rundir.FLIGHT_DIR
+    deadline = time.monotonic() + wait_s
+    while True:
+        records: dict[int, Any] = {}
+        for path in sorted(folder.glob("*.json")):
+            try:
+                row = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if row.get("request") == request:
+                records[int(row["rank"])] = row.get("trace")
+        if set(ranks) <= set(records) or time.monotonic() >= deadline:
+            return collectives.read(records, ranks)
+        time.sleep(0.25)
+
+
 def suspect_node(run_dir: Path, views: Sequence[dict[str, Any]]) -> str | None:
     """The one node whose ranks never entered the collective the others waited in."""
-    folder = run_dir / rundir.STALL_DIR
-    names = {str(row["stack"]) for view in views for row in view.get("ranks") or []
-             if row.get("stack")}
-    texts = {n: (folder / n).read_text(encoding="utf-8", errors="replace") for n in names
-             if (folder / n).is_file()}
-    return stacks.suspect_node(stacks.ranks_of(views, texts))
+    return stacks.suspect_node(stacks.ranks_of(views, _stack_texts(run_dir, views)))
 
 
 def _write(path: Path, text: str) -> None:
@@ -190,7 +252,7 @@ def _write(path: Path, text: str) -> None:
 
 @dataclass
 class StallWatch:
-    """One node's watcher; `leader` is the job's first node, which reports and acts."""
+    """One node's watcher; `leader` is the job's first node, which judges, reports and acts."""
 
     run_dir: Path
     node: str
@@ -202,26 +264,87 @@ class StallWatch:
     started: float = 0.0
     gpus: int = 0  # the job's GPUs, for the GPU-hours a stall's early end saves
     retries_left: int = 0  # --retries: a stall that points at one node is retried without it
+    outputs: tuple[Path, ...] = ()  # the job's output files: a silent program's clock
+    rhythm: OutputRhythm = field(init=False)
+    cpu_seen: dict[int, list[tuple[float, float, str]]] = field(default_factory=dict)
+    next_look: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.rhythm = OutputRhythm(self.outputs)
+
+    def silence(self, ranks: Sequence[RankProgress], now: float
+                ) -> tuple[float | None, float, str]:
+        """(seconds silent or None, the window, 'progress' or 'output'): progress reports
+        where a rank made them, else the output's growth where the job has ranks to judge."""
+        reported = read_progress(self.run_dir, self.started)
+        if reported:
+            return silent_s(reported, now), window_s(reported, self.override), "progress"
+        if not ranks:
+            return None, FLOOR_S, "output"
+        window = self.override if self.override is not None else self.rhythm.window_s()
+        return self.rhythm.silent_s(now, self.started), window, "output"
 
     def check(self, now: float) -> bool:
-        """One look at the ranks; True once the stall was handled (the watch is over)."""
-        ranks = read_progress(self.run_dir, self.started)
-        quiet = silent_s(ranks, now)
-        window = window_s(ranks, self.override)
-        if quiet is None or quiet < window:
+        """One look at the ranks; True once a stall was handled (the watch is over)."""
+        ranks = read_ranks(self.run_dir, self.started)
+        self.rhythm.look(now)
+        self._sample_cpu(ranks, now)
+        quiet, window, source = self.silence(ranks, now)
+        if quiet is None or quiet < window or now < self.next_look:
             return False
-        collect_node(self.run_dir, self.node, ranks, now, window)
-        if self.leader:
-            views = gather(self.run_dir, self.nodes, GATHER_WAIT_S)
-            suspect = suspect_node(self.run_dir, views)
-            action = "retry" if self.retries_left > 0 and suspect else self.action
-            report = {"detected_t": round(now, 3), "window_s": window,
-                      "silent_s": round(quiet, 1), "action": action,
-                      "job_id": os.environ.get("SLURM_JOB_ID"), "gpus": self.gpus,
-                      "suspect_node": suspect, "retries_left": self.retries_left,
-                      "nodes": views}
-            _write(self.run_dir / rundir.STALL_REPORT, json.dumps(report, indent=1) + "\n")
-            self.act(action, report)
+        self.next_look = now + window  # ranks found computing are looked at again then
+        collect_node(self.run_dir, self.node, ranks, now, window, self._usage())
+        if not self.leader:
+            return False
+        return self._judge(ranks, now, quiet, window, source)
+
+    def _sample_cpu(self, ranks: Sequence[RankProgress], now: float) -> None:
+        for r in ranks:
+            if r.node != self.node:
+                continue
+            stat = procs.read_stat(r.pid)
+            if stat is not None:
+                seen = self.cpu_seen.setdefault(r.pid, [])
+                seen[:] = (seen + [(now, stat.cpu_s, stat.state)])[-CPU_SAMPLES:]
+
+    def _usage(self) -> dict[int, dict[str, Any]]:
+        """Each rank's share of a core over the samples kept, and its last /proc state."""
+        out = {}
+        for pid, seen in self.cpu_seen.items():
+            (t0, c0, _), (t1, c1, state) = seen[0], seen[-1]
+            cpu = round((c1 - c0) / (t1 - t0), 3) if t1 > t0 else None
+            out[pid] = {"cpu": cpu, "state": state}
+        return out
+
+    def _judge(self, ranks: Sequence[RankProgress], now: float, quiet: float, window: float,
+               source: str) -> bool:
+        """Ask the ranks for their flight records, gather every node's view, judge; act on a
+        stall, else note the look (stall-evidence/looks.jsonl) and go on watching."""
+        request = f"{now:.3f}"
+        ask_flight_records(self.run_dir, request)
+        views = gather(self.run_dir, self.nodes, GATHER_WAIT_S, now - 2 * CHECK_EVERY_S - 1)
+        flight = read_flight_records(self.run_dir, request,
+                                     [r.rank for r in _registered(self.run_dir, self.started)],
+                                     FLIGHT_WAIT_S)
+        texts = _stack_texts(self.run_dir, views)
+        rank_stacks = stacks.ranks_of(views, texts)
+        rows = [row for v in views for row in v.get("ranks") or []]
+        found = verdict.judge(rows, flight, rank_stacks)
+        look = {"t": round(now, 3), "silent_s": round(quiet, 1), "window_s": window,
+                "source": source, "verdict": found.as_dict()}
+        if not found.stalled:
+            with (self.run_dir / rundir.STALL_DIR / "looks.jsonl").open("a") as fh:
+                fh.write(json.dumps(look) + "\n")
+            return False
+        suspect = stacks.suspect_node(rank_stacks)
+        action = "retry" if self.retries_left > 0 and suspect else self.action
+        report = {"detected_t": round(now, 3), "window_s": window, "silent_s": round(quiet, 1),
+                  "source": source, "action": action, "verdict": found.as_dict(),
+                  "collectives": flight.describe() if flight.newest else None,
+                  "job_id": os.environ.get("SLURM_JOB_ID"), "gpus": self.gpus,
+                  "suspect_node": suspect, "retries_left": self.retries_left, "nodes": views}
+        _write(self.run_dir / rundir.STALL_REPORT, json.dumps(report, indent=1) + "\n")
+        self.act(action, report)
         return True
 
     def run(self, stop: threading.Event) -> None:
@@ -232,6 +355,14 @@ class StallWatch:
                     return
             except OSError as e:
                 print(f"hpctrain monitor: stall watch: {e}", file=sys.stderr)
+
+
+def _stack_texts(run_dir: Path, views: Sequence[dict[str, Any]]) -> dict[str, str]:
+    folder = run_dir / rundir.STALL_DIR
+    names = {str(row["stack"]) for view in views for row in view.get("ranks") or []
+             if row.get("stack")}
+    return {n: (folder / n).read_text(encoding="utf-8", errors="replace") for n in names
+            if (folder / n).is_file()}
 
 
 def slurm_action(action: str, report: dict[str, Any]) -> None:
@@ -284,9 +415,12 @@ def from_environment(run_dir: Path, node: str, started: float) -> StallWatch | N
     if not watch or action not in ACTIONS:
         return None
     nodes = _count("SLURM_JOB_NUM_NODES", "SLURM_NNODES") or 1
+    outputs = output_files([os.environ.get("HPCTRAIN_STDOUT", ""),
+                            os.environ.get("HPCTRAIN_STDERR", "")], os.environ)
     return StallWatch(run_dir, node, os.environ.get("SLURM_PROCID", "0") == "0", nodes,
                       override, action, slurm_action, started,
-                      nodes * _count("SLURM_GPUS_ON_NODE"), _count("HPCTRAIN_RETRIES_LEFT"))
+                      nodes * _count("SLURM_GPUS_ON_NODE"), _count("HPCTRAIN_RETRIES_LEFT"),
+                      outputs)
 
 
 def _count(*names: str) -> int:
