@@ -126,6 +126,14 @@ def _stall_suspects(ev: Evidence, cluster: str) -> list[NodeSuspect]:
     if node is None:
         return []
     stuck, _ = stacks.stuck_ranks(ranks)
+    # The watcher's verdict of the program's own doing: a mismatched collective, a rank
+    # stopped by a signal; a rank whose data loader's worker sat in the user's code; a rank
+    # whose program had ended (in the rank hook's wait at its end: it skipped a collective).
+    kind = ((ev.stall or {}).get("verdict") or {}).get("kind")
+    if kind in ("mismatch", "stopped") or any(
+            r.worker_frame is not None
+            or "rankhook" in ev.stall_stacks.get(str(r.stack_file), "") for r in stuck):
+        return []
     where = [_library_frame(ev.stall_stacks.get(str(r.stack_file), "")) for r in stuck]
     # A rank-specific deadlock (`if rank == 0:`) has every stuck rank on one node, so where
     # they stopped and not which node they were on tells hardware from code: a rank that sat

@@ -340,8 +340,9 @@ def _teardown(ev: Evidence, last: Row) -> Diagnosis | None:
         "group was torn down (\"terminate called without an active exception\": gloo's "
         "teardown race, when a peer or the store's host has already gone): not your code's "
         "error", "hpctrain's rank hook prevents it (every rank meets the others, then ends "
-        "without the teardown that races); it was off for this job (`--rank-hook off`, or "
-        "hpctrain not importable by the job's python): submit again with it on, or end the "
+        "without the teardown that races); it was off for this job (`-e "
+        "HPCTRAIN_RANK_HOOK=off`, or hpctrain not importable by the job's python): submit "
+        "again with it on, or end the "
         "script with `dist.barrier()` then `os._exit(0)` (docs/why.md, \"The teardown race\")",
         evidence=_with_task(ev, found))
 
@@ -398,6 +399,10 @@ def _stall_what(ev: Evidence, ranks: list[stacks.RankStack]) -> tuple[str, str]:
                 f"look at what rank {rank} passes" + (f" at {frame}" if frame else ""))
     if found.get("text"):
         at = f"; rank {rank} was in {frame}" if frame else ""
+        if stack is not None and stack.worker_frame is not None:
+            at += (f", waiting for its data loader's worker, which was in "
+                   f"{stack.worker_frame}")
+            frame = stack.worker_frame
         if stack is not None and _at_exit(ev, stack):
             at = (f"; rank {rank} had ended its work and waited for the others to end theirs "
                   "(hpctrain's rank hook): it ran fewer collectives than they did")

@@ -73,17 +73,34 @@ class RankStack:
     collective: str | None  # the collective it waited in (None: it was not in one)
     frame: Frame | None  # its innermost frame of the user's code
     stack_file: str | None
+    # Where it waited for its data loader: the worker process's innermost frame of user code.
+    worker_frame: Frame | None = None
+
+
+def _processes(text: str) -> list[str]:
+    """py-spy's dump with --subprocesses, one text a process (the rank's own first)."""
+    chunks: list[list[str]] = [[]]
+    for raw in text.splitlines():
+        if raw.startswith("Process ") and any(chunks[-1]):
+            chunks.append([])
+        chunks[-1].append(raw)
+    return ["\n".join(c) for c in chunks]
 
 
 def read_rank(row: Mapping[str, Any], text: str | None) -> RankStack:
     """One rank of a node's stall view, with its stack's text (None: none was collected)."""
-    threads = parse_threads(text or "")
+    own, *children = _processes(text or "")
+    threads = parse_threads(own)
     frames = [f for t in threads for f in t]
     waiting = next((f.func for f in frames if f.collective), None)
     # The thread with the user's code is the one that trains (others are Lightning's, gloo's).
     users = next((f for t in threads for f in t if f.users), None)
+    worker = None
+    if any("/torch/utils/data/" in f.file for f in frames):
+        worker = next((f for child in children for t in parse_threads(child) for f in t
+                       if f.users), None)
     return RankStack(int(row["rank"]), str(row["node"]), int(row.get("step") or 0), waiting,
-                     users, row.get("stack"))
+                     users, row.get("stack"), worker)
 
 
 def stuck_ranks(ranks: Sequence[RankStack]) -> tuple[list[RankStack], list[RankStack]]:

@@ -137,9 +137,10 @@ def dump_with_py_spy(pid: int) -> str | None:
     if tool is None:
         return None
     # Full file names: the short ones ("torch/...", "threading.py") cannot be told from the
-    # user's own; the subprocesses: a data loader's workers, where a rank may wait.
-    argv = [tool, "dump", "--full-filenames", "--subprocesses", "--pid", str(pid)]
-    for extra in ([], ["--nonblocking"]):
+    # user's own. The subprocesses: a data loader's workers, where a rank may wait; py-spy
+    # gives up on all where one child is no Python, so it is asked again without them.
+    argv = [tool, "dump", "--full-filenames", "--pid", str(pid)]
+    for extra in (["--subprocesses"], [], ["--nonblocking"]):
         try:
             done = subprocess.run(argv + extra, capture_output=True, text=True,
                                   timeout=DUMP_TIMEOUT_S, check=False)

@@ -1,0 +1,130 @@
+"""The fault matrix of a user's own multi-rank script on the dev cluster (issue 51): a torch DDP
+program that imports nothing from hpctrain (examples/faults/ddp_faults.py), 2 nodes x 2 ranks
+over gloo, one fault a job. The raise is named at the rank's own line; each hang is ended within
+its window and `why` names the rank, its node, its frame and the collective with its number;
+the mismatch is the code's error; the correct run completes; no node is held against.
+
+Every row's job is queued at once (the cluster runs one 2-node job at a time), then read."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import DevClusterHandle
+from tests.jobs.test_jobs_cluster import Cli
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+PROGRAM = Path(__file__).resolve().parents[2] / "examples" / "faults" / "ddp_faults.py"
+WINDOW = 10  # --stall-window: the shortest the plan accepts
+# row -> the fault's arguments: rank 3 is node2's second rank, rank 1 node1's.
+ROWS = {
+    "raise": ("--fault", "raise", "--rank", "3", "--at", "2"),
+    "sleep": ("--fault", "sleep", "--rank", "1", "--at", "3", "--steps", "30"),
+    "skip": ("--fault", "skip", "--rank", "2", "--at", "3", "--steps", "12"),
+    "sigstop": ("--fault", "sigstop", "--rank", "2", "--at", "3", "--steps", "30"),
+    "loader": ("--fault", "loader", "--rank", "1", "--at", "3", "--steps", "30"),
+    "mismatch": ("--fault", "mismatch", "--rank", "2", "--at", "3", "--steps", "30"),
+    "correct-1": ("--steps", "6"),
+    "correct-2": ("--steps", "6"),
+    "correct-3": ("--steps", "6"),
+}
+
+
+@pytest.fixture(scope="module")
+def jobs(devcluster: DevClusterHandle, tmp_path_factory: pytest.TempPathFactory
+         ) -> tuple[Cli, dict[str, dict[str, Any]]]:
+    cli = Cli(devcluster, tmp_path_factory.mktemp("faults"))
+    shutil.copy(PROGRAM, cli.cwd / "train.py")
+    queued = {row: cli.submit("--nodes", "2", "--gpus-per-node", "2", "--time", "3",
+                              "--stall-window", str(WINDOW), "--job-name", row, "--",
+                              "python", "train.py", *args)
+              for row, args in ROWS.items()}
+    return cli, queued
+
+
+def _ended(jobs: tuple[Cli, dict[str, dict[str, Any]]], row: str) -> tuple[Cli, dict[str, Any],
+                                                                          dict[str, Any]]:
+    cli, queued = jobs
+    job = queued[row]
+    ended = cli.wait(str(job["job_id"]), lambda j: j["terminal"], 600)
+    why: dict[str, Any] = json.loads(cli.ok("why", str(job["job_id"]), "--json").stdout)
+    return cli, ended, why
+
+
+def _hang(jobs: tuple[Cli, dict[str, dict[str, Any]]], row: str) -> str:
+    """The row's job was ended by the watcher within its window (plus the 90 s the issue
+    allows for start-up, the look and the cancel); its `why` summary."""
+    _, ended, why = _ended(jobs, row)
+    assert ended["state"] == "CANCELLED" and ended["verdict"] == "stalled", (ended, why)
+    assert ended["elapsed_s"] < WINDOW + 90, ended
+    assert why["cause"] == "stalled", why
+    return str(why["summary"])
+
+
+def test_a_rank_that_raises_is_the_cause_at_its_own_line(jobs: Any) -> None:
+    _, ended, why = _ended(jobs, "raise")
+    assert ended["state"] == "FAILED"
+    assert why["cause"] == "exception", why
+    assert why["summary"].startswith("rank 3 on node2 raised RuntimeError: simulated bug on "
+                                     "rank 3 in "), why["summary"]
+    assert "train.py:" in why["summary"] and "(train_step)" in why["summary"]
+    assert "consequences, not causes" in why["summary"]
+    assert "MASTER_ADDR" not in why["fix"]
+    assert ended["verdict"].startswith("rank 3: RuntimeError: simulated bug")
+
+
+def test_a_rank_asleep_in_its_own_function_is_named_with_the_collective(jobs: Any) -> None:
+    summary = _hang(jobs, "sleep")
+    assert "rank 1 on node1 never entered all_reduce #4 (its last: all_reduce #3)" in summary
+    assert "ranks 0, 2, 3 waited in it" in summary
+    assert "rank 1 was in wait_for_the_others (train.py:" in summary
+
+
+def test_a_rank_that_skips_a_collective_is_named(jobs: Any) -> None:
+    summary = _hang(jobs, "skip")
+    assert "rank 2 on node2 never entered all_reduce #12 (its last: all_reduce #11)" in summary
+    assert "it ran fewer collectives than they did" in summary
+
+
+def test_a_stopped_rank_is_named(jobs: Any) -> None:
+    summary = _hang(jobs, "sigstop")
+    assert "rank 2 on node2 was stopped" in summary
+    assert "ranks 0, 1, 3 waited in all_reduce #4" in summary
+
+
+def test_a_rank_stuck_in_its_data_loader_is_named(jobs: Any) -> None:
+    summary = _hang(jobs, "loader")
+    assert "rank 1 on node1 never entered all_reduce #4 (its last: all_reduce #3)" in summary
+    assert "rank 1 was in main (train.py:" in summary
+    assert "waiting for its data loader's worker, which was in Slow.__getitem__ (train.py:" \
+        in summary
+
+
+def test_a_mismatched_collective_is_the_codes_error(jobs: Any) -> None:
+    summary = _hang(jobs, "mismatch")
+    assert "mismatched collective all_reduce #4" in summary
+    assert "rank 2 gave all_reduce [[3]] Float" in summary
+    assert "an error in the program's code" in summary
+
+
+@pytest.mark.parametrize("row", ["correct-1", "correct-2", "correct-3"])
+def test_a_correct_run_completes(jobs: Any, row: str) -> None:
+    cli, ended, why = _ended(jobs, row)
+    assert ended["state"] == "COMPLETED", (ended, why)
+    out = Path(jobs[1][row]["stdout"]).read_text()
+    assert "final_loss" in out
+    err = Path(jobs[1][row]["stderr"]).read_text()
+    assert "terminate called" not in err
+
+
+def test_no_row_holds_a_node_against(jobs: Any) -> None:
+    for row in ROWS:
+        _ended(jobs, row)
+    cli = jobs[0]
+    listed = json.loads(cli.ok("nodes", "--json").stdout)
+    assert listed["nodes"] == [] and listed["watched"] == [], listed
