@@ -6,7 +6,8 @@ with one fault a run: the rows of the fault matrix in docs/why.md and tests/diag
 --fault: none (a correct run, ending with destroy_process_group), raise (the rank raises in
 its step), sleep (the rank sleeps in its own function before a collective), skip (the rank
 skips one all_reduce), sigstop (the rank stops itself with SIGSTOP), loader (the rank's data
-loader worker hangs), mismatch (the rank all_reduces a tensor of another size).
+loader worker hangs), mismatch (the rank all_reduces a tensor of another size), busy (every
+rank computes for --busy-s seconds without a word: not a stall).
 """
 
 from __future__ import annotations
@@ -23,16 +24,25 @@ import torch.distributed as dist
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--fault", default="none",
-                   choices=["none", "raise", "sleep", "skip", "sigstop", "loader", "mismatch"])
+                   choices=["none", "raise", "sleep", "skip", "sigstop", "loader", "mismatch",
+                            "busy"])
     p.add_argument("--rank", type=int, default=1, help="the rank that misbehaves")
     p.add_argument("--at", type=int, default=3, help="the step at which it does")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--step-s", type=float, default=0.2, help="seconds of work a step")
+    p.add_argument("--busy-s", type=float, default=35.0, help="--fault busy: for how long")
     return p.parse_args()
 
 
 def wait_for_the_others(seconds: float) -> None:
     time.sleep(seconds)
+
+
+def compute_silently(seconds: float) -> None:
+    """Work the CPU without printing (a long evaluation, say)."""
+    a, end = torch.rand(256, 256), time.monotonic() + seconds
+    while time.monotonic() < end:
+        a = torch.tanh(a @ a)
 
 
 class Slow(torch.utils.data.Dataset):  # type: ignore[type-arg]
@@ -56,6 +66,8 @@ def train_step(step: int, rank: int, args: argparse.Namespace, batch: torch.Tens
         raise RuntimeError(f"simulated bug on rank {rank}")
     if mine and args.fault == "sleep":
         wait_for_the_others(3600)
+    if step == args.at and args.fault == "busy":
+        compute_silently(args.busy_s)
     if mine and args.fault == "sigstop":
         os.kill(os.getpid(), signal.SIGSTOP)
     time.sleep(args.step_s)

@@ -385,9 +385,38 @@ def _at_exit(ev: Evidence, stack: stacks.RankStack) -> bool:
     return "rankhook" in text and "_meet" in text
 
 
+def _by_stacks(ranks: list[stacks.RankStack]) -> tuple[str, str]:
+    """What the stacks alone say: the ranks outside any collective, and the fix."""
+    stuck, _ = stacks.stuck_ranks(ranks)
+    frame = next((r.frame for r in stuck if r.frame), None)
+    return stacks.describe(ranks), (
+        f"look at rank {stuck[0].rank}'s code at {frame}: it never reached the collective "
+        "the others waited in" if stuck and frame else "read every rank's stack (below); a "
+        "collective every rank waited in points at the network or a node")
+
+
+def _named_rank(ev: Evidence, found: dict[str, object], stack: stacks.RankStack
+                ) -> tuple[str, str]:
+    """The verdict that names a rank, with where that rank was, and the fix."""
+    rank, frame = found.get("rank"), stack.frame
+    at = f"; rank {rank} was in {frame}" if frame else ""
+    if stack.worker_frame is not None:
+        at += f", waiting for its data loader's worker, which was in {stack.worker_frame}"
+        frame = stack.worker_frame
+    if _at_exit(ev, stack):
+        return (f"{found.get('text')}; rank {rank} had ended its work and waited for the "
+                "others to end theirs (hpctrain's rank hook): it ran fewer collectives than "
+                "they did", f"look for a collective that rank {rank} skips (a condition on "
+                "the rank, an early `break` or `continue`): every rank must call each "
+                "collective alike")
+    return f"{found.get('text')}{at}", (
+        f"look at rank {rank}'s code at {frame}: it never reached the collective the others "
+        "waited in" if frame else "read the named rank's stack (below)")
+
+
 def _stall_what(ev: Evidence, ranks: list[stacks.RankStack]) -> tuple[str, str]:
     """What the watcher's evidence says of the stall, and the fix: its verdict (the flight
-    records, /proc, CPU use) with the named rank's frame; else the stacks alone."""
+    records, /proc, CPU use) with the named rank's frame; else the stacks, which name it."""
     found = (ev.stall or {}).get("verdict") or {}
     rank = found.get("rank")
     stack = next((r for r in ranks if r.rank == rank), None)
@@ -397,27 +426,12 @@ def _stall_what(ev: Evidence, ranks: list[stacks.RankStack]) -> tuple[str, str]:
                 f"network" + (f" (rank {rank} was in {frame})" if frame else ""),
                 "make every rank call each collective with tensors of one shape and type: "
                 f"look at what rank {rank} passes" + (f" at {frame}" if frame else ""))
-    if found.get("text"):
-        at = f"; rank {rank} was in {frame}" if frame else ""
-        if stack is not None and stack.worker_frame is not None:
-            at += (f", waiting for its data loader's worker, which was in "
-                   f"{stack.worker_frame}")
-            frame = stack.worker_frame
-        if stack is not None and _at_exit(ev, stack):
-            at = (f"; rank {rank} had ended its work and waited for the others to end theirs "
-                  "(hpctrain's rank hook): it ran fewer collectives than they did")
-            return f"{found.get('text')}{at}", (
-                f"look for a collective that rank {rank} skips (a condition on the rank, an "
-                "early `break` or `continue`): every rank must call each collective alike")
-        fix = (f"look at rank {rank}'s code at {frame}: it never reached the collective the "
-               "others waited in" if frame else "read the named rank's stack (below)")
-        return f"{found.get('text')}{at}", fix
-    stuck, _ = stacks.stuck_ranks(ranks)
-    frame = next((r.frame for r in stuck if r.frame), None)
-    return stacks.describe(ranks), (
-        f"look at rank {stuck[0].rank}'s code at {frame}: it never reached the collective "
-        "the others waited in" if stuck and frame else "read every rank's stack (below); a "
-        "collective every rank waited in points at the network or a node")
+    if found.get("text") and stack is not None:
+        return _named_rank(ev, found, stack)
+    what, fix = _by_stacks(ranks)
+    # A verdict without a rank (every rank idle; no flight recorder in this torch): the
+    # stacks name the rank that never came.
+    return (f"{found['text']}; {what}" if found.get("text") else what), fix
 
 
 def _stalled(ev: Evidence, last: Row) -> Diagnosis | None:

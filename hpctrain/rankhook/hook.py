@@ -44,7 +44,7 @@ FR_BUFFER = "2000"  # collectives the flight recorder keeps (entries of about 1 
 LOOK_EVERY_S = 1.0
 # How long a rank that has ended waits at its exit for the others to end too. Past it, the
 # rank ends anyway (a peer that died is the job's failure, told by `why`, not this wait's).
-MEET_TIMEOUT_S = 120.0
+MEET_TIMEOUT_S = 600.0
 _MEET_KEY = "hpctrain/rank-hook/left"
 
 
