@@ -215,11 +215,6 @@ def _recording(exit_: Callable[..., Any]) -> Callable[..., Any]:
     return recorded
 
 
-def ended_cleanly() -> bool:
-    """No uncaught exception and no non-zero exit asked for (where the program asked)."""
-    return not _state.raised and _state.exit_code in (None, 0)
-
-
 def _meet(c10d: ModuleType) -> None:
     """Every rank has ended its work: wait (bounded) until all have come here."""
     if _state.met or not _state.world:
@@ -233,8 +228,17 @@ def _meet(c10d: ModuleType) -> None:
     _state.met = arrived >= _state.world
 
 
+def ended_cleanly() -> bool:
+    """No uncaught exception and no exit code but 0 asked for. A non-zero code given to
+    sys.exit may have been caught and the program gone on to end well: Python then ends it
+    with 0, which the hook cannot tell from an exit with that code, so it ends those as Python
+    would (the teardown race stays possible there)."""
+    return not _state.raised and _state.exit_code in (None, 0)
+
+
 def _at_exit() -> None:
-    """After a clean end of a rank of a process group: meet the others, then end at once."""
+    """After a clean end of a rank of a process group: meet the others, then end at once,
+    without the teardown that races."""
     c10d = sys.modules.get(C10D)
     if c10d is None or _state.rank is None or not ended_cleanly():
         return
