@@ -23,6 +23,7 @@ import os
 import re
 import signal
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -76,9 +77,16 @@ class Reporter:
         self._last: tuple[int, float] | None = None
         self._step_s: float | None = None
         self._stack_file: IO[str] | None = None
+        # The report not written yet (the throttle), and the lock of the two writers: a rank
+        # whose steps take milliseconds and that then hangs must not leave its first record
+        # as its last (a thread writes what is pending a second later).
+        self._pending: tuple[int, float] | None = None
+        self._lock = threading.Lock()
+        self._flusher: threading.Thread | None = None
 
     def report(self, step: int, now: float | None = None) -> None:
-        """The rank is at `step` now; written when a second has passed since the last write."""
+        """The rank is at `step` now; written when a second has passed since the last write,
+        else a second later by the flushing thread."""
         now = time.time() if now is None else now
         if self._last is not None and step > self._last[0]:
             per_step = (now - self._last[1]) / (step - self._last[0])
@@ -89,7 +97,21 @@ class Reporter:
         if self._stack_file is None:
             self._arm_stack_dump()
         if now - self._written_at >= WRITE_EVERY_S:
+            self._pending = None
             self._write(step, now)
+        else:
+            self._pending = (step, now)
+            if self._flusher is None:
+                self._flusher = threading.Thread(target=self._flush, daemon=True,
+                                                 name="hpctrain-progress")
+                self._flusher.start()
+
+    def _flush(self) -> None:
+        while True:
+            time.sleep(WRITE_EVERY_S)
+            pending, self._pending = self._pending, None
+            if pending is not None:
+                self._write(*pending)
 
     def _row(self, step: int, now: float) -> dict[str, Any]:
         return {"node": self.node, "rank": self.rank, "pid": os.getpid(), "step": step,
@@ -97,6 +119,12 @@ class Reporter:
                 "step_s": None if self._step_s is None else round(self._step_s, 4)}
 
     def _write(self, step: int, now: float) -> None:
+        with self._lock:
+            # The flusher's pending report may be older than one written since.
+            if now >= self._written_at:
+                self._write_unlocked(step, now)
+
+    def _write_unlocked(self, step: int, now: float) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
