@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +12,15 @@ from typing import TYPE_CHECKING
 from hpctrain.cli import argv, backends
 from hpctrain.cli.costview import charged, show_usage
 from hpctrain.cli.flags import Flags
-from hpctrain.cli.options import JobOptions, Row, build_request, job_command
+from hpctrain.cli.options import (
+    TRAINER_FLAGS,
+    JobOptions,
+    Row,
+    build_request,
+    job_command,
+    job_table,
+    trainer_option,
+)
 from hpctrain.cli.output import err_console, is_tty, print_code, print_err, print_json
 from hpctrain.cli.race import FIRST_OF, ask_slurm, render_dict, show_alternatives, verdict_dict
 from hpctrain.errors import HpctrainError
@@ -22,6 +31,7 @@ if TYPE_CHECKING:
     import typer
 
     from hpctrain.plan import JobPlan
+    from hpctrain.profiles.model import Profile
     from hpctrain.slurm.client import TestOnlyVerdict
     from hpctrain.submission.planned import Script
 
@@ -186,6 +196,59 @@ def _tell_log_dir(output_dir: str) -> None:
         "-o FILE, which creates it", lead="note:", style="yellow")
 
 
+# render's own options, which `submit` would not take with a -o script's job.
+_RENDER_ONLY = {"-o": True, "--output": True, "--force": False, "--check": False,
+                "--json": False, "--dry-run": False}
+
+
+def submit_line(args: Sequence[str]) -> str | None:
+    """`hpctrain submit` with the job options of `args` (a `render` command line, after the
+    program's name): the same job, recorded; None where the line is not one to rewrite."""
+    if "render" not in args:
+        return None
+    rest = list(args[args.index("render") + 1:])
+    trainer = [trainer_option(f) for f in TRAINER_FLAGS]
+    parsed = argv.parse(rest, [*job_table(), *OWN], trainer)
+    if parsed is None:
+        return None
+    # The options end where the job's command begins (after `--`, which they keep).
+    options, command = rest[:len(rest) - len(parsed[1])], rest[len(rest) - len(parsed[1]):]
+    kept, i = [], 0
+    while i < len(options):
+        name, eq, _ = options[i].partition("=")
+        if name in _RENDER_ONLY and options[i] != "--":
+            i += 2 if _RENDER_ONLY[name] and not eq else 1
+            continue
+        kept.append(options[i])
+        i += 1
+    return "hpctrain " + shlex.join(["submit", *kept, *command])
+
+
+def _devcluster_conf(profile: Profile) -> Path | None:
+    """The dev cluster's slurm.conf where a plain sbatch here would need it: hpctrain finds
+    the dev cluster by itself, sbatch only through SLURM_CONF."""
+    from hpctrain import paths, places
+
+    if os.environ.get("SLURM_CONF") or places.elsewhere([profile]):
+        return None
+    return paths.published_slurm_conf()
+
+
+def _tell_how_to_submit(output: Path, profile: Profile) -> None:
+    """After `-o FILE`: how to submit it so that status, logs and why follow the job, and the
+    SLURM_CONF a plain sbatch of it needs on the dev cluster."""
+    submit = submit_line(sys.argv[1:]) or "the same command line with `submit` for `render`"
+    print_err(f"a plain `sbatch {shlex.quote(str(output))}` is not in hpctrain's history; for "
+              f"status, logs and why to follow the job, submit it with {submit}",
+              lead="note:", style="yellow")
+    conf = _devcluster_conf(profile)
+    if conf is not None:
+        from hpctrain.devcluster.state import export_line
+
+        print_err(f"a plain sbatch reaches the dev cluster only through SLURM_CONF: first "
+                  f"{export_line(conf)}", lead="note:", style="yellow")
+
+
 def run_plain(args: Sequence[str]) -> bool:
     """Run `render ARGS` where its command line needs no click (cli/argv.py); False: it does."""
     return argv.run_job(args, OWN, render_job)
@@ -231,6 +294,8 @@ def render_job(job: JobOptions, output: Path | None = None, dry_run: bool = Fals
         _show_rendered(scripts, output, logs)
     if output is None:
         _tell_log_dir(request.profile.output_dir)
+    elif len(scripts) == 1:
+        _tell_how_to_submit(output, request.profile)
     if cost is not None and not json_out:
         show_usage(request.profile.name, cost)
     if verdicts is not None:

@@ -58,3 +58,42 @@ def test_a_script_on_stdout_says_to_make_its_log_dir(work: Path) -> None:
     assert not (work / "hpctrain-runs").exists()
     (work / "hpctrain-runs").mkdir()
     assert "mkdir -p" not in _render(work).stderr
+
+
+def test_render_o_says_how_to_submit_so_that_hpctrain_follows_the_job(work: Path) -> None:
+    res = _render(work, "-N", "2", "-t", "10", "-o", "job.sh", "--", "python", "train.py",
+                  "-o", "out")
+    assert res.returncode == 0, res.stderr
+    # The job's own `-o out` stays; render's `-o job.sh` goes.
+    assert ("plain `sbatch job.sh` is not in hpctrain's history" in res.stderr
+            and "hpctrain submit -P local -N 2 -t 10 -- python train.py -o out" in res.stderr)
+    # No dev cluster published here: no SLURM_CONF line.
+    assert "SLURM_CONF" not in res.stderr
+
+
+def test_render_o_names_the_dev_clusters_slurm_conf_for_plain_sbatch(work: Path) -> None:
+    conf = work.parent / "dev cluster" / "slurm.conf"
+    conf.parent.mkdir()
+    conf.write_text("ClusterName=hpctrain-dev\n")
+    state = work.parent / "home" / "state"
+    state.mkdir(parents=True)
+    (state / "slurm-conf").write_text(f"{conf}\n")
+    res = _render(work, "-o", "job.sh")
+    assert res.returncode == 0, res.stderr
+    assert f"export SLURM_CONF='{conf}'" in res.stderr
+
+
+@pytest.mark.parametrize(("args", "submit"), [
+    (["render", "-P", "raven", "--output", "j.sh", "--force", "--", "python", "t.py"],
+     "hpctrain submit -P raven -- python t.py"),
+    (["--debug", "render", "-P", "local", "--output=j.sh", "--check", "python", "t.py", "--json"],
+     "hpctrain submit -P local python t.py --json"),
+    (["render", "-P", "local", "-e", "A=b c", "-o", "j.sh"], "hpctrain submit -P local -e 'A=b c'"),
+    (["render", "--no-such-option"], None),
+    (["submit", "-P", "local"], None),
+])
+def test_submit_line_keeps_the_jobs_options_and_drops_renders_own(
+        args: list[str], submit: str | None) -> None:
+    from hpctrain.cli.render import submit_line
+
+    assert submit_line(args) == submit
