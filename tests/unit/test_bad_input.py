@@ -172,7 +172,7 @@ def test_corrupted_profile_cache_is_rebuilt(cli: Cli, _home: Path) -> None:
         (["--time", HUGE], ["--time", "far too large"]),
         (["--time", "99999-00:00:00"], ["over the limit"]),
         (["--nodes", "-3"], ["at least 1 node"]),
-        (["--nodes", "1" + "0" * 20], ["at most 4 node(s)"]),
+        (["--nodes", "1" + "0" * 20], ["at most 2 node(s)"]),
         (["--gpus-per-node", "9" * 4000, "--nodes", "9" * 4000], ["(4000 digits) GPUs"]),
         (["--gpus-per-node", "-1"], ["must be 0 or more"]),
         (["--cpus-per-task", "9" * 4299], ["CPUs per node, but"]),
