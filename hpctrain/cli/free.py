@@ -148,6 +148,48 @@ def _show(views: list[View], ranked: list[Candidate], days: float) -> None:
     lines = [(c.profile, c.partition, c.topology, _starts(c)) for c in ranked]
     console.print(plain_columns(("PROFILE", "PARTITION", "TOPOLOGY", "STARTS"), lines),
                   highlight=False, markup=False, soft_wrap=True)
+    seen = {v.profile: v.seen for v in views}
+    for c in ranked:
+        note = _later_though_idle(c, seen[c.profile]) if c.profile in seen else None
+        if note:
+            console.print(note, highlight=False, markup=False, soft_wrap=True)
+
+
+# SLURM's start estimates are to the second; a start within this is `now` as a person reads it.
+_AT_ONCE_S = 60
+
+
+def _later_though_idle(c: Candidate, seen: Availability) -> str | None:
+    """Why SLURM expects a later start than the idle nodes above suggest, where it does."""
+    from hpctrain.slurm.availability import idle_for
+
+    wait = (c.verdict or {}).get("wait_s")
+    nodes = c.topology.partition("x")[0]
+    if c.refused or not isinstance(wait, int | float) or wait < _AT_ONCE_S \
+            or not nodes.isdigit():
+        return None
+    row = idle_for(seen.partitions, c.partition, int(nodes))
+    if row is None:
+        return None
+    taken = [w.reservation.name for w in seen.windows
+             if any(p == c.partition for p, _, _ in w.partitions)]
+    idle = f"{row.idle_nodes} of {c.partition}'s nodes are idle now"
+    if taken:
+        return (f"note: {c.profile} {c.partition} {c.topology}: {idle}, but SLURM keeps them for "
+                f"maintenance {', '.join(taken)} (above): a job that would still run then "
+                "waits until it is over; a shorter --time may start at once")
+    if row.waiting:
+        # job_mgr.c, _delayed_job_start_time: --test-only adds the time limits of the jobs
+        # pending in the partition ahead of it (spread over its CPUs), also of those waiting for
+        # a begin time or a dependency, which take no node now (the dev cluster: one 1-node job
+        # of 10 min waiting for --begin made an idle 2-node partition's estimate `in 5 min`).
+        return (f"note: {c.profile} {c.partition} {c.topology}: {idle}; SLURM's estimate adds "
+                f"the time limits of the {row.waiting} job(s) waiting in {c.partition}, "
+                "whatever they wait for (a begin time, a dependency): it may start at once "
+                "unless those take the nodes first")
+    return (f"note: {c.profile} {c.partition} {c.topology}: {idle}; the later start is SLURM's "
+            "estimate (sbatch --test-only), from what it weighs beyond the nodes (limits, "
+            "reservations, its next scheduling pass)")
 
 
 def _devcluster_profile() -> str | None:

@@ -108,6 +108,12 @@ def _row(partition: str, gpu_type: str, nodes: Sequence[NodeGpus], waiting: int
         sum(max(n.gpus - n.used, 0) for n in usable), waiting)
 
 
+def idle_for(rows: Iterable[PartitionGpus], partition: str, nodes: int) -> PartitionGpus | None:
+    """The partition's row with `nodes` nodes idle now, if any: a request of that many nodes
+    that SLURM still expects to start later waits for something other than busy nodes."""
+    return next((r for r in rows if r.partition == partition and r.idle_nodes >= nodes), None)
+
+
 @dataclass(frozen=True)
 class Window:
     """A maintenance reservation that has not ended, and what it takes of each partition."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hpctrain.cli.free import Candidate
 from hpctrain.slurm import availability, reservations
 
 RECORDED = Path(__file__).resolve().parent / "recorded" / "slurm-22.05"
@@ -124,3 +125,34 @@ def test_without_a_profile_the_running_dev_clusters_profile_is_looked_at(
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "other.conf"))
     with pytest.raises(HpctrainError, match="no dev cluster runs here"):
         free._with_login()
+
+
+def _seen(idle: int, waiting: int, windows: list[availability.Window] | None = None
+          ) -> availability.Availability:
+    row = availability.PartitionGpus("gpu", "a100", 2, 2, idle, 8, 0, 8, waiting)
+    return availability.Availability([row], windows or [])
+
+
+def _later(wait_s: float | None, topology: str = "2x4") -> Candidate:
+
+    verdict: dict[str, object] = {"accepted": True, "wait_s": wait_s, "starts": "in 5 min"}
+    return Candidate("raven", "gpu", topology, verdict, None)
+
+
+def test_free_explains_a_later_start_than_its_idle_nodes() -> None:
+    from hpctrain.cli.free import _later_though_idle
+
+    # The newcomer's `2x4 in 5 min ... on gpu[1-2]` beside gpu1 and gpu2 idle: a job waiting.
+    note = _later_though_idle(_later(300), _seen(idle=2, waiting=1))
+    assert note is not None and "2 of gpu's nodes are idle now" in note, note
+    assert "adds the time limits of the 1 job(s) waiting in gpu" in note, note
+    window = availability.Window(reservations.Reservation(
+        "m1", time.time() + 300, time.time() + 3600, ("gpu1", "gpu2"), frozenset({"MAINT"})),
+        (("gpu", 2, 2),))
+    said = _later_though_idle(_later(3600), _seen(idle=2, waiting=0, windows=[window]))
+    assert said is not None and "maintenance m1" in said, said
+    assert "SLURM's estimate" in str(_later_though_idle(_later(300), _seen(2, 0)))
+    # Nothing to explain: a start now, nodes busy, a refusal.
+    assert _later_though_idle(_later(0), _seen(2, 1)) is None
+    assert _later_though_idle(_later(300), _seen(1, 1)) is None
+    assert _later_though_idle(_later(None), _seen(2, 1)) is None

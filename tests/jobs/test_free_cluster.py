@@ -64,3 +64,20 @@ def test_free_gpus_per_partition_and_the_request_that_starts_first(
     finally:
         cli.ok("cancel", *held)
 
+
+
+def test_free_says_why_slurm_expects_a_later_start_on_idle_nodes(
+        devcluster: DevClusterHandle, tmp_path: Path) -> None:
+    cli = Cli(devcluster, tmp_path)
+    # A 1-node job of 10 min that may start only in an hour: it takes no node, yet
+    # `sbatch --test-only` adds its time limit (spread over the partition's 8 CPUs): 5 min.
+    later = cli.ok("submit", "-P", "local", "--gpus-per-node", "1", "--time", "10",
+                   "--sbatch-arg=--begin=now+1hour", "--json", "--", "true")
+    job_id = str(json.loads(later.stdout)["job_id"])
+    try:
+        text = cli.ok("free", "-P", "local", "-N", "2", "--time", "30").stdout
+        assert "2x2       in 5 min" in text, text
+        assert ("2 of debug's nodes are idle now; SLURM's estimate adds the time limits of the "
+                "1 job(s) waiting in debug") in text, text
+    finally:
+        cli.ok("cancel", job_id)
