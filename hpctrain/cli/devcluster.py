@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hpctrain.cli.output import console, err_console, print_json
+
+if TYPE_CHECKING:
+    from hpctrain.devcluster.state import UpResult
 
 devcluster_app = typer.Typer(
     name="devcluster",
@@ -20,6 +23,25 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 
 def _progress(msg: str) -> None:
     err_console.print(f"[dim]- {msg}[/]", highlight=False)
+
+
+def up_verb(res: UpResult) -> str:
+    """What `up` did, in a few words: already running, repaired, switched, or up."""
+    took = f"{res.seconds:.1f} s"
+    if res.already_running:
+        return "already running"
+    if res.replaced is not None:
+        was, nodes = res.replaced.get("profile"), res.replaced.get("nodes_per_partition")
+        if was != res.profile:
+            return f"switched from profile {was} to {res.profile} in {took}"
+        if nodes != res.nodes_per_partition:
+            return (f"restarted with {res.nodes_per_partition} node(s) per partition "
+                    f"(was {nodes}) in {took}")
+        # Same profile and size: its generated configuration changed (an edited profile).
+        return f"restarted with its new configuration in {took}"
+    if res.repaired:
+        return f"repaired in {took} (started {', '.join(res.started)})"
+    return f"up in {took}"
 
 
 @devcluster_app.command(epilog="Example: hpctrain devcluster up --profile gilbreth --nodes 1")
@@ -43,11 +65,8 @@ def up(
     if json_out:
         print_json(res.as_dict())
         return
-    verb = ("already running" if res.already_running
-            else f"repaired in {res.seconds:.1f} s (started {', '.join(res.started)})"
-            if res.repaired else f"up in {res.seconds:.1f} s")
     console.print(
-        f"Dev cluster {verb}: profile [bold]{res.profile}[/], "
+        f"Dev cluster {up_verb(res)}: profile [bold]{res.profile}[/], "
         f"{len(res.node_names)} node(s): {', '.join(res.node_names)}",
         highlight=False,
     )

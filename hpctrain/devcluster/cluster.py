@@ -157,7 +157,13 @@ class DevCluster:
             # Without a state file the running daemons are still ours (pid files and /proc
             # say so) but describe nothing we can report: restart them.
             self._stop_slurm(say)
-            return self._start(plan, configs, say, t0)
+            result = self._start(plan, configs, say, t0)
+            if ctld_alive and state.get("profile"):
+                # A switch, not a repair: `up` says from what (munged, MariaDB and slurmdbd
+                # live on, so "started" alone would read as a repair).
+                result.replaced = {"profile": state.get("profile"),
+                                   "nodes_per_partition": state.get("nodes_per_partition")}
+            return result
 
     def _plan(self, profile: str, nodes: int) -> ClusterPlan:
         find_programs()

@@ -55,11 +55,15 @@ class UpResult:
     pids: dict[str, int]
     # The daemons this `up` started; a repair starts only the dead ones.
     started: list[str] = field(default_factory=list)
+    # What ran before a --replace restarted it for this plan: its profile and nodes per
+    # partition (None: nothing else ran, or it was this very plan).
+    replaced: dict[str, Any] | None = None
 
     @property
     def repaired(self) -> bool:
-        """Some daemons were started and others kept running."""
-        return bool(self.started) and set(self.started) != set(self.pids)
+        """Some daemons were started and others kept running, for the same plan."""
+        return (self.replaced is None and bool(self.started)
+                and set(self.started) != set(self.pids))
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for --json (seconds rounded to a tenth)."""

@@ -48,6 +48,8 @@ def test_up_switches_profile_and_size_only_with_replace(devcluster_with: Switch)
         data = json.loads(res.stdout)
         assert data["profile"] == "optb-two" and data["nodes_per_partition"] == 1
         assert data["already_running"] is False
+        # A switch says from what, not "repaired" (munged, MariaDB and slurmdbd lived on).
+        assert data["replaced"] == {"profile": "local", "nodes_per_partition": 2}
         parts = _partitions(data["slurm_conf"])
         # One node per partition (per node shape), each partition its own: --nodes 1.
         assert sorted(parts) == ["batch", "debug"], parts
