@@ -422,3 +422,52 @@ def _path_notes(line: Line, target: str) -> list[str]:
         return []
     return [f"hpctrain's torchrun line runs the torchrun on the job's PATH (its Python "
             f"environment), not {line.written[0]}"]
+
+
+def line_counts(command: Sequence[str], nodes: int
+                ) -> tuple[int | None, int | None, int | None]:
+    """The nodes, processes per node and processes in all a pasted launcher asks for (None:
+    not given, or the job's own; per node also where its total does not split)."""
+    front = read_front(command) if command else None
+    if front is None:
+        return None, None, None
+    found: dict[str, int] = {}
+    for opt in front.line.roles(*_COUNTS):
+        count = _count(opt)[0]
+        if count is not None:
+            found[opt.role] = count
+    line_nodes = found.get(NODES)
+    per_node = found.get(PER_NODE)
+    total = found.get(TOTAL)
+    if per_node is None and total is not None and total % (line_nodes or nodes) == 0:
+        per_node = total // (line_nodes or nodes)
+    if total is None and per_node is not None:
+        total = (line_nodes or nodes) * per_node
+    return line_nodes, per_node, total
+
+
+def with_counts(command: Sequence[str], nodes: int, gpus_per_node: int) -> tuple[str, ...]:
+    """`command` with its pasted launcher's process counts set for a job of `nodes` x
+    `gpus_per_node` (one process per GPU); counts it leaves to the job stay as written."""
+    words = tuple(command)
+    front = read_front(words)
+    if front is None:
+        return words
+    line = front.line
+    per_node = max(gpus_per_node, 1)
+    wanted = {NODES: nodes, PER_NODE: per_node, TOTAL: nodes * per_node}
+    out = list(words[:len(words) - len(line.words)]) + list(line.written)
+    for opt in line.options:
+        count = wanted.get(opt.role)
+        out += opt.written if count is None or _count(opt)[0] is None else _set(opt, count)
+    return (*out, *line.rest)
+
+
+def _set(opt: Option, count: int) -> tuple[str, ...]:
+    """The option as written, with `count` as its value (--nproc_per_node=4, -n4, -n 4)."""
+    if len(opt.written) == 2:
+        return (opt.written[0], str(count))
+    word = opt.written[0]
+    if "=" in word:
+        return (f"{word.split('=', 1)[0]}={count}",)
+    return (f"{word[:len(opt.name)]}{count}",)

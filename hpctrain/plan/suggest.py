@@ -13,11 +13,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from hpctrain.errors import PlanError
+from hpctrain.plan.launch_lines import line_counts, with_counts
 from hpctrain.plan.model import JobPlan, JobRequest
 from hpctrain.profiles.model import Partition, Profile
 from hpctrain.units import format_time, parse_mem_mb, parse_time_seconds
@@ -33,7 +35,8 @@ OPTIONS = {
 GREEDY_STEPS = 3
 _NODE_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
-Value = str | int | None
+# A command is a value too: a pasted launcher's process counts follow the job's shape.
+Value = str | int | tuple[str, ...] | None
 Changes = tuple[tuple[str, Value], ...]
 Build = Callable[[JobRequest], JobPlan]
 
@@ -46,18 +49,24 @@ class Fix:
     plan: JobPlan | None
 
     def options(self) -> list[str]:
-        """The changes as command-line words, e.g. ['--nodes', '2', '--gpus-per-node', '4']."""
+        """The changes as command-line words, e.g. ['--nodes', '2', '--gpus-per-node', '4'];
+        a changed command last, after `--`."""
         words: list[str] = []
         for name, value in self.changes:
-            if value is not None:
+            if value is not None and not isinstance(value, tuple):
                 words += [OPTIONS[name], str(value)]
-        return words
+        return words + [w for _, v in self.changes if isinstance(v, tuple) for w in ("--", *v)]
 
     def text(self) -> str:
         """'--nodes 2 --gpus-per-node 4 (2 node(s) x 4 GPU(s), 1:00:00) is accepted'."""
         dropped = [OPTIONS[n] for n, v in self.changes if v is None]
-        parts = [" ".join(self.options())] if self.options() else []
+        words = self.options()
+        cut = words.index("--") if "--" in words else len(words)
+        parts = [shlex.join(words[:cut])] if cut else []
         parts += [f"without {d}" for d in dropped]
+        if words[cut:]:
+            # The command goes last, as on the command line.
+            parts = [" ".join([", ".join(parts), shlex.join(words[cut:])]).strip()]
         p = self.plan
         if p is None:
             return f"{', '.join(parts)} fits the profile (the other problems above remain)"
@@ -83,7 +92,8 @@ def nearest_accepted(req: JobRequest, build: Build, others: Sequence[str] = ()) 
         now = dict(kept)
         moves = [_plus(kept, name, v)
                  for name in OPTIONS for v in values[name] if name not in now or now[name] != v]
-        tried = [_try(req, m, build, others) for m in (*moves, *_layouts(req, kept, values))]
+        tried = [_try(req, m, build, others)
+                 for m in (*moves, *_layouts(req, kept, values), *_as_feature(req, kept))]
         done = [t for t in tried if t.left == 0]
         if done:
             # At a tie, a value given beats an option left out: it says what the job gets.
@@ -114,11 +124,14 @@ def _rebuilt(req: JobRequest, values: dict[str, list[Value]], build: Build,
     accepted with those before it."""
     kept: Changes = tuple((n, _DEFAULTS[n]) for n in _REBUILD if getattr(req, n) != _DEFAULTS[n])
     if _try(req, kept, build, others).left:
-        return None
+        # A pasted launcher's count takes the GPUs per node left out: one GPU, its count one.
+        kept = _plus(kept, "gpus_per_node", 1)
+        if _try(req, kept, build, others).left:
+            return None
     for name in _REBUILD:
         if getattr(req, name) == _DEFAULTS[name]:
             continue
-        wanted = sorted(values[name], key=lambda v: _step(name, getattr(req, name), v))
+        wanted = sorted(values[name], key=lambda v: _step(name, _asked(req, name), v))
         for value in (getattr(req, name), *wanted):
             trial = _plus(kept, name, value)
             if not _try(req, trial, build, others).left:
@@ -146,6 +159,14 @@ def _layouts(req: JobRequest, kept: Changes, values: dict[str, list[Value]]) -> 
             if nodes != req.nodes and nodes <= _NODE_STEPS[-1] * 64:
                 moves.append(_plus(_plus(kept, "nodes", nodes), "gpus_per_node", each))
     return moves
+
+
+def _as_feature(req: JobRequest, kept: Changes) -> list[Changes]:
+    """A partition asked that is a node feature, moved to --constraint as one move."""
+    feature = _feature_of(req)
+    if feature is None:
+        return []
+    return [_plus(_plus(kept, "partition", None), "constraint", feature)]
 
 
 @dataclass(frozen=True)
@@ -203,8 +224,15 @@ def _concrete(req: JobRequest, changes: Changes, plan: JobPlan,
 
 
 def _changed(req: JobRequest, changes: Changes) -> JobRequest:
+    """`req` with the changes; a pasted launcher's counts follow a changed shape, since its
+    processes are the job's ranks (`torchrun --nproc_per_node 4` on 2-GPU nodes: 2)."""
     fields: dict[str, Any] = dict(changes)
-    return dataclasses.replace(req, **fields)
+    new = dataclasses.replace(req, **fields)
+    shaped = "nodes" in fields or "gpus_per_node" in fields
+    if shaped and "command" not in fields and new.gpus_per_node is not None and new.command:
+        new = dataclasses.replace(
+            new, command=with_counts(new.command, new.nodes, new.gpus_per_node))
+    return new
 
 
 def _values(req: JobRequest, name: str) -> list[Value]:
@@ -214,7 +242,8 @@ def _values(req: JobRequest, name: str) -> list[Value]:
     if name not in _NEAREST_ONLY or current is None:
         return found
     # Counts and sizes: the few nearest the request are enough, and each costs a plan.
-    near = sorted((v for v in found if v is not None), key=lambda v: _step(name, current, v))
+    near = sorted((v for v in found if v is not None),
+                  key=lambda v: _step(name, _asked(req, name), v))
     return [*([None] if None in found else []), *near[:_NEAREST]]
 
 
@@ -240,7 +269,9 @@ def _gpu_values(req: JobRequest, profile: Profile) -> Sequence[Value]:
 def _time_values(req: JobRequest, profile: Profile) -> Sequence[Value]:
     limits = [p.max_time for p in profile.partitions]
     limits += [q.max_time for q in profile.qos if q.max_time]
-    return [None, *(format_time(parse_time_seconds(t)) for t in limits)]
+    # The usual time too: the nearest to a time that cannot be read.
+    usual = [p.default_time for p in profile.partitions if p.default_time]
+    return [None, *(format_time(parse_time_seconds(t)) for t in (*limits, *usual))]
 
 
 def _per_node(profile: Profile, what: str) -> list[int]:
@@ -262,20 +293,46 @@ _VALUES: dict[str, Callable[[JobRequest, Profile], Sequence[Value]]] = {
     "mem": lambda req, pr: [None, *(f"{m}M" for m in _per_node(pr, "mem_mb"))],
     "time": _time_values,
     "qos": lambda req, pr: [None, *(q.name for q in pr.qos)],
-    "constraint": lambda req, pr: [None],
+    "constraint": lambda req, pr: [None, *filter(None, [_feature_of(req)])],
 }
 
 
 def _distance(req: JobRequest, changes: Changes) -> float:
     """How far the changes take the request: the GPUs in all weigh most, then each value."""
     changed = dict(changes)
-    nodes = int(changed.get("nodes", req.nodes) or 1)
-    gpus = changed.get("gpus_per_node", req.gpus_per_node)
+    nodes, gpus = changed.get("nodes", req.nodes), changed.get("gpus_per_node", req.gpus_per_node)
     before = req.nodes * (req.gpus_per_node or 0)
-    after = nodes * int(gpus or 0)
+    after = (nodes if isinstance(nodes, int) else 1) * (gpus if isinstance(gpus, int) else 0)
     # Fewer GPUs than asked is a worse fix than a few more.
     total = 4 * _ratio(after, before) + (1 if after < before else 0)
-    return total + sum(_step(n, getattr(req, n), v) for n, v in changes)
+    # A partition that is a feature of the profile's nodes, given as --constraint instead
+    # (Raven's `-p gpu-bw`), is the request as meant: less than a step, not two.
+    if req.partition is not None and changed.get("constraint") == req.partition:
+        total -= 1.5
+    return total + sum(_step(n, _asked(req, n), v) for n, v in changes)
+
+
+def _asked(req: JobRequest, name: str) -> Value:
+    """What the request asks of option `name`, as a fix's distance measures it: a time that
+    cannot be read (`--time -5`) asks for the partition's usual time, not its longest."""
+    value: Value = getattr(req, name)
+    if name != "time" or value is None or _seconds(value):
+        return value
+    return _default_time(req)
+
+
+def _default_time(req: JobRequest) -> str:
+    """The time a job of the request's partition (else the default one) gets without --time."""
+    part = req.profile.partition(req.partition or "") or req.profile.default_partition
+    return format_time(parse_time_seconds(part.default_time or part.max_time))
+
+
+def _feature_of(req: JobRequest) -> str | None:
+    """The partition asked, where it is no partition but a feature of the profile's nodes."""
+    asked = req.partition
+    if asked is None or req.profile.partition(asked) is not None:
+        return None
+    return asked if any(asked in p.features() for p in req.profile.partitions) else None
 
 
 def _ratio(a: float, b: float) -> float:
@@ -320,10 +377,94 @@ def with_fix(err: PlanError, req: JobRequest, build: Build) -> PlanError:
     if not err.shape:
         return err  # each problem names its own fix; no shaping option changes them
     others = [p for p in err.problems if p not in err.shape]
+    if _readings(req):
+        err.fix = _line_fix(req, build, others)
+        return err
     fix = nearest_accepted(req, build, others)
     if fix is not None:
-        err.fix = fix.text()
+        err.fix = _as_typed(req, req, fix).text()
     elif not others:
         err.fix = (f"no request near this one is accepted by profile {req.profile.name}; "
                    f"see hpctrain profiles show {req.profile.name}")
     return err
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What a pasted launcher's counts may mean: the request laid out for that many ranks."""
+
+    request: JobRequest
+    ranks: int
+    label: str
+
+
+def _readings(req: JobRequest) -> list[_Reading]:
+    """The ranks a pasted launcher asks for: its count on each of the job's nodes; and, over
+    several nodes, its count as the ranks in all (a one-node tutorial line in a bigger job)."""
+    line_nodes, per_node, total = line_counts(req.command, req.nodes)
+    if per_node is None and total is not None:
+        # `srun -n 5` over 2 nodes: no equal split; read as on one node, for the search.
+        return [_Reading(_laid_out(req, 1, total), total, f"the line's {total} ranks")]
+    if per_node is None:
+        return []
+    nodes = line_nodes or req.nodes
+    written = _Reading(_laid_out(req, nodes, per_node), nodes * per_node,
+                       f"the line's {nodes * per_node} ranks"
+                       + (f" ({per_node} on each of {nodes} nodes)" if nodes > 1 else ""))
+    if nodes == 1:
+        return [written]
+    split = next(n for n in (nodes, 1) if per_node % n == 0)
+    return [written, _Reading(_laid_out(req, split, per_node // split), per_node,
+                              f"{per_node} ranks in all")]
+
+
+def _laid_out(req: JobRequest, nodes: int, per_node: int) -> JobRequest:
+    return _changed(req, (("nodes", nodes), ("gpus_per_node", per_node)))
+
+
+def _line_fix(req: JobRequest, build: Build, others: Sequence[str]) -> str | None:
+    """For a pasted launcher: each reading's nearest accepted request that keeps its ranks,
+    and what the readings that none keeps would need; else the nearest accepted request."""
+    readings = _readings(req)
+    found = [(r, _reading_fix(req, r, build, others)) for r in readings]
+    kept = [(r, f) for r, f in found if f is not None and _ranks(f) in (r.ranks, None)]
+    texts = [f"for {r.label}: {f.text()}" if len(readings) > 1 else f.text() for r, f in kept]
+    texts += [_needs(req, r) for r, f in found if (r, f) not in kept]
+    nearest = next((f for _, f in found if f is not None), None)
+    if not kept and nearest is not None:
+        texts.append(nearest.text())
+    return "; ".join(dict.fromkeys(texts)) or None
+
+
+def _ranks(fix: Fix) -> int | None:
+    return None if fix.plan is None else fix.plan.nodes * max(fix.plan.gpus_per_node, 1)
+
+
+def _reading_fix(req: JobRequest, reading: _Reading, build: Build,
+                 others: Sequence[str]) -> Fix | None:
+    """The reading's nearest accepted request, as changes to what the user typed."""
+    fix = nearest_accepted(reading.request, build, others)
+    return None if fix is None else _as_typed(req, reading.request, fix)
+
+
+def _as_typed(req: JobRequest, base: JobRequest, fix: Fix) -> Fix:
+    """A fix found from `base` as changes to `req`, the request as typed; a command whose
+    pasted counts followed the shape is one of them."""
+    final = _changed(base, fix.changes)
+    changes: Changes = tuple((n, getattr(final, n)) for n in OPTIONS
+                             if getattr(final, n) != getattr(req, n))
+    if tuple(final.command) != tuple(req.command):
+        changes += (("command", tuple(final.command)),)
+    return Fix(changes, fix.plan)
+
+
+def _needs(req: JobRequest, reading: _Reading) -> str:
+    """Why no fix keeps a reading's ranks: more nodes than the profile allows, or no split."""
+    most_gpus = max(max(p.most_gpus for p in req.profile.partitions), 1)
+    most_nodes = max(_most_nodes(p) for p in req.profile.partitions)
+    needed = -(-reading.ranks // most_gpus)
+    name = req.profile.name
+    if needed > most_nodes:
+        return (f"{reading.label} need {needed} node(s) of {most_gpus} GPU(s), more than "
+                f"profile {name} allows ({most_nodes})")
+    return f"{reading.label} do not split into equal nodes that profile {name} accepts"
