@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpctrain import __version__, rundir
-from hpctrain.errors import HistoryError, HpctrainError
+from hpctrain.errors import HistoryError, HpctrainError, SlurmError, SlurmUnavailableError
 from hpctrain.history import History, JobRecord, NewJob
 from hpctrain.places import GitState, Place
 from hpctrain.plan import JobPlan
@@ -220,7 +220,42 @@ def _sbatch(prep: Prepared, place: Place, previous: str | None = None) -> str:
             ) from None
         # Nothing was queued: leave no run directory behind that looks like a run.
         place.discard(prep.run_dir)
-        raise
+        raise dev_cluster_refusal(e, prep.plan, place) from None
+
+
+def dev_cluster_refusal(error: HpctrainError, plan: JobPlan, place: Place) -> HpctrainError:
+    """sbatch's refusal where the SLURM asked is the dev cluster and it emulates another
+    profile than the job's, or fewer nodes than it asks: the fix that makes them agree (SLURM's
+    "invalid partition specified: gpudev" says neither)."""
+    if not isinstance(error, SlurmError) or isinstance(error, SlurmUnavailableError):
+        return error
+    state = _dev_cluster_state(place)
+    if state is None:
+        return error
+    emulated, nodes = state.get("profile"), state.get("nodes_per_partition")
+    if emulated and emulated != plan.profile:
+        fix = (f"the dev cluster emulates profile {emulated}, not {plan.profile}: `hpctrain "
+               f"devcluster up --profile {plan.profile} --replace`, or submit with -P {emulated}")
+    elif isinstance(nodes, int) and plan.nodes > nodes:
+        fix = (f"the dev cluster has {nodes} node(s) of each type, the job asks for "
+               f"{plan.nodes}: `hpctrain devcluster up --profile {plan.profile} --nodes "
+               f"{plan.nodes} --replace`, or submit with --nodes {nodes}")
+    else:
+        return error
+    return type(error)(error.what, fix)
+
+
+def _dev_cluster_state(place: Place) -> dict[str, object] | None:
+    """The dev cluster's state.json, where the place's SLURM is the dev cluster here."""
+    from hpctrain.devcluster import DevCluster
+
+    if place.login is not None:
+        return None
+    cluster = DevCluster()
+    conf = place.slurm_client().transport.conf_path()
+    if conf is None or Path(conf).resolve() != cluster.layout.slurm_conf.resolve():
+        return None
+    return cluster.read_state() or None
 
 
 def _write_run_info(prep: Prepared, done: Queued, place: Place) -> None:
