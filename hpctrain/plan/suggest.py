@@ -5,7 +5,9 @@ refused by another rule (issue 39). Here the options that shape the job (partiti
 CPUs, memory, time, QOS, constraint) are varied over what the profile offers, one change at a
 time and the nearest values first; each candidate goes through the whole plan, and only one it
 accepts is offered. A request too far off for a few steps is rebuilt from the profile's
-defaults, taking back each option as asked or as near as is accepted.
+defaults, taking back each option as asked or as near as is accepted. A pasted launcher's
+process counts change with the shape (they are the job's ranks), and its ranks are read as
+written and, over several nodes, as its count in all (issue 52).
 """
 
 from __future__ import annotations

@@ -246,11 +246,10 @@ def dev_cluster_refusal(error: HpctrainError, plan: JobPlan, place: Place) -> Hp
 
 
 def _dev_cluster_state(place: Place) -> dict[str, object] | None:
-    """The dev cluster's state.json, where the place's SLURM is the dev cluster here."""
+    """The dev cluster's state.json, where the place's SLURM is the dev cluster here (a
+    login's slurm.conf is none readable from here)."""
     from hpctrain.devcluster import DevCluster
 
-    if place.login is not None:
-        return None
     cluster = DevCluster()
     conf = place.slurm_client().transport.conf_path()
     if conf is None or Path(conf).resolve() != cluster.layout.slurm_conf.resolve():

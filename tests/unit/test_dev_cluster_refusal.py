@@ -34,10 +34,9 @@ class _Client:
 
 @dataclass
 class _Place:
-    """The facts dev_cluster_refusal asks of a place: its login and its SLURM's slurm.conf."""
+    """What dev_cluster_refusal asks of a place: its SLURM's slurm.conf (a login's: None)."""
 
     conf: str | None
-    login: str | None = None
 
     def slurm_client(self) -> _Client:
         return _Client(_Transport(self.conf))
@@ -74,8 +73,7 @@ def test_more_nodes_than_the_dev_cluster_has_are_named(dev_conf: str) -> None:
     assert error.fix is not None and "--nodes 2 --replace`, or submit with --nodes 1" in error.fix
 
 
-@pytest.mark.parametrize("place", [_Place(None), _Place("/etc/slurm/slurm.conf"),
-                                   _Place("x", login="raven")])
+@pytest.mark.parametrize("place", [_Place(None), _Place("/etc/slurm/slurm.conf")])
 def test_another_slurm_keeps_slurms_words(dev_conf: str, place: _Place) -> None:
     plan = _plan("raven", partition="gpudev", time="10")
     assert dev_cluster_refusal(REFUSED, plan, place) is REFUSED  # type: ignore[arg-type]
