@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from hpctrain.cli.options import signature_of, trainer_parameter
+from hpctrain.cli.output import print_err
 from hpctrain.errors import HpctrainError
 from hpctrain.trainconfig.options import OPTIONS, TrainerCall
 
@@ -29,6 +30,12 @@ def _train(**values: Any) -> None:
     """Train a packaged task locally, without SLURM."""
     # The trainer's modules (the config models; torch and Lightning once training starts)
     # load only when the command runs: `hpctrain --help` stays fast.
+    from hpctrain.trainer.threads import set_for_local_run
+
+    # Before torch loads: it reads OMP_NUM_THREADS once, when imported.
+    chosen = set_for_local_run()
+    if chosen is not None and not values.get("print_config"):
+        print_err(chosen.note(), lead="note:", style="yellow")
     try:
         from hpctrain.trainer.entry import leave_if_distributed, run
 
