@@ -8,11 +8,13 @@ waits until the program imports torch.distributed, then:
 - **turns PyTorch's flight recorder on** (TORCH_FR_BUFFER_SIZE, unless set) and writes its
   record of the rank's collectives when the watcher asks (`stall-evidence/flight-request`): a
   thread looks once a second, since the main thread may sit inside a collective;
-- **ends the rank without gloo's teardown race** once the program has ended cleanly: every
-  rank meets the others on the process group's store, then the process ends (os._exit) without
-  the C++ teardown that aborts ("terminate called without an active exception") when a peer or
-  the store's host has gone first. A rank whose program raised, or asked for a non-zero exit
-  through sys.exit, exit() or quit(), ends as Python would end it.
+- **ends the ranks without gloo's teardown race**: a rank whose program ended (it destroys its
+  process group, or it reaches its exit with the group still there and no error seen) meets
+  the others on the group's store before the group is torn down and again after, so that no
+  rank tears down or ends while another still talks to it, the store's host last; and every
+  rank ends, with the exit code Python chose, without the C++ teardown of torch's libraries
+  (glibc's on_exit calls _exit), where an abort "terminate called without an active
+  exception" comes from when a peer has gone first.
 
 Standard library only (torch is the program's, imported by it); never raises into the program.
 """
@@ -22,8 +24,6 @@ from __future__ import annotations
 import atexit
 import builtins
 import contextlib
-import gc
-import io
 import json
 import os
 import sys
@@ -42,10 +42,12 @@ from hpctrain.progress import node_name, record_name
 C10D = "torch.distributed.distributed_c10d"
 FR_BUFFER = "2000"  # collectives the flight recorder keeps (entries of about 1 KB)
 LOOK_EVERY_S = 1.0
-# How long a rank that has ended waits at its exit for the others to end too. Past it, the
-# rank ends anyway (a peer that died is the job's failure, told by `why`, not this wait's).
+# How long a rank that has ended its work waits for the others to end theirs. Past it, the
+# rank goes on (a peer that died is the job's failure, told by `why`, not this wait's).
 MEET_TIMEOUT_S = 600.0
-_MEET_KEY = "hpctrain/rank-hook/left"
+# How long the store's host waits for the others to have seen that all met (then it leaves).
+SEEN_TIMEOUT_S = 30.0
+_MEET_KEY = "hpctrain/rank-hook/meet"
 
 
 class _State:
@@ -57,7 +59,8 @@ class _State:
         self.world = 0
         self.raised = False
         self.exit_code: object = None  # the last code given to sys.exit, exit() or quit()
-        self.met = False  # every rank met at the process group's destruction
+        self.generation = 0  # the process groups destroyed so far: their meetings' keys
+        self.destroy: Callable[..., Any] | None = None  # torch's own destroy_process_group
 
 
 _state = _State()
@@ -124,9 +127,11 @@ def _patch(c10d: ModuleType) -> None:
         return done
 
     def destroy_process_group(group: Any = None) -> Any:
-        if group is None and c10d.is_initialized():
-            _safely(lambda: _meet(c10d))
-        return destroy(group)
+        if group is not None or not c10d.is_initialized():
+            return destroy(group)
+        return _leave_together(c10d, destroy)
+
+    _state.destroy = destroy
 
     for new, old in ((init_process_group, init), (destroy_process_group, destroy)):
         new.__wrapped__ = old  # type: ignore[attr-defined]
@@ -155,6 +160,21 @@ def _started(c10d: ModuleType) -> None:
            json.dumps(row) + "\n")
     threading.Thread(target=_answer_requests, args=(node, _state.rank), daemon=True,
                      name="hpctrain-flight-recorder").start()
+    _skip_native_teardown()
+
+
+def _skip_native_teardown() -> None:
+    """At the process's end, after Python's own, _exit with its status before the C++ static
+    destructors of torch's libraries run (they were registered earlier, so run later)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    on_exit, end = getattr(libc, "on_exit", None), getattr(libc, "_exit", None)
+    if on_exit is None or end is None:  # not glibc: the teardown runs as it would
+        return
+    on_exit.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    # on_exit calls end(status, NULL): _exit reads its one argument, the status.
+    on_exit(ctypes.cast(end, ctypes.c_void_p), None)
 
 
 def _write(path: Path, text: str) -> None:
@@ -183,13 +203,26 @@ def _answer_requests(node: str, rank: int) -> None:
 
 
 def flight_record() -> dict[str, Any] | None:
-    """torch's flight recorder, every entry it holds (None: this torch has none)."""
+    """torch's flight recorders, every entry they hold (None: this torch has none). Gloo's
+    collectives are in the one `_dump_fr_trace_json` reads; a CUDA build keeps NCCL's in
+    another (`_dump_nccl_trace_json`), so both are read and their entries put together."""
     c10d = sys.modules.get("torch._C._distributed_c10d")
-    dump = getattr(c10d, "_dump_fr_trace_json", None)
-    if dump is None:
-        return None
-    data = json.loads(dump(True, False))
-    return data if isinstance(data, dict) else None
+    found: dict[str, Any] | None = None
+    for name in ("_dump_fr_trace_json", "_dump_nccl_trace_json"):
+        dump = getattr(c10d, name, None)
+        if dump is None:
+            continue
+        try:
+            data = json.loads(dump(True, False))
+        except (RuntimeError, ValueError):  # a recorder this process never used
+            continue
+        if not isinstance(data, dict):
+            continue
+        if found is None:
+            found = data
+        else:
+            found["entries"] = (found.get("entries") or []) + (data.get("entries") or [])
+    return found
 
 
 def _record_exits() -> None:
@@ -215,56 +248,45 @@ def _recording(exit_: Callable[..., Any]) -> Callable[..., Any]:
     return recorded
 
 
-def _meet(c10d: ModuleType) -> None:
-    """Every rank has ended its work: wait (bounded) until all have come here."""
-    if _state.met or not _state.world:
-        return
+def _leave_together(c10d: ModuleType, destroy: Callable[..., Any]) -> Any:
+    """Meet the others, destroy the default process group, meet again (on its store, kept)."""
     store = c10d._get_default_store()
-    arrived = store.add(_MEET_KEY, 1)
-    deadline = time.monotonic() + MEET_TIMEOUT_S
-    while arrived < _state.world and time.monotonic() < deadline:
+    _state.generation += 1
+    _safely(lambda: _meet(store, f"{_state.generation}/arrived", MEET_TIMEOUT_S))
+    done = destroy()
+    _safely(lambda: _meet(store, f"{_state.generation}/destroyed", SEEN_TIMEOUT_S))
+    return done
+
+
+def _meet(store: Any, phase: str, timeout_s: float) -> None:
+    """Wait (bounded) until every rank has come to `phase`; rank 0, the store's host under
+    srun, leaves last: once the others have seen that all came."""
+    key, world = f"{_MEET_KEY}/{phase}", _state.world
+    arrived, deadline = store.add(key, 1), time.monotonic() + timeout_s
+    while arrived < world and time.monotonic() < deadline:
         time.sleep(0.05)
-        arrived = store.add(_MEET_KEY, 0)
-    _state.met = arrived >= _state.world
+        arrived = store.add(key, 0)
+    if _state.rank != 0:
+        store.add(f"{key}/seen", 1)
+        return
+    deadline = time.monotonic() + SEEN_TIMEOUT_S
+    while store.add(f"{key}/seen", 0) < world - 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def ended_cleanly() -> bool:
-    """No uncaught exception and no exit code but 0 asked for. A non-zero code given to
-    sys.exit may have been caught and the program gone on to end well: Python then ends it
-    with 0, which the hook cannot tell from an exit with that code, so it ends those as Python
-    would (the teardown race stays possible there)."""
-    return not _state.raised and _state.exit_code in (None, 0)
+    """No uncaught exception (seen by the hook's excepthook, or by Python's sys.last_value,
+    set before any excepthook a program installed) and no exit code but 0 asked for."""
+    failed = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    return not _state.raised and failed is None and _state.exit_code in (None, 0)
 
 
 def _at_exit() -> None:
-    """After a clean end of a rank of a process group: meet the others, then end at once,
-    without the teardown that races."""
+    """A rank that reaches its end with its process group still there and no error seen
+    leaves it together with the others. A bare `raise SystemExit(N)` is not seen: such a rank
+    meets the others too, and ends with N all the same."""
     c10d = sys.modules.get(C10D)
-    if c10d is None or _state.rank is None or not ended_cleanly():
+    if c10d is None or _state.rank is None or _state.destroy is None:
         return
-    try:
-        if c10d.is_initialized():
-            _meet(c10d)
-    except Exception:  # noqa: BLE001, S110 - the store's host has gone: nobody is left to meet
-        pass
-    _flush_files()
-    os._exit(0)
-
-
-_FILES = (io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)
-
-
-def _flush_files() -> None:
-    """What Python's own shutdown would write: every open file's buffer (os._exit skips it)."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            stream.flush()
-    for obj in gc.get_objects():
-        # type(), not isinstance: that would read __class__ of every object, which some
-        # objects answer with a warning (torch.distributed.reduce_op).
-        if issubclass(type(obj), _FILES):
-            try:
-                if not obj.closed:
-                    obj.flush()
-            except (OSError, ValueError):
-                pass
+    if ended_cleanly() and c10d.is_initialized():
+        _safely(lambda: _leave_together(c10d, _state.destroy))  # type: ignore[arg-type]
