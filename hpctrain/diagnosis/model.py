@@ -75,11 +75,16 @@ def where(f: Finding) -> str:
 
 
 def node_of(f: Finding, ev: Evidence) -> str | None:
-    """The node a finding names (NCCL's host prefix, srun's line); else, for a rank's error,
-    the one node whose tasks exited with an error code. srun kills the other tasks after the
-    first exits (--kill-on-bad-exit), so those say "Killed". A task's number is not its rank
-    under torchrun (one task a node), hence no mapping by number. None: not known."""
+    """The node a finding names (NCCL's host prefix, srun's line); else the node the rank
+    hook registered the finding's rank on; else, for a rank's error, the one node whose tasks
+    exited with an error code. srun kills the other tasks after the first exits
+    (--kill-on-bad-exit), so those say "Killed". A task's number is not its rank under
+    torchrun (one task a node), hence no mapping by number. None: not known."""
     if f.node:
         return f.node
+    # The rank hook's registry, kept in the monitor's summary: the rank's own node.
+    registered = (ev.monitor or {}).get("ranks") or {}
+    if f.rank is not None and isinstance(registered, dict) and f.rank in registered:
+        return str(registered[f.rank])
     exited = {t.node for t in ev.findings if t.kind == "task_exit" and t.node}
     return exited.pop() if len(exited) == 1 else None

@@ -157,3 +157,11 @@ def read(records: Mapping[int, Mapping[str, Any] | None],
         return CollectiveView(missing=missing)
     # The group that tells something: a mismatch, then ranks behind, then the busiest.
     return max(views, key=lambda v: (v.mismatch is not None, bool(v.behind), len(v.last)))
+
+
+def moved(before: CollectiveView, after: CollectiveView) -> list[int]:
+    """The ranks whose last collective changed between two reads: a job whose collectives
+    go on is running (the ranks answer a request up to a second apart, so one read alone can
+    find a running job's ranks at different numbers)."""
+    return sorted(r for r, e in after.last.items()
+                  if r not in before.last or before.last[r] != e)

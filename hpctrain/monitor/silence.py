@@ -27,9 +27,11 @@ def clamp(window: float) -> float:
 
 def output_files(patterns: Sequence[str], env: Mapping[str, str]) -> tuple[Path, ...]:
     """The job's output files from sbatch's patterns (--output, --error) as SLURM fills them
-    in (%j, %A, %a, %x; %% is a '%')."""
+    in (%j, %A, %a, %x; %% is a '%'). The job's name is the batch script's (HPCTRAIN_JOB_NAME):
+    in the monitor's own step SLURM_JOB_NAME is that step's name."""
+    name = env.get("HPCTRAIN_JOB_NAME") or env.get("SLURM_JOB_NAME", "")
     fills = {"j": env.get("SLURM_JOB_ID", ""), "A": env.get("SLURM_ARRAY_JOB_ID", ""),
-             "a": env.get("SLURM_ARRAY_TASK_ID", ""), "x": env.get("SLURM_JOB_NAME", ""),
+             "a": env.get("SLURM_ARRAY_TASK_ID", ""), "x": name,
              "%": "%"}
     out = []
     for pattern in patterns:

@@ -19,8 +19,10 @@ COLLECTIVES = frozenset({
     "scatter_object_list", "send", "recv", "isend", "irecv", "batch_isend_irecv",
 })
 # Where a frame is a library's, not the user's.
-_LIBRARY = re.compile(r"(site-packages|dist-packages|/lib/python3[.\d]*/|^<frozen|/torch/|"
-                      r"/lightning/|/hpctrain/)")
+# py-spy without --full-filenames (an older dump) writes a package's file from its top
+# package on: "torch/distributed/distributed_c10d.py".
+_LIBRARY = re.compile(r"(site-packages|dist-packages|/lib/python3[.\d]*/|^<frozen|"
+                      r"(^|/)(torch|lightning|lightning_fabric|pytorch_lightning|hpctrain)/)")
 _PY_SPY_FRAME = re.compile(r"^\s+(?P<func>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)\s*$")
 _FAULT_FRAME = re.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+) in (?P<func>.+?)\s*$')
 _THREAD = re.compile(r"^(Thread |Current thread |Process )")

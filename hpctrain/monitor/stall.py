@@ -321,16 +321,16 @@ class StallWatch:
                source: str) -> bool:
         """Ask the ranks for their flight records, gather every node's view, judge; act on a
         stall, else note the look (stall-evidence/looks.jsonl) and go on watching."""
-        request = f"{now:.3f}"
-        ask_flight_records(self.run_dir, request)
+        registered = [r.rank for r in _registered(self.run_dir, self.started)]
+        first = self._flight(f"{now:.3f}", registered)
         views = gather(self.run_dir, self.nodes, GATHER_WAIT_S, now - 2 * CHECK_EVERY_S - 1)
-        flight = read_flight_records(self.run_dir, request,
-                                     [r.rank for r in _registered(self.run_dir, self.started)],
-                                     FLIGHT_WAIT_S)
+        # Read again once the nodes' views are in: collectives that went on meanwhile say the
+        # job runs, whatever one read found.
+        flight = self._flight(f"{now:.3f}-again", registered)
         texts = _stack_texts(self.run_dir, views)
         rank_stacks = stacks.ranks_of(views, texts)
         rows = [row for v in views for row in v.get("ranks") or []]
-        found = verdict.judge(rows, flight, rank_stacks)
+        found = verdict.judge(rows, flight, rank_stacks, collectives.moved(first, flight))
         look = {"t": round(now, 3), "silent_s": round(quiet, 1), "window_s": window,
                 "source": source, "verdict": found.as_dict()}
         if not found.stalled:
@@ -347,6 +347,13 @@ class StallWatch:
         _write(self.run_dir / rundir.STALL_REPORT, json.dumps(report, indent=1) + "\n")
         self.act(action, report)
         return True
+
+    def _flight(self, request: str, ranks: Sequence[int]) -> collectives.CollectiveView:
+        """Every registered rank's flight record, asked for now (none asked: no rank)."""
+        if not ranks:
+            return collectives.CollectiveView()
+        ask_flight_records(self.run_dir, request)
+        return read_flight_records(self.run_dir, request, ranks, FLIGHT_WAIT_S)
 
     def run(self, stop: threading.Event) -> None:
         """Check every CHECK_EVERY_S seconds until a stall is handled or `stop` is set."""

@@ -234,6 +234,18 @@ def job_summary(run_dir: Path) -> dict[str, Any] | None:
     return {"run_dir": str(run_dir), **summarize(rows)}
 
 
+def _rank_nodes(run_dir: Path) -> dict[str, str]:
+    """rank -> node, from the ranks the rank hook registered."""
+    found = {}
+    for path in sorted((run_dir / rundir.RANKS_DIR).glob("*.json")):
+        try:
+            row = json.loads(path.read_text(encoding="utf-8"))
+            found[str(int(row["rank"]))] = str(row["node"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
 def write_summary(run_dir: Path) -> Path | None:
     """Write `monitor-summary.json` beside the trainer's metrics.json (None: no rows)."""
     from hpctrain.files import write_atomic
@@ -241,6 +253,8 @@ def write_summary(run_dir: Path) -> Path | None:
     summary = job_summary(run_dir)
     if summary is None:
         return None
+    # Which node each rank ran on (the rank hook's registry): `why` names a rank's node so.
+    summary["ranks"] = _rank_nodes(run_dir)
     path = run_dir / rundir.MONITOR_SUMMARY
     write_atomic(path, json.dumps(summary, indent=2) + "\n")
     return path

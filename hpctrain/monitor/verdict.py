@@ -52,10 +52,15 @@ def _shares(cpu: Mapping[int, float]) -> str:
 
 
 def judge(rows: Sequence[Mapping[str, Any]], flight: CollectiveView,
-          ranks: Sequence[stacks.RankStack]) -> Verdict:
+          ranks: Sequence[stacks.RankStack], moved: Sequence[int] = ()) -> Verdict:
     """The verdict on a silent job; `rows`: every node's view of its ranks (rank, node, cpu:
-    the share of a core over the silence, state: /proc's letter)."""
+    the share of a core over the silence, state: /proc's letter); `moved`: the ranks whose
+    collectives went on between two reads of their flight records."""
     cpu = _cpu(rows)
+    if moved:
+        return Verdict(False, "running", f"rank{'s' if len(moved) > 1 else ''} "
+                       f"{', '.join(map(str, moved))} entered new collectives between two "
+                       "reads of the flight records: running, not stalled")
     if flight.mismatch is not None:
         counts: dict[str, list[int]] = {}
         for rank, gave in flight.mismatch.by_rank.items():

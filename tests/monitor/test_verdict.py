@@ -10,8 +10,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from hpctrain.monitor import collectives, stacks, verdict
 from hpctrain.monitor.collectives import CollectiveView
 
@@ -125,8 +123,6 @@ def test_a_stack_outside_the_collective_alone_is_no_stall() -> None:
     assert (got.stalled, got.kind) == (False, "busy")
 
 
-@pytest.mark.xfail(strict=True, reason="py-spy writes torch's frames as 'torch/distributed/...' "
-                   "(no leading '/'), which stacks._LIBRARY does not call a library's")
 def test_a_rank_in_a_collective_is_in_its_users_frame() -> None:
     rank0 = _stacks()[0]
     assert rank0.collective == "all_reduce"

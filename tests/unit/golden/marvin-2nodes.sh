@@ -130,7 +130,9 @@ hpctrain_site="$(python -c 'import hpctrain.rankhook as h; print(h.SITE_DIR)' 2>
 # Every rank's stack is kept in the run directory, then the job is: cancel.
 export HPCTRAIN_STALL_WINDOW='' HPCTRAIN_ON_STALL=cancel
 # The stall watch's clock for a program that reports no progress: its output's growth.
+# %x is the job's name: the monitor's own step has another, so the batch script's is passed.
 export HPCTRAIN_STDOUT=hpctrain-runs/%x-%j.out HPCTRAIN_STDERR=hpctrain-runs/%x-%j.err
+export HPCTRAIN_JOB_NAME="${SLURM_JOB_NAME:-}"
 hpctrain_monitor=""
 if [ -n "$hpctrain_site" ]; then
   srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \

@@ -99,14 +99,23 @@ hpctrain_mark() {
 hpctrain_mark "job started" "$hpctrain_job_started"
 hpctrain_mark "environment activated" "$hpctrain_environment_ready"
 
+# The rank hook (docs/why.md, "The rank hook"): the launch line's Python processes load it
+# (a sitecustomize first on PYTHONPATH, which runs the environment's own): each rank of a
+# process group registers itself, writes PyTorch's flight record when the stall watch asks,
+# and ends without gloo's teardown race. -e HPCTRAIN_RANK_HOOK=off leaves it out.
+hpctrain_site="$(python -c 'import hpctrain.rankhook as h; print(h.SITE_DIR)' 2>/dev/null || true)"
 # Monitoring (docs/monitoring.md): one sampler per node, every 10 s, into
 # $HPCTRAIN_RUN_DIR/monitor/. --overlap shares the training's CPUs and GPUs instead of taking
 # them; the sampler sleeps between samples. It stops when this script ends, for any reason.
 # It watches for a stall too (docs/long-runs.md, "Hangs"): no rank reporting progress for the window (20 step times, 2 to 30 minutes).
 # Every rank's stack is kept in the run directory, then the job is: cancel.
 export HPCTRAIN_STALL_WINDOW='' HPCTRAIN_ON_STALL=cancel
+# The stall watch's clock for a program that reports no progress: its output's growth.
+# %x is the job's name: the monitor's own step has another, so the batch script's is passed.
+export HPCTRAIN_STDOUT=hpctrain-runs/%x-%j.out HPCTRAIN_STDERR=hpctrain-runs/%x-%j.err
+export HPCTRAIN_JOB_NAME="${SLURM_JOB_NAME:-}"
 hpctrain_monitor=""
-if python -c "import hpctrain.monitor" 2>/dev/null; then
+if [ -n "$hpctrain_site" ]; then
   srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \
     --ntasks-per-node=1 --cpus-per-task=1 --kill-on-bad-exit=0 --job-name=hpctrain-monitor \
     --gres=gpu:a100:4 \
@@ -135,6 +144,10 @@ hpctrain_stop_monitor() {
 trap hpctrain_stop_monitor EXIT
 
 hpctrain_mark "ranks launched"
+hpctrain_pythonpath="${PYTHONPATH-}"
+if [ -n "$hpctrain_site" ] && [ "${HPCTRAIN_RANK_HOOK:-on}" != off ]; then
+  export PYTHONPATH="$hpctrain_site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 # The launcher's wrapper is sh, not bash: bash in a job submitted over ssh reads ~/.bashrc
 # (SSH_CLIENT is set), which may put another python first on PATH.
 # srun: one task per GPU, each one rank. Lightning reads its rank from SLURM's variables; a
@@ -142,3 +155,5 @@ hpctrain_mark "ranks launched"
 srun --kill-on-bad-exit=1 sh -c \
   'export RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID" WORLD_SIZE="$SLURM_NTASKS"; exec "$@"' \
   hpctrain-srun python src/train.py --batch_size 64
+# The batch script's own Python (the monitor's summary) runs without the rank hook.
+if [ -n "$hpctrain_pythonpath" ]; then export PYTHONPATH="$hpctrain_pythonpath"; else unset PYTHONPATH; fi
