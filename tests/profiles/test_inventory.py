@@ -97,7 +97,8 @@ def test_local_recording() -> None:
     (debug,) = facts.partitions
     assert (debug.name, debug.default, debug.max_time_s, debug.default_time_s) == (
         "debug", True, 7200, 1800)
-    assert (debug.max_nodes, debug.total_nodes, debug.allow_qos) == (4, 2, None)
+    # The dev cluster's partition allows its own 2 nodes (profile local says so).
+    assert (debug.max_nodes, debug.total_nodes, debug.allow_qos) == (2, 2, None)
     node = facts.nodes[0]
     assert (node.cpus, node.mem_mb, node.gpus, node.gpu_type, node.features) == (
         4, 4000, 2, "emu", ())
@@ -189,8 +190,8 @@ def _changed_local(**changes: object) -> object:
 
 
 @pytest.mark.parametrize(("changes", "fatal", "words"), [
-    ({"max_nodes": 8}, True, "max_nodes 8 in the profile, 4 on the cluster"),
-    ({"max_nodes": 2}, False, "max_nodes 2 in the profile, 4 on the cluster"),
+    ({"max_nodes": 8}, True, "max_nodes 8 in the profile, 2 on the cluster"),
+    ({"max_nodes": 1}, False, "max_nodes 1 in the profile, 2 on the cluster"),
     ({"max_time": "04:00:00"}, True, "max_time 04:00:00 in the profile, 02:00:00"),
     ({"gpus_per_node": 4, "allowed_gpus_per_node": None}, True, "4 GPUs per node"),
     ({"mem_per_node_mb": 8000}, True, "8000 MB usable memory per node in the profile, 4000"),
