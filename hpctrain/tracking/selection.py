@@ -18,7 +18,10 @@ def _not_tracked(history: History, job_ids: Sequence[str]) -> HpctrainError:
     verb = "is" if len(job_ids) == 1 else "are"
     return HpctrainError(
         f"job {', '.join(job_ids)} {verb} not in the history ({history.path})",
-        "hpctrain tracks only jobs it submitted; `hpctrain status --all` lists them",
+        "hpctrain tracks only jobs it submitted (`hpctrain status --all` lists them): a job "
+        "sent with a plain `sbatch` writes its output where the script's --output says (`scontrol "
+        "show job ID` names it while SLURM remembers the job); submit it with `hpctrain submit` "
+        "and the same options for status, logs and why",
     )
 
 
