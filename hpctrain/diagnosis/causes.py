@@ -450,8 +450,13 @@ def _stalled(ev: Evidence, last: Row) -> Diagnosis | None:
     what, fix = _stall_what(ev, ranks)
     by_output = ev.stall.get("source") == "output"
     silent = ("its output did not grow for" if by_output else "no rank progressed for")
+    # A mismatch is the code's error, which the ranks then hung on: said as such.
+    mismatch = ((ev.stall.get("verdict") or {}).get("kind") == "mismatch")
+    headline = ("an error in the program's code, on which the job hung" if mismatch
+                else "the job stalled")
     return Diagnosis(
-        "stalled", f"the job stalled: {silent} {ev.stall.get('silent_s')} s (window "
+        "collective_mismatch" if mismatch else "stalled",
+        f"{headline}: {silent} {ev.stall.get('silent_s')} s (window "
         f"{ev.stall.get('window_s')} s); {what}; {ended}",
         fix + "; `--stall-window` sets the window, `--on-stall requeue` retries from the "
         "checkpoint", evidence=tuple(
@@ -529,6 +534,7 @@ RULES: tuple[Callable[[Evidence, Row], Diagnosis | None], ...] = (
 
 
 _HEADLINES = {"cuda_oom": "GPU out of memory", "teardown_race": "gloo's teardown race",
+              "collective_mismatch": "mismatched collective",
               "usage_error": "command line refused", "host_memory": "out of host memory",
               "collective_timeout": "a collective timed out", "node_failure": "node failure",
               "preempted": "preempted", "stopped": "stopped, not taken up",

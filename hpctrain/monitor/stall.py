@@ -338,7 +338,10 @@ class StallWatch:
                 fh.write(json.dumps(look) + "\n")
             return False
         suspect = stacks.suspect_node(rank_stacks)
-        action = "retry" if self.retries_left > 0 and suspect else self.action
+        # A retry leaves a node out: not for what the program itself did (a mismatched
+        # collective, a rank stopped by a signal).
+        retry = self.retries_left > 0 and suspect and found.kind not in ("mismatch", "stopped")
+        action = "retry" if retry else self.action
         report = {"detected_t": round(now, 3), "window_s": window, "silent_s": round(quiet, 1),
                   "source": source, "action": action, "verdict": found.as_dict(),
                   "collectives": flight.describe() if flight.newest else None,

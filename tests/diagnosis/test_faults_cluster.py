@@ -142,7 +142,13 @@ def test_a_rank_stuck_in_its_data_loader_is_named(jobs: Any) -> None:
 
 
 def test_a_mismatched_collective_is_the_codes_error(jobs: Any) -> None:
-    summary = _hang(jobs, "mismatch")
+    _, ended, why = _ended(jobs, "mismatch")
+    # Ended by the watcher once the ranks hung on it, and named the code's error, not a stall.
+    assert ended["state"] == "CANCELLED" and ended["elapsed_s"] < WINDOW + 90, ended
+    assert why["cause"] == "collective_mismatch", why
+    assert ended["verdict"] == "mismatched collective", ended
+    summary = str(why["summary"])
+    assert summary.startswith("an error in the program's code, on which the job hung"), summary
     assert "mismatched collective all_reduce #4" in summary
     assert "rank 2 gave all_reduce [[3]] Float" in summary
     assert "an error in the program's code" in summary
