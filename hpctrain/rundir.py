@@ -57,7 +57,7 @@ STALL_REPORT = "stall.json"
 # group: its registration (<node>-<rank>.json: pid, rank, world), into RANKS_DIR; the flight
 # recorder's record of its collectives (<node>-<rank>.json), into FLIGHT_DIR of STALL_DIR, when
 # the stall watcher writes FLIGHT_REQUEST there.
-RANKS_DIR = "ranks"
+RANKS_DIR = "rank-registry"  # not "ranks": programs write their own files there
 FLIGHT_DIR = "flight-recorder"
 FLIGHT_REQUEST = "flight-request"
 # `--retries`: each attempt the job's faults started, "NEW_ID OLD_ID REASON NODE" a line.

@@ -104,7 +104,7 @@ def test_in_place_data_is_read_where_it_is(cli: Cli) -> None:
     assert res.returncode == 1 and "--no-snapshot makes none" in res.stderr
     # Refused before anything was written: the one run directory and the store.
     assert sorted(os.listdir(cli.cwd / "hpctrain-runs")) == sorted(
-        [".snapshots", Path(done["run_dir"]).name])
+        [".gitignore", ".snapshots", Path(done["run_dir"]).name])
 
 
 def test_what_ran_is_recorded_in_the_run_directory(cli: Cli) -> None:

@@ -1,6 +1,7 @@
 """The stall watch through a login (loopback sshd, issue 41): status reads the stall report
-there (one round trip for the jobs it first sees ended), why names the hung rank, its node
-and frame from the stacks kept there, and the node is remembered as on this machine."""
+there (one round trip for the jobs it first sees ended), why names the hung rank, its node,
+the collective and its frame from the evidence kept there; the rank hung in the program's own
+code, so no node is held against (issue 51), through a login as on this machine."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.waits import wait_for
 PROGRAM = Path(__file__).resolve().parents[2] / "examples" / "stall" / "hang_in_collective.py"
 
 
-def test_a_stall_is_explained_and_its_node_remembered_through_a_login(
+def test_a_stall_is_explained_through_a_login_and_no_node_blamed(
     devcluster: DevClusterHandle, sshd: Sshd, laptop: Callable[..., Laptop],
 ) -> None:
     lap = laptop(str(sshd.remote_home / "stall proj"))
@@ -31,7 +32,8 @@ def test_a_stall_is_explained_and_its_node_remembered_through_a_login(
     assert ended["state"] == "CANCELLED" and ended["verdict"] == "stalled", ended
     got = json.loads(lap.ok("why", job_id, "--json").stdout)
     assert got["cause"] == "stalled", got
-    assert "never entered a collective; it was in load_next_shard" in got["summary"]
-    assert "rank 0 waited in all_reduce" in got["summary"]
-    held = json.loads(lap.ok("nodes", "--json").stdout)["nodes"]
-    assert len(held) == 1 and held[0]["reasons"] == ["stall"], held
+    assert "rank 1 on node" in got["summary"] and "never entered all_reduce #" in got["summary"]
+    assert "rank 0 waited in it" in got["summary"]
+    assert "rank 1 was in load_next_shard (hang_in_collective.py:" in got["summary"]
+    listed = json.loads(lap.ok("nodes", "--json").stdout)
+    assert listed["nodes"] == [] and listed["watched"] == [], listed
