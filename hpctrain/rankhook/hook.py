@@ -3,8 +3,8 @@
 Installed at the rank's start (site/sitecustomize.py) where the job has a run directory. It
 waits until the program imports torch.distributed, then:
 
-- **registers the rank** once its process group exists: `rank-registry/<node>-<rank>.json` (pid, rank,
-  world) tells the stall watcher whose stack and CPU time to read;
+- **registers the rank** once its process group exists: `rank-registry/<node>-<rank>.json`
+  (pid, rank, world) tells the stall watcher whose stack and CPU time to read;
 - **turns PyTorch's flight recorder on** (TORCH_FR_BUFFER_SIZE, unless set) and writes its
   record of the rank's collectives when the watcher asks (`stall-evidence/flight-request`): a
   thread looks once a second, since the main thread may sit inside a collective;
