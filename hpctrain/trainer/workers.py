@@ -132,8 +132,28 @@ def run_node(launch: NodeLaunch, work: Callable[[], None], spawn_argv: Sequence[
         print(f"hpctrain: {unsafe}, so this node's {launch.workers} workers start as new "
               "processes (each imports again) instead of forks", file=sys.stderr, flush=True)
     starter = _spawner(spawn_argv) if unsafe else _forker(work)
-    pids = {starter(launch.worker_env(i)): i for i in range(launch.workers)}
-    return _supervise(pids, launch)
+    alive: dict[int, int] = {}
+    held: list[int] = []  # signals that came while the workers were being started
+
+    def forward(signum: int, frame: object) -> None:
+        if len(alive) < launch.workers:
+            held.append(signum)
+        for pid in list(alive):
+            _send(pid, signum)
+
+    # Passed on from before the first worker starts: a signal that came between a worker's
+    # start and this handler would end the node trainer (SIGUSR1's default) unforwarded.
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        for i in range(launch.workers):
+            alive[starter(launch.worker_env(i))] = i
+        for signum in held:  # to every worker, those started after it came too
+            for pid in list(alive):
+                _send(pid, signum)
+        return _supervise(dict(alive), alive, launch)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _forker(work: Callable[[], None]) -> Callable[[dict[str, str]], int]:
@@ -186,25 +206,15 @@ def _spawner(argv: Sequence[str]) -> Callable[[dict[str, str]], int]:
     return start
 
 
-def _supervise(pids: dict[int, int], launch: NodeLaunch) -> int:
-    """Wait for every worker, passing signals on; a failure ends the rest."""
-    alive = dict(pids)
-
-    def forward(signum: int, frame: object) -> None:
-        for pid in list(alive):
-            _send(pid, signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+def _supervise(pids: dict[int, int], alive: dict[int, int], launch: NodeLaunch) -> int:
+    """Wait for every worker (`alive`: those not yet reaped, which the signal handler passes
+    signals on to); a failure ends the rest."""
     codes: list[int] = []
-    try:
-        while alive:
-            _reap(alive, codes)
-            if any(c not in (0, EXIT_REQUEUE) for c in codes) and alive:
-                _end(alive, codes)
-            time.sleep(_POLL_S if alive else 0)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    while alive:
+        _reap(alive, codes)
+        if any(c not in (0, EXIT_REQUEUE) for c in codes) and alive:
+            _end(alive, codes)
+        time.sleep(_POLL_S if alive else 0)
     code = combined(codes)
     if code not in (0, EXIT_REQUEUE):
         raise WorkersFailed(_failure(pids, codes, launch), code)
