@@ -160,7 +160,9 @@ def test_ranks_that_compute_silently_for_three_windows_are_not_stalled(jobs: Any
     looks = (Path(jobs[1]["busy"]["run_dir"]) / rundir.STALL_DIR / "looks.jsonl")
     verdicts = [json.loads(line)["verdict"] for line in looks.read_text().splitlines()]
     assert verdicts and not any(v["stalled"] for v in verdicts), verdicts
-    assert all("computing, not stalled" in v["text"] for v in verdicts), verdicts
+    # Computing while silent; a look as the silence ends may find the collectives going on.
+    assert all(v["kind"] in ("busy", "running") for v in verdicts), verdicts
+    assert any("computing, not stalled" in v["text"] for v in verdicts), verdicts
 
 
 @pytest.mark.parametrize("row", ["correct-1", "correct-2", "correct-3"])
