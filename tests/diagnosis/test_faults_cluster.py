@@ -100,7 +100,12 @@ def test_a_rank_that_raises_is_the_cause_at_its_own_line(jobs: Any) -> None:
     assert why["summary"].startswith("rank 3 on node2 raised RuntimeError: simulated bug on "
                                      "rank 3 in "), why["summary"]
     assert "train.py:" in why["summary"] and "(train_step)" in why["summary"]
-    assert "consequences, not causes" in why["summary"]
+    # The peers' own errors, where they printed one before srun ended them, are named its
+    # consequences (whether they print one is a race with srun's kill: the recorded cases in
+    # tests/diagnosis/test_multirank.py hold the words).
+    err = Path(jobs[1]["raise"]["stderr"]).read_text()
+    if "Connection closed by peer" in err:
+        assert "consequences, not causes" in why["summary"], why["summary"]
     assert "MASTER_ADDR" not in why["fix"]
     assert ended["verdict"].startswith("rank 3: RuntimeError: simulated bug")
 
