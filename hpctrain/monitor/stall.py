@@ -240,11 +240,6 @@ def read_flight_records(run_dir: Path, request: str, ranks: Sequence[int], wait_
         time.sleep(0.25)
 
 
-def suspect_node(run_dir: Path, views: Sequence[dict[str, Any]]) -> str | None:
-    """The one node whose ranks never entered the collective the others waited in."""
-    return stacks.suspect_node(stacks.ranks_of(views, _stack_texts(run_dir, views)))
-
-
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
