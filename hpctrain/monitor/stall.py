@@ -73,12 +73,13 @@ def read_progress(run_dir: Path, since: float) -> list[RankProgress]:
 def read_ranks(run_dir: Path, since: float) -> list[RankProgress]:
     """Every rank the job has: those the rank hook registered (a process group's ranks) and
     those that report progress, the progress record kept where a rank has both."""
-    found = {(r.node, r.rank): r for r in _registered(run_dir, since)}
+    found = {(r.node, r.rank): r for r in registered_ranks(run_dir, since)}
     found.update({(r.node, r.rank): r for r in read_progress(run_dir, since)})
     return sorted(found.values(), key=lambda r: r.rank)
 
 
-def _registered(run_dir: Path, since: float) -> list[RankProgress]:
+def registered_ranks(run_dir: Path, since: float) -> list[RankProgress]:
+    """The ranks the rank hook registered at or after `since` (rank-registry/)."""
     out = []
     for path in sorted((run_dir / rundir.RANKS_DIR).glob("*.json")):
         try:
@@ -316,7 +317,7 @@ class StallWatch:
                source: str) -> bool:
         """Ask the ranks for their flight records, gather every node's view, judge; act on a
         stall, else note the look (stall-evidence/looks.jsonl) and go on watching."""
-        registered = [r.rank for r in _registered(self.run_dir, self.started)]
+        registered = [r.rank for r in registered_ranks(self.run_dir, self.started)]
         first = self._flight(f"{now:.3f}", registered)
         views = gather(self.run_dir, self.nodes, GATHER_WAIT_S, now - 2 * CHECK_EVERY_S - 1)
         # Read again once the nodes' views are in: collectives that went on meanwhile say the

@@ -236,14 +236,9 @@ def job_summary(run_dir: Path) -> dict[str, Any] | None:
 
 def _rank_nodes(run_dir: Path) -> dict[str, str]:
     """rank -> node, from the ranks the rank hook registered."""
-    found = {}
-    for path in sorted((run_dir / rundir.RANKS_DIR).glob("*.json")):
-        try:
-            row = json.loads(path.read_text(encoding="utf-8"))
-            found[str(int(row["rank"]))] = str(row["node"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return found
+    from hpctrain.monitor.stall import registered_ranks
+
+    return {str(r.rank): r.node for r in registered_ranks(run_dir, 0.0)}
 
 
 def write_summary(run_dir: Path) -> Path | None:
