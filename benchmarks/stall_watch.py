@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpctrain import rundir
+from hpctrain.values import rundir
 
 HPCTRAIN = [sys.executable, "-m", "hpctrain"]
 PROGRAM = Path(__file__).resolve().parents[1] / "examples" / "faults" / "ddp_faults.py"

@@ -5,10 +5,10 @@ import gc
 
 def main() -> None:
     # Before the commands' modules are imported, so that their dataclasses use it; not in
-    # cli.main, which tests call in their own process (hpctrain/codecache.py says why).
+    # cli.main, which tests call in their own process (hpctrain/startup/codecache.py says why).
     import sys
 
-    from hpctrain import codecache
+    from hpctrain.startup import codecache
 
     codecache.install(sys.argv[1:])
     from hpctrain.cli import main as run

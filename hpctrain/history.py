@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from hpctrain import paths
 from hpctrain.errors import HistoryError
+from hpctrain.files import paths
 
 BUSY_TIMEOUT_S = 30.0
 

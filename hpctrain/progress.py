@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from hpctrain import rundir
+from hpctrain.values import rundir
 
 WRITE_EVERY_S = 1.0
 STACK_SIGNAL = signal.SIGQUIT

@@ -23,7 +23,7 @@ from importlib import machinery
 from pathlib import Path
 from typing import Any
 
-from hpctrain import rundir
+from hpctrain.values import rundir
 
 # The batch script's marks (templates/sbatch.sh.j2 spells them), then the trainer's.
 JOB_STARTED = "job started"

@@ -85,7 +85,7 @@ def _fewer_switches(items: list[pytest.Item]) -> list[pytest.Item]:
 
 
 def _under_home(home: Path, where: Callable[[], Path]) -> Path:
-    """A hpctrain.paths location as it resolves under `home`."""
+    """A hpctrain.files.paths location as it resolves under `home`."""
     saved = os.environ.get("HPCTRAIN_HOME")
     os.environ["HPCTRAIN_HOME"] = str(home)
     try:
@@ -99,14 +99,14 @@ def _under_home(home: Path, where: Callable[[], Path]) -> Path:
 
 def devcluster_dir(home: Path) -> Path:
     """paths.devcluster_dir() as it resolves under `home`."""
-    from hpctrain import paths
+    from hpctrain.files import paths
 
     return _under_home(home, paths.devcluster_dir)
 
 
 def slurm_conf_pointer(home: Path) -> Path:
     """paths.slurm_conf_pointer() as it resolves under `home`: where `up` publishes."""
-    from hpctrain import paths
+    from hpctrain.files import paths
 
     return _under_home(home, paths.slurm_conf_pointer)
 

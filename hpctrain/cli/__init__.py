@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from hpctrain.cli.output import err_console, print_json
-from hpctrain.cycles import without_cycle_search
 from hpctrain.errors import HpctrainError
+from hpctrain.startup.cycles import without_cycle_search
 
 if TYPE_CHECKING:
     import click

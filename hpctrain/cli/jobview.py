@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from hpctrain.cli.output import console, err_console, is_tty, plain_columns, print_json
 from hpctrain.errors import HpctrainError
 from hpctrain.slurm.states import ENDED, RUNNING, JobState, StateGroup, parse_state
-from hpctrain.units import format_time
+from hpctrain.values.units import format_time
 
 if TYPE_CHECKING:
     from pathlib import Path

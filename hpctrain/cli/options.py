@@ -23,7 +23,7 @@ from hpctrain.cli import completion
 from hpctrain.cli.flags import Flags
 from hpctrain.trainconfig.options import OPTIONS as TRAINER_OPTIONS
 from hpctrain.trainconfig.options import TrainerCall, TrainerOption
-from hpctrain.units import TIME_FORMS
+from hpctrain.values.units import TIME_FORMS
 
 if TYPE_CHECKING:
     from hpctrain.plan import JobRequest, Launcher

@@ -186,7 +186,7 @@ def discover(
 def _write_profile(output: Path, text: str) -> None:
     """Write atomically, then read it back through the loader (a broken draft is a bug)."""
     from hpctrain.errors import ProfileError
-    from hpctrain.files import write_atomic
+    from hpctrain.files.atomic import write_atomic
     from hpctrain.profiles import load_profile_file
 
     try:

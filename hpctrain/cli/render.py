@@ -138,7 +138,7 @@ def _show_verdict(verdict: TestOnlyVerdict) -> None:
 def write_script(output: Path, script: str, force: bool = False) -> None:
     """Write the script to `output` whole, or leave what was there untouched and say why."""
     from hpctrain.errors import HpctrainError
-    from hpctrain.files import write_atomic
+    from hpctrain.files.atomic import write_atomic
 
     # Through a symlink to its file, as a plain write would, not over the link itself.
     target = Path(os.path.realpath(output))
@@ -227,7 +227,8 @@ def submit_line(args: Sequence[str]) -> str | None:
 def _devcluster_conf(profile: Profile) -> Path | None:
     """The dev cluster's slurm.conf where a plain sbatch here would need it: hpctrain finds
     the dev cluster by itself, sbatch only through SLURM_CONF."""
-    from hpctrain import paths, places
+    from hpctrain import places
+    from hpctrain.files import paths
 
     if os.environ.get("SLURM_CONF") or places.elsewhere([profile]):
         return None

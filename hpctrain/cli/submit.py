@@ -48,7 +48,7 @@ def submit(
     """Submit a job: render it, create its run directory, sbatch it and record it."""
     from dataclasses import replace
 
-    from hpctrain import ahead
+    from hpctrain.startup import ahead
 
     if in_place and not snapshot:
         from hpctrain.errors import HpctrainError
@@ -67,7 +67,7 @@ def submit(
             return
     place = backends.place_for(request.profile, login, job.python_env)
     with ahead.scope():
-        # Its questions run while the submission's modules are imported (hpctrain/ahead.py).
+        # Its questions run while the submission's modules are imported (hpctrain/startup/ahead.py).
         place.ask_ahead(request, acting=not dry_run)
         from hpctrain.submission.kinds import Kind, submission
         from hpctrain.submission.pipeline import run

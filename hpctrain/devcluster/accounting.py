@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from hpctrain.devcluster.topology import CLUSTER_NAME, DEFAULT_ACCOUNT, ClusterPlan, QosSpec
 from hpctrain.slurm.client import SlurmClient
-from hpctrain.units import format_time, parse_time_seconds
+from hpctrain.values.units import format_time, parse_time_seconds
 
 _SHOW = ("-n", "-P", "show")
 # Each `sacctmgr -n -P show` query parse_accounting reads, in its argument order.

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from hpctrain import paths
 from hpctrain.devcluster.accounting import sync_accounting
 from hpctrain.devcluster.conffiles import SlurmConfigs, write_files
 from hpctrain.devcluster.daemons import (
@@ -49,6 +48,7 @@ from hpctrain.devcluster.state import (
 )
 from hpctrain.devcluster.topology import DEFAULT_NODES, ClusterPlan, plan_cluster
 from hpctrain.errors import DevClusterError, HpctrainError, SlurmError
+from hpctrain.files import paths
 from hpctrain.profiles import load_profile
 from hpctrain.slurm.client import SlurmClient
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import jinja2
 
-from hpctrain import templating
 from hpctrain.devcluster.layout import Layout, Ports
 from hpctrain.devcluster.topology import CLUSTER_NAME, ClusterPlan
 from hpctrain.errors import DevClusterError
-from hpctrain.resources import templates_dir
-from hpctrain.units import format_time
+from hpctrain.files.resources import templates_dir
+from hpctrain.render import templating
+from hpctrain.values.units import format_time
 
 DB_NAME = "slurm_acct_db"
 DB_USER = "slurm"

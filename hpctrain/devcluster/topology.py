@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from hpctrain.devcluster.layout import MAX_PREFIX, Ports
 from hpctrain.profiles.model import NodeType, Partition, Profile
-from hpctrain.units import parse_time_seconds
+from hpctrain.values.units import parse_time_seconds
 
 # Rendered scripts test $SLURM_CLUSTER_NAME = hpctrain-dev* to skip module loads.
 CLUSTER_NAME = "hpctrain-dev"

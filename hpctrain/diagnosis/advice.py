@@ -16,7 +16,7 @@ from typing import Any
 from hpctrain.monitor.stats import MEM_LOW_SHARE
 from hpctrain.slurm.accounting import Accounting, Row
 from hpctrain.slurm.states import JobState
-from hpctrain.units import format_time
+from hpctrain.values.units import format_time
 
 TIME_USED_LOW = 0.5
 MEMORY_USED_LOW = 0.7

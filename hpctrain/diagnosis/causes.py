@@ -11,14 +11,14 @@ import dataclasses
 import math
 from collections.abc import Callable
 
-from hpctrain import rundir
 from hpctrain.diagnosis.logscan import Finding
 from hpctrain.diagnosis.model import Diagnosis, Evidence, node_of, where
 from hpctrain.diagnosis.pending import maintenance_in_way, pending_diagnosis
 from hpctrain.monitor import stacks
 from hpctrain.slurm.accounting import Row
 from hpctrain.slurm.states import JobState
-from hpctrain.units import format_time
+from hpctrain.values import rundir
+from hpctrain.values.units import format_time
 
 # Signals by number, as a researcher reads them.
 SIGNALS = {1: "SIGHUP (hang-up)", 2: "SIGINT (interrupt)", 4: "SIGILL (illegal instruction)",

@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpctrain import rundir
 from hpctrain.diagnosis.logscan import Finding
 from hpctrain.slurm.accounting import Accounting
 from hpctrain.slurm.reservations import Reservation
+from hpctrain.values import rundir
 
 
 @dataclass(frozen=True)

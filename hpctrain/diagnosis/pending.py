@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from hpctrain.diagnosis.model import Diagnosis
 from hpctrain.slurm.reservations import Reservation, minute, segments_before
-from hpctrain.units import format_time
+from hpctrain.values.units import format_time
 
 _SHORTER = ("a shorter `--time` lets the scheduler fit it into gaps (backfill); fewer nodes or "
             "`--first-of 2x4,1x4` starts on whichever shape is free first")

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpctrain import rundir, timeline
+from hpctrain import timeline
+from hpctrain.values import rundir
 
 # A phase is named by the mark that ends it; a mark of a user's own is its own phase.
 PHASES = {

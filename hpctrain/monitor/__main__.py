@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from hpctrain import rundir
 from hpctrain.monitor.sampler import DEFAULT_INTERVAL_S
+from hpctrain.values import rundir
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from hpctrain import rundir
 from hpctrain.monitor import host, stall
 from hpctrain.monitor.gpu import GpuSource, open_source
 from hpctrain.progress import node_name, safe_name
+from hpctrain.values import rundir
 
 DEFAULT_INTERVAL_S = 10.0
 # A last, partial interval shorter than this says nothing about utilization.

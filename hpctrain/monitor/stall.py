@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpctrain import rundir
 from hpctrain.monitor import collectives, procs, stacks, verdict
 from hpctrain.monitor.silence import CEILING_S, FLOOR_S, STEP_FACTOR, OutputRhythm, output_files
 from hpctrain.progress import STACK_SIGNAL, record_name, safe_name
+from hpctrain.values import rundir
 
 __all__ = ["CEILING_S", "FLOOR_S", "STEP_FACTOR"]
 CHECK_EVERY_S = 5.0

@@ -9,7 +9,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from hpctrain import rundir
+from hpctrain.values import rundir
 
 IDLE_UTIL_PCT = 5.0  # below this a GPU counts as idle in a sample
 IDLE_SHARE_PCT = 50.0  # a GPU idle this share of the time gets a note
@@ -243,7 +243,7 @@ def _rank_nodes(run_dir: Path) -> dict[str, str]:
 
 def write_summary(run_dir: Path) -> Path | None:
     """Write `monitor-summary.json` beside the trainer's metrics.json (None: no rows)."""
-    from hpctrain.files import write_atomic
+    from hpctrain.files.atomic import write_atomic
 
     summary = job_summary(run_dir)
     if summary is None:

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from hpctrain.plan import JobRequest
     from hpctrain.remote.sync import SyncReport
-    from hpctrain.rundir import RunFile
     from hpctrain.slurm.client import SlurmClient
     from hpctrain.snapshots.spec import CodeSpec
     from hpctrain.snapshots.store import Collected, Snapshot
+    from hpctrain.values.rundir import RunFile
 
 GIT_TIMEOUT_S = 5.0
 
@@ -22,7 +22,7 @@ GIT_TIMEOUT_S = 5.0
 FileRead = tuple[Path, int | None]
 
 # In a runs folder a submit made: `*`, so that a `git add .` in the project takes no run along
-# (logs, checkpoints, code snapshots). Git's file, not a run directory's (hpctrain.rundir).
+# (logs, checkpoints, code snapshots). Git's file, not a run directory's (hpctrain.values.rundir).
 RUNS_GITIGNORE = ".gitignore"
 
 
@@ -212,7 +212,7 @@ class Project(Protocol):
         ...
 
     def ask_ahead(self, req: JobRequest, acting: bool) -> None:
-        """Start the questions a submission of `req` will ask here (hpctrain/ahead.py), so
+        """Start the questions a submission of `req` will ask here (hpctrain/startup/ahead.py), so
         that they run while it is planned; `acting`: not a dry run."""
         ...
 

@@ -11,20 +11,20 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpctrain import ahead
 from hpctrain.errors import HpctrainError
-from hpctrain.files import tail_bytes, write_atomic
+from hpctrain.files.atomic import tail_bytes, write_atomic
 from hpctrain.places.base import RUNS_GITIGNORE, FileRead, GitState, git_diff, git_state
 from hpctrain.places.filewait import waiter_for
-from hpctrain.rundir import runs_folder
+from hpctrain.startup import ahead
+from hpctrain.values.rundir import runs_folder
 
 if TYPE_CHECKING:
     from hpctrain.plan import JobRequest
     from hpctrain.remote.sync import SyncReport
-    from hpctrain.rundir import RunFile
     from hpctrain.slurm.client import SlurmClient
     from hpctrain.snapshots.spec import CodeSpec
     from hpctrain.snapshots.store import Collected, Snapshot
+    from hpctrain.values.rundir import RunFile
 
 # Between reads of a followed file where no inotify event wakes the reader.
 FILE_POLL_S = 0.25

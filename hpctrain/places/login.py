@@ -27,11 +27,11 @@ if TYPE_CHECKING:
     from hpctrain.plan import JobRequest
     from hpctrain.profiles.model import Login, Profile
     from hpctrain.remote import sync as syncing
-    from hpctrain.rundir import RunFile
     from hpctrain.slurm.client import SlurmClient
     from hpctrain.slurm.transport import ControllerDownError
     from hpctrain.snapshots.spec import CodeSpec
     from hpctrain.snapshots.store import Collected, Snapshot
+    from hpctrain.values.rundir import RunFile
 
 # Reading a remote log costs a round trip (over the master, no new connection): not as
 # often as a local file.

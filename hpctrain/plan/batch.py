@@ -2,7 +2,7 @@
 
 The setting may come from a config file, `--set`, the trainer's `--global-batch` or submit's:
 the request holds it resolved (JobRequest.trainer), and the trainer splits it again at run time
-by the same rule (hpctrain/batching.py).
+by the same rule (hpctrain/values/batching.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def global_batch_problems(req: JobRequest, world: int) -> Outcome[None]:
         return Outcome(None, ("--max-device-batch needs --global-batch N "
                               "(trainer.max_device_batch applies with trainer.global_batch)",)
                        if cap else ())
-    from hpctrain.batching import split_batch
+    from hpctrain.values.batching import split_batch
 
     n = t.global_batch
     try:

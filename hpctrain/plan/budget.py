@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hpctrain.plan.model import JobRequest
 from hpctrain.plan.outcome import Outcome
-from hpctrain.units import format_time
+from hpctrain.values.units import format_time
 
 
 def reserved_gpu_hours(req: JobRequest, gpus: int, time_s: int) -> float:

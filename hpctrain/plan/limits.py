@@ -7,7 +7,7 @@ from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.sbatch import Asked, asked
 from hpctrain.plan.text import IDENT, unsafe_name
 from hpctrain.profiles.model import Partition
-from hpctrain.units import format_time, parse_time_seconds
+from hpctrain.values.units import format_time, parse_time_seconds
 
 
 def _asked_qos(req: JobRequest, part: Partition) -> Asked:

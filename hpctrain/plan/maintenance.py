@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from hpctrain.plan.model import JobRequest
 from hpctrain.plan.outcome import Outcome
 from hpctrain.slurm.reservations import Reservation, minute, segments_before
-from hpctrain.units import format_time
+from hpctrain.values.units import format_time
 
 
 def blocking(req: JobRequest, partition: str, nodes: int, time_s: int,

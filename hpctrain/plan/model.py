@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from hpctrain.profiles.model import Profile
-from hpctrain.units import format_time
+from hpctrain.values.units import format_time
 
 if TYPE_CHECKING:
     from hpctrain.slurm.reservations import Reservation

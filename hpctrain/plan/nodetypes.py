@@ -10,7 +10,7 @@ from hpctrain.plan.model import JobRequest
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.text import CONSTRAINT, number, unsafe_name
 from hpctrain.profiles.model import NodeType, Partition
-from hpctrain.units import parse_mem_mb
+from hpctrain.values.units import parse_mem_mb
 
 _OPERATORS = ("|", "&")
 

@@ -9,7 +9,7 @@ from hpctrain.plan.nodetypes import Fit
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.text import number
 from hpctrain.profiles.model import NodeType, Profile
-from hpctrain.units import parse_mem_mb
+from hpctrain.values.units import parse_mem_mb
 
 _MEM_ZERO = (
     "--mem 0 (all of the node's memory) is refused by some sites (Gilbreth) and "

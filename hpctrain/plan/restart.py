@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from hpctrain.plan.model import TRAINER_COMMAND, JobRequest
 from hpctrain.plan.outcome import Outcome
-from hpctrain.units import TIME_FORMS, format_time
+from hpctrain.values.units import TIME_FORMS, format_time
 
 MAX_CHAIN = 100
 # Seconds of warning the trainer may ask for: enough to write one checkpoint, and not an hour.

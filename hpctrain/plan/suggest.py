@@ -24,7 +24,7 @@ from hpctrain.errors import PlanError
 from hpctrain.plan.launch_lines import line_counts, with_counts
 from hpctrain.plan.model import JobPlan, JobRequest
 from hpctrain.profiles.model import Partition, Profile
-from hpctrain.units import format_time, parse_mem_mb, parse_time_seconds
+from hpctrain.values.units import format_time, parse_mem_mb, parse_time_seconds
 
 # The request fields a fix may change, and the option that sets each.
 OPTIONS = {

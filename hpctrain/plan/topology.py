@@ -8,7 +8,7 @@ from hpctrain.plan.model import JobRequest
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.text import number
 from hpctrain.profiles.model import NodeType, Partition
-from hpctrain.units import Topology
+from hpctrain.values.units import Topology
 
 
 def choose_partition(req: JobRequest) -> Outcome[Partition]:

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hpctrain import __version__, paths
-from hpctrain.files import read_own_file, write_atomic
+from hpctrain import __version__
+from hpctrain.files import paths
+from hpctrain.files.atomic import read_own_file, write_atomic
 from hpctrain.profiles.model import Profile
 from hpctrain.profiles.plain import from_plain
 

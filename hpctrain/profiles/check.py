@@ -14,7 +14,7 @@ from typing import Any
 from hpctrain.profiles.discover import ClusterFacts, node_types
 from hpctrain.profiles.model import NodeType, Partition, Profile
 from hpctrain.slurm.inventory import PartitionInfo
-from hpctrain.units import format_time, parse_time_seconds
+from hpctrain.values.units import format_time, parse_time_seconds
 
 
 @dataclass(frozen=True)

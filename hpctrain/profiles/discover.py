@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpctrain.errors import SlurmError
 from hpctrain.slurm.inventory import Association, NodeInfo, PartitionInfo, QosInfo
-from hpctrain.units import format_time
+from hpctrain.values.units import format_time
 
 if TYPE_CHECKING:
     from hpctrain.slurm.client import SlurmClient

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpctrain import paths
 from hpctrain.errors import ProfileError
+from hpctrain.files import paths
+from hpctrain.files.resources import profiles_dir
 from hpctrain.profiles.cache import (
     cache_key,
     read_by_sources,
@@ -18,7 +19,6 @@ from hpctrain.profiles.cache import (
     write_sources,
 )
 from hpctrain.profiles.model import Profile
-from hpctrain.resources import profiles_dir
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -56,14 +56,14 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     # Imported here: a profile whose files have not changed loads from the cache without YAML.
     import yaml
 
-    from hpctrain import yamlfile
+    from hpctrain.files import yamlread
 
     try:
-        data = yamlfile.load(yamlfile.read_text(path))
-    except yamlfile.YamlInputError as e:
+        data = yamlread.load(yamlread.read_text(path))
+    except yamlread.YamlInputError as e:
         raise ProfileError(f"{path}: {e.what}", e.fix) from None
     except yaml.YAMLError as e:
-        bad = yamlfile.syntax_error(e)
+        bad = yamlread.syntax_error(e)
         raise ProfileError(f"{path}: {bad.what}", bad.fix) from None
     if not isinstance(data, dict):
         raise ProfileError(
@@ -173,7 +173,7 @@ def format_validation_error(
 
 def _message(e: Any) -> str:
     from hpctrain.profiles.fields import known_fields
-    from hpctrain.spelling import did_you_mean
+    from hpctrain.values.spelling import did_you_mean
 
     if e["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         loc = e["loc"]
@@ -306,7 +306,7 @@ def _unknown_profile(name: str, known: list[str]) -> ProfileError:
             f"put the name right after --profile/-P, e.g. `-P {known[0] if known else 'NAME'}`;"
             f" profiles: {listed}",
         )
-    from hpctrain.spelling import did_you_mean
+    from hpctrain.values.spelling import did_you_mean
 
     return ProfileError(
         f"unknown profile {name!r}{did_you_mean(name, known)}",

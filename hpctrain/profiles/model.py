@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from hpctrain.slurm.sbatch_options import ASKS_FOR, more_options, parse_arg
-from hpctrain.units import parse_time_seconds
+from hpctrain.values.units import parse_time_seconds
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # pydantic reads this on stdlib dataclasses; a plain dict avoids importing pydantic here.

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpctrain import paths
 from hpctrain.errors import HpctrainError, ProfileError
-from hpctrain.files import write_atomic
+from hpctrain.files import paths
+from hpctrain.files.atomic import write_atomic
 
 # The probe job prints its findings as one JSON line after this marker.
 MARKER = "HPCTRAIN-PROBE "
@@ -105,7 +105,7 @@ def write_findings(name: str, shipped: bool, findings: Findings) -> Written:
 def _user_data(path: Path, name: str, shipped: bool) -> dict[str, Any]:
     import yaml
 
-    from hpctrain import yamlfile
+    from hpctrain.files import yamlread
 
     if not path.exists():
         if not shipped:
@@ -113,11 +113,11 @@ def _user_data(path: Path, name: str, shipped: bool) -> dict[str, Any]:
                                "probe a profile listed by `hpctrain profiles list`")
         return {"extends": name}
     try:
-        data = yamlfile.load(yamlfile.read_text(path))
-    except yamlfile.YamlInputError as e:
+        data = yamlread.load(yamlread.read_text(path))
+    except yamlread.YamlInputError as e:
         raise ProfileError(f"{path}: {e.what}", e.fix) from None
     except yaml.YAMLError as e:
-        bad = yamlfile.syntax_error(e)
+        bad = yamlread.syntax_error(e)
         raise ProfileError(f"{path}: {bad.what}", bad.fix) from None
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: a profile must be a YAML mapping", "fix the file")

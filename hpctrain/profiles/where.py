@@ -71,10 +71,10 @@ def locate(files: Sequence[Path], steps: Sequence[Step]) -> Place:
 
 
 def _compose(path: Path) -> Any:
-    from hpctrain import yamlfile
+    from hpctrain.files import yamlread
 
     try:
-        return yamlfile.compose(yamlfile.read_text(path))
+        return yamlread.compose(yamlread.read_text(path))
     except Exception:  # noqa: BLE001 - an unreadable base only loses a line number
         return None
 

@@ -36,8 +36,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hpctrain import rundir
 from hpctrain.progress import node_name, record_name
+from hpctrain.values import rundir
 
 C10D = "torch.distributed.distributed_c10d"
 FR_BUFFER = "2000"  # collectives the flight recorder keeps (entries of about 1 KB)

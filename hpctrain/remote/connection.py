@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpctrain import paths
-from hpctrain.debuglog import debug
 from hpctrain.errors import MasterDownError, RemoteError
+from hpctrain.files import paths
+from hpctrain.startup.debuglog import debug
 
 # What an ssh destination may look like: a Host alias, user@host, host:port forms, IPv6 in
 # brackets, ssh://user@host:port. No leading '-' (it would be an option) and nothing a shell

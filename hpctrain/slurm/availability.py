@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hpctrain.slurm.reservations import Reservation, maintenance
-from hpctrain.units import parse_time_seconds
+from hpctrain.values.units import parse_time_seconds
 
 SINFO_ARGV = ("sinfo", "--Node", "--noheader", "--Format",
               "NodeList:0|,Partition:0|,Gres:0|,GresUsed:0|,StateCompact:0")

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpctrain import ahead, paths
-from hpctrain.debuglog import debug
 from hpctrain.errors import SlurmError, SlurmUnavailableError
+from hpctrain.files import paths
 from hpctrain.slurm import parsers, parsers_json, query, starts
 from hpctrain.slurm.parsers import JobInfo
 from hpctrain.slurm.query import QueueResult
@@ -29,6 +28,8 @@ from hpctrain.slurm.transport import (
     no_conf_error,
 )
 from hpctrain.slurm.versions import NODES_TEXT_ARGV, Dialect, dialect_for, parse_version
+from hpctrain.startup import ahead
+from hpctrain.startup.debuglog import debug
 
 # accounting, availability, controller, reservations and usage are imported by the methods
 # that use them: `status` needs none, and each costs start-up time on a login node.
@@ -403,7 +404,7 @@ class SlurmClient:
         return ahead.answer(("reservations", id(self)), self._reservations)
 
     def reservations_ahead(self) -> None:
-        """Ask for the reservations in a thread now (hpctrain/ahead.py): a submit's first
+        """Ask for the reservations in a thread now (hpctrain/startup/ahead.py): a submit's first
         question, while it is still importing."""
         ahead.start(("reservations", id(self)), self._reservations)
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpctrain.units import parse_time_seconds
+from hpctrain.values.units import parse_time_seconds
 
 # A key of scontrol's one-line output: a word directly followed by "=", at a word start.
 _KEY = re.compile(r"(?:(?<=\s)|^)([A-Za-z][A-Za-z0-9_/:.]*)=")

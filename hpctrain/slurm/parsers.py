@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from hpctrain.errors import SlurmError
 from hpctrain.slurm.states import PENDING as WAITING
 from hpctrain.slurm.states import JobState, parse_state
-from hpctrain.units import parse_time_seconds
+from hpctrain.values.units import parse_time_seconds
 
 # squeue has no exit code field (SLURM 22.05), so a job squeue shows as finished is asked of
 # sacct once for it. Reason goes last: it is the only free-text field.

@@ -14,7 +14,7 @@ import os
 import shutil
 from collections.abc import Mapping
 
-from hpctrain import paths
+from hpctrain.files import paths
 
 FILE = "slurm-version.json"
 _KEPT = 16  # binaries remembered (a few SLURMs side by side at most)

@@ -8,10 +8,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hpctrain import ahead, rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.snapshots import store
 from hpctrain.snapshots.store import Listing, Snapshot
+from hpctrain.startup import ahead
+from hpctrain.values import rundir
 
 # The store beside the run directories, on the file system every job writes to.
 STORE_DIR = ".snapshots"
@@ -57,7 +58,7 @@ def _paths(in_place: Sequence[str]) -> tuple[str, ...]:
 
 
 def view_ahead(project: Path, runs: Path, in_place: Sequence[str]) -> None:
-    """Start git's view of `project` (hpctrain/ahead.py) for check_here of a submit whose
+    """Start git's view of `project` (hpctrain/startup/ahead.py) for check_here of a submit whose
     run directory goes into `runs`."""
     left_out = _keep_out(project, runs) + _paths(in_place)
     ahead.start(_view_key(project, left_out), lambda: store.git_view(project, left_out))

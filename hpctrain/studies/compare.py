@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpctrain import rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.history import JobRecord
 from hpctrain.snapshots.spec import store_of
 from hpctrain.snapshots.store import object_path
+from hpctrain.values import rundir
 
 # A file's text, or None where it does not exist.
 Reader = Callable[[Path], bytes | None]

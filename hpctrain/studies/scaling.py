@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hpctrain import rundir, units
-from hpctrain.batching import split_batch
 from hpctrain.errors import ConfigError, HpctrainError
 from hpctrain.slurm.states import JobState, parse_state
-from hpctrain.units import Topology
+from hpctrain.values import rundir, units
+from hpctrain.values.batching import split_batch
+from hpctrain.values.units import Topology
 
 
 def parse_topologies(text: str) -> list[Topology]:
@@ -308,7 +308,7 @@ def plot_notes(rows: Sequence[dict[str, Any]]) -> str:
 def report(name: str, mode: str, rows: list[dict[str, Any]], directory: Path,
            target: Target | None = None) -> dict[str, Any]:
     """Write the table (scaling.json) and plot (scaling.png) into the study's directory."""
-    from hpctrain.files import write_atomic
+    from hpctrain.files.atomic import write_atomic
 
     directory.mkdir(parents=True, exist_ok=True)
     from hpctrain.studies import plot

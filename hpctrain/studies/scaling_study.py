@@ -9,11 +9,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpctrain import rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.studies import scaling as scale
 from hpctrain.studies.scaling import Topology
 from hpctrain.submission.planned import RunDir, Script
+from hpctrain.values import rundir
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, StudyRecord

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpctrain import rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.studies import scaling as scale
+from hpctrain.values import rundir
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, StudyRecord
@@ -213,7 +213,7 @@ def _index(record: JobRecord) -> int:
 
 def write_report(data: dict[str, Any], directory: Path, keys: Sequence[str]) -> dict[str, Any]:
     """sweep-report.json and sweep.png in the sweep's run directory."""
-    from hpctrain.files import write_atomic
+    from hpctrain.files.atomic import write_atomic
     from hpctrain.studies import plot
 
     png = None

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpctrain import paths
 from hpctrain.errors import HpctrainError
+from hpctrain.files import paths
 from hpctrain.submission.race import Alternative
 
 if TYPE_CHECKING:

@@ -65,7 +65,7 @@ class JobKind:
 
     def preview(self) -> tuple[Script, ...]:
         """`render`: the script without a run directory, never submitted."""
-        from hpctrain.render import plan_script
+        from hpctrain.render.script import plan_script
         from hpctrain.submission.planned import Script
 
         plan, text = plan_script(self.request, environ=os.environ)

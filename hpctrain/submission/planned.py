@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from hpctrain.plan import JobPlan
-    from hpctrain.rundir import RunFile
     from hpctrain.snapshots.spec import CodeSpec
+    from hpctrain.values.rundir import RunFile
 
 T = TypeVar("T", bound="Planned")
 

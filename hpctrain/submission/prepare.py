@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpctrain import rundir
 from hpctrain.plan import JobPlan, JobRequest
-from hpctrain.render import LogPatterns, log_patterns, plan_script
-from hpctrain.rundir import RunFile
+from hpctrain.render.script import LogPatterns, log_patterns, plan_script
 from hpctrain.snapshots.spec import CodeSpec, code_spec
 from hpctrain.submission.planned import RunDir, Script
+from hpctrain.values import rundir
+from hpctrain.values.rundir import RunFile
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -114,9 +114,9 @@ def segment_options(plan: JobPlan, previous: str | None) -> tuple[str, ...]:
 def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str,
                script_name: str = rundir.SCRIPT, environ: Mapping[str, str] | None = None
                ) -> tuple[RunFile, ...]:
-    from hpctrain import yamlwrite
+    from hpctrain.files import yamlwrite
     from hpctrain.plan.stored import request_json
-    from hpctrain.render import check_no_secrets
+    from hpctrain.render.script import check_no_secrets
 
     request = request_json(req)
     check_no_secrets(request, environ or {})

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from hpctrain.errors import HpctrainError
 from hpctrain.profiles.probe import MARKER
-from hpctrain.rundir import RunFile
 from hpctrain.submission.prepare import Prepared, prepare
 from hpctrain.submission.submit import Submitted, submit
 from hpctrain.tracking.watcher import JobWatcher
+from hpctrain.values.rundir import RunFile
 
 if TYPE_CHECKING:
     from hpctrain.history import History

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from hpctrain import rundir, units
 from hpctrain.errors import HpctrainError, PlanError
 from hpctrain.plan import JobPlan, JobRequest
-from hpctrain.rundir import RunFile
 from hpctrain.submission.planned import RunDir, Script
 from hpctrain.submission.prepare import Prepared, listed, prepare, segment_options
-from hpctrain.units import Topology
+from hpctrain.values import rundir, units
+from hpctrain.values.rundir import RunFile
+from hpctrain.values.units import Topology
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -168,7 +168,7 @@ def prepare_race(
 def plan_race(req: JobRequest, shapes: Sequence[Alternative], *,
               environ: Mapping[str, str] | None = None) -> tuple[tuple[JobPlan, str], ...]:
     """Every alternative's plan and script, for `render` (no run directory)."""
-    from hpctrain.render import plan_script
+    from hpctrain.render.script import plan_script
 
     return each_alternative(race_requests(req, shapes),
                             lambda one: plan_script(one, environ=environ))

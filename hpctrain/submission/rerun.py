@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpctrain import rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.places import GitState
-from hpctrain.rundir import RunFile
 from hpctrain.submission.prepare import Again, Prepared, prepare
+from hpctrain.values import rundir
+from hpctrain.values.rundir import RunFile
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpctrain import __version__, rundir
+from hpctrain import __version__
 from hpctrain.errors import HistoryError, HpctrainError, SlurmError, SlurmUnavailableError
 from hpctrain.history import History, JobRecord, NewJob
 from hpctrain.places import GitState, Place
@@ -17,6 +17,7 @@ from hpctrain.plan import JobPlan
 from hpctrain.slurm.client import SlurmTimeoutError
 from hpctrain.snapshots.store import Snapshot
 from hpctrain.submission.prepare import Prepared, segment_options
+from hpctrain.values import rundir
 
 
 def expand_log_pattern(pattern: str, job_id: str, job_name: str, user: str,

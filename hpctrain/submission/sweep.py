@@ -17,13 +17,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpctrain import rundir
 from hpctrain.errors import HpctrainError, SlurmError
 from hpctrain.plan import sweep as points_of
 from hpctrain.plan.model import SweepArray
 from hpctrain.plan.sweep import Point, Sweep
-from hpctrain.rundir import RunFile
 from hpctrain.submission.planned import RunDir, Script
+from hpctrain.values import rundir
+from hpctrain.values.rundir import RunFile
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, NewJob, StudyRecord

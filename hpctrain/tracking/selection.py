@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hpctrain import rundir
 from hpctrain.errors import HpctrainError
 from hpctrain.history import History, JobRecord, StudyRecord
+from hpctrain.values import rundir
 
 RECENT = 20
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpctrain import rundir
 from hpctrain.diagnosis import badnodes
 from hpctrain.diagnosis.advice import Advice, advise
 from hpctrain.diagnosis.causes import diagnose
@@ -27,6 +26,7 @@ from hpctrain.slurm import accounting, reservations
 from hpctrain.slurm.accounting import Accounting, Row, summary_row
 from hpctrain.slurm.client import AccountingUnavailableError, parse_pending, pending_argv
 from hpctrain.slurm.states import JobState, parse_state
+from hpctrain.values import rundir
 
 if TYPE_CHECKING:
     from hpctrain.diagnosis.startup import Startup

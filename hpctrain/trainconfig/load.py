@@ -25,19 +25,19 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from hpctrain import yamlfile
 from hpctrain.errors import ConfigError
-from hpctrain.spelling import did_you_mean
+from hpctrain.files import yamlread
 from hpctrain.tasks import registry
 from hpctrain.trainconfig.model import TASKS, TrainConfig
+from hpctrain.values.spelling import did_you_mean
 
 _KEY = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
 
 def _read_yaml(path: Path, label: str) -> dict[str, Any]:
     try:
-        data = yamlfile.load(yamlfile.read_text(path))
-    except yamlfile.YamlInputError as e:
+        data = yamlread.load(yamlread.read_text(path))
+    except yamlread.YamlInputError as e:
         if e.what == "does not exist":
             raise ConfigError(f"config file {label} does not exist", "check the path") from None
         raise ConfigError(f"config file {label} {e.what}", e.fix) from None
@@ -66,8 +66,8 @@ def parse_override(item: str) -> tuple[str, Any]:
             "e.g. --set trainer.max_epochs=5 or --set model.hidden=[128,64]",
         )
     try:
-        value = yamlfile.load(raw) if raw.strip() else None
-    except yamlfile.YamlInputError as e:
+        value = yamlread.load(raw) if raw.strip() else None
+    except yamlread.YamlInputError as e:
         raise ConfigError(f"override {key}: the value {e.what}", e.fix) from None
     except yaml.YAMLError as e:
         raise ConfigError(f"override {item!r}: the value is not valid YAML") from e

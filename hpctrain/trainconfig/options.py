@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, get_args
 
-from hpctrain import rundir
 from hpctrain.errors import ConfigError
 from hpctrain.tasks import registry
 from hpctrain.trainconfig import ScaleLr
+from hpctrain.values import rundir
 
 if TYPE_CHECKING:
     import argparse

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hpctrain import rundir
+from hpctrain.values import rundir
 
 # Words in metric names where smaller is better, when checkpoint.mode is not set.
 _LOWER_IS_BETTER = {"mse", "rmse", "mae", "nll", "ppl", "wer", "cer", "ce", "bce", "kl", "entropy"}

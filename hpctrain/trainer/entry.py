@@ -8,13 +8,14 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from hpctrain import rundir, timeline
-from hpctrain.cycles import without_cycle_search
+from hpctrain import timeline
 from hpctrain.errors import HpctrainError
+from hpctrain.startup.cycles import without_cycle_search
 from hpctrain.trainconfig.load import dump_config
 from hpctrain.trainconfig.options import TrainerCall, add_arguments, config_args
 from hpctrain.trainer import lean, workers
 from hpctrain.trainer.signals import EXIT_REQUEUE, TrainingStopped
+from hpctrain.values import rundir
 
 EPILOG = f"""\
 config layers (later wins): the task's defaults < --config FILE < --set KEY=VALUE <

@@ -8,8 +8,8 @@ from typing import Any, Protocol, runtime_checkable
 import lightning as L
 import torch
 
-from hpctrain import rundir
 from hpctrain.trainer.records import UNKNOWN, Facts, LearningRate
+from hpctrain.values import rundir
 
 # What samples/s counts, in the banner and metrics.json.
 SAMPLES_COUNTED_AS = (

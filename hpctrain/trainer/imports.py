@@ -8,8 +8,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from hpctrain import rundir
 from hpctrain.trainer.callbacks import atomic_write_text
+from hpctrain.values import rundir
 
 
 def imported_distributions(modules: Iterable[str]) -> dict[str, str]:

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from hpctrain import rundir
 from hpctrain.errors import ConfigError
+from hpctrain.values import rundir
 
 # Lightning's SLURM requeue handler saves hpc_ckpt_<n>.ckpt in the run directory.
 _HPC = re.compile(r"^hpc_ckpt_(\d+)\.ckpt$")

@@ -21,7 +21,7 @@ from lightning.fabric.plugins.environments import (
 )
 from lightning.pytorch.strategies import DDPStrategy
 
-from hpctrain import __version__, rundir, timeline
+from hpctrain import __version__, timeline
 from hpctrain.errors import ConfigError
 from hpctrain.tasks import registry
 from hpctrain.tasks.registry import Task
@@ -43,6 +43,7 @@ from hpctrain.trainer.signals import StopSignals, clear_stale_markers, segment_s
 from hpctrain.trainer.startmarks import MarkedDDPStrategy, StartupMarks
 from hpctrain.trainer.startup import Origin
 from hpctrain.trainer.stopping import SafeStop, hand_signals_to_hpctrain
+from hpctrain.values import rundir
 
 # When torch, Lightning and the trainer's modules were imported: start-up's largest part.
 IMPORTED_AT = time.time()
@@ -276,7 +277,7 @@ def resolve_batch(config: TrainConfig, world: int) -> TrainConfig:
             raise ConfigError("trainer.max_device_batch applies only with trainer.global_batch",
                               "set trainer.global_batch (--global-batch N) or drop it")
         return config
-    from hpctrain.batching import split_batch
+    from hpctrain.values.batching import split_batch
 
     try:
         split = split_batch(t.global_batch, world, t.max_device_batch, t.accumulate_grad_batches)

@@ -15,8 +15,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from hpctrain import rundir
 from hpctrain.errors import HpctrainError
+from hpctrain.values import rundir
 
 # EX_TEMPFAIL from sysexits.h: "try again later", what a job that should requeue reports.
 EXIT_REQUEUE = 75

@@ -13,7 +13,6 @@ import torch.distributed as dist
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.trainer.connectors.signal_connector import _SignalConnector
 
-from hpctrain import rundir
 from hpctrain.trainer.callbacks import atomic_write_text
 from hpctrain.trainer.records import StoppedEnd
 from hpctrain.trainer.signals import (
@@ -25,6 +24,7 @@ from hpctrain.trainer.signals import (
     read_stop_file,
     stop_exit_code,
 )
+from hpctrain.values import rundir
 
 
 class _NoSignalConnector(_SignalConnector):

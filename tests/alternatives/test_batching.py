@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpctrain.batching import BatchSplit, split_batch
 from hpctrain.errors import ConfigError
+from hpctrain.values.batching import BatchSplit, split_batch
 
 
 @pytest.mark.parametrize(("world", "cap", "per", "acc"), [

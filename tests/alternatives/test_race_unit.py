@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hpctrain import rundir
 from hpctrain.cli import app
 from hpctrain.cli.jobview import one_row_per_chain, plain_table
 from hpctrain.errors import HpctrainError, PlanError
@@ -23,6 +22,7 @@ from hpctrain.slurm import starts
 from hpctrain.slurm.client import Result, parse_test_only
 from hpctrain.submission import race as alt
 from hpctrain.tracking import selection as tracking
+from hpctrain.values import rundir
 from tests.jobs.helpers import ReplayClient, here, track
 from tests.recorded import SLURM
 

@@ -16,7 +16,7 @@ import pytest
 from hpctrain.errors import PlanError
 from hpctrain.plan import JobRequest, build_plan
 from hpctrain.profiles import load_profile
-from hpctrain.render import render_script
+from hpctrain.render.script import render_script
 
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle

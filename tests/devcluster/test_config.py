@@ -25,7 +25,7 @@ from hpctrain.devcluster.topology import DEFAULT_NODES, plan_cluster
 from hpctrain.errors import DevClusterError, HpctrainError
 from hpctrain.profiles import load_profile
 from hpctrain.profiles.model import Constraint, Partition, Profile, Qos
-from hpctrain.units import format_time
+from hpctrain.values.units import format_time
 
 GOLDEN = Path(__file__).parent / "golden"
 LAYOUT = Layout.for_dir(Path("/srv/hpctrain/state/devcluster"))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain import paths
 from hpctrain.devcluster import DevCluster
 from hpctrain.devcluster.state import publish, withdraw
+from hpctrain.files import paths
 from hpctrain.slurm.client import SlurmClient, resolve_slurm_conf
 from hpctrain.slurm.transport import LocalTransport
 

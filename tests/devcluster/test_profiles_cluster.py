@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from hpctrain.profiles import load_profile
-from hpctrain.units import parse_time_seconds
+from hpctrain.values.units import parse_time_seconds
 
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle

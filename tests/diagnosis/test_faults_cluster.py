@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from hpctrain import rundir
+from hpctrain.values import rundir
 from tests.conftest import DevClusterHandle
 from tests.jobs.test_jobs_cluster import Cli
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from hpctrain import rundir
+from hpctrain.values import rundir
 from tests.conftest import DevClusterHandle
 from tests.jobs.test_jobs_cluster import Cli
 

@@ -24,9 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from hpctrain import rundir  # noqa: E402
 from hpctrain.monitor import collectives  # noqa: E402
 from hpctrain.rankhook import SITE_DIR  # noqa: E402
+from hpctrain.values import rundir  # noqa: E402
 
 RANK = """
 import os, time, torch, torch.distributed as dist

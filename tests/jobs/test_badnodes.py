@@ -266,7 +266,7 @@ def test_quarantined_nodes_are_excluded_and_said_so() -> None:
     plan = _plan_with(("node2", "elsewhere"), 1)
     assert plan.exclude == ("node2",)
     assert any("excluding quarantined node(s) node2" in n for n in plan.notes)
-    from hpctrain.render import render_script
+    from hpctrain.render.script import render_script
 
     assert "#SBATCH --exclude=node2\n" in render_script(plan, environ={})
 

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from hpctrain import rundir
 from hpctrain.cli import app
 from hpctrain.history import History
 from hpctrain.places import LocalPlace
@@ -23,6 +22,7 @@ from hpctrain.slurm.client import Result
 from hpctrain.submission.kinds import JobKind
 from hpctrain.submission.pipeline import run
 from hpctrain.submission.rerun import Changes, RerunKind
+from hpctrain.values import rundir
 
 from .helpers import ReplayClient, here, recorded_jobs, recording
 

@@ -10,7 +10,7 @@ import pytest
 
 from hpctrain.cli.jobview import final_line
 from hpctrain.errors import HpctrainError
-from hpctrain.files import tail_bytes
+from hpctrain.files.atomic import tail_bytes
 from hpctrain.history import History
 from hpctrain.slurm.client import Result
 from hpctrain.tracking import logs

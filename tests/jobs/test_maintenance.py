@@ -19,7 +19,7 @@ from hpctrain.profiles import load_profile
 from hpctrain.slurm import reservations
 from hpctrain.slurm.accounting import Accounting, summary_row
 from hpctrain.slurm.states import JobState
-from hpctrain.units import parse_time_seconds
+from hpctrain.values.units import parse_time_seconds
 
 RECORDED = Path(__file__).resolve().parent / "recorded" / "slurm-22.05"
 TRAINER = ("python", "-m", "hpctrain.trainer")

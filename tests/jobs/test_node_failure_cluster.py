@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain import rundir
+from hpctrain.values import rundir
 from tests.cluster.test_requeue import assert_every_epoch_once, metrics
 from tests.conftest import DevClusterHandle
 from tests.jobs.test_jobs_cluster import Cli

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpctrain import rundir
 from hpctrain.errors import HpctrainError, SlurmError
 from hpctrain.history import History
 from hpctrain.places import git_state
@@ -21,6 +20,7 @@ from hpctrain.profiles import load_profile
 from hpctrain.slurm.client import Result, SlurmTimeoutError
 from hpctrain.submission import prepare as pre
 from hpctrain.submission import submit as sub
+from hpctrain.values import rundir
 
 from .helpers import ReplayClient, here, recorded_jobs, recording
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain import rundir
 from hpctrain.monitor import gpu, host, stats
 from hpctrain.monitor.sampler import Sampler, rows_path
+from hpctrain.values import rundir
 
 RECORDED = Path(__file__).parent / "recorded"
 

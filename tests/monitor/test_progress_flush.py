@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hpctrain import progress, rundir
+from hpctrain import progress
+from hpctrain.values import rundir
 from tests.waits import wait_for
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain import rundir
 from hpctrain.monitor import collectives
 from hpctrain.rankhook import SITE_DIR
+from hpctrain.values import rundir
 
 pytest.importorskip("torch")
 NODE = "nodeA"

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from hpctrain import rundir
 from hpctrain.errors import ConfigError, HistoryError, HpctrainError
 from hpctrain.history import History, StudyRecord
 from hpctrain.studies import scaling as scale
 from hpctrain.studies.scaling_study import plan_runs
 from hpctrain.trainconfig.options import TrainerCall
+from hpctrain.values import rundir
 
 RECORDED = Path(__file__).parent / "recorded"
 

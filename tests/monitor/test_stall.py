@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain import progress, rundir
+from hpctrain import progress
 from hpctrain.monitor import stacks, stall
+from hpctrain.values import rundir
 
 pytest.importorskip("torch")
 PROGRAM = Path(__file__).resolve().parents[2] / "examples" / "stall" / "hang_in_collective.py"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain import rundir
+from hpctrain.values import rundir
 from tests.conftest import DevClusterHandle
 from tests.jobs.test_jobs_cluster import Cli
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from hpctrain.resources import profiles_dir
+from hpctrain.files.resources import profiles_dir
 from tests.options.conftest import TWO_PARTITIONS
 
 from .helpers import sacct

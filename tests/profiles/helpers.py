@@ -11,7 +11,7 @@ from hpctrain.profiles.discover import ClusterFacts, read_cluster
 from hpctrain.profiles.model import Partition, Profile
 from hpctrain.slurm.client import Result
 from hpctrain.slurm.versions import dialect_for
-from hpctrain.units import parse_time_seconds
+from hpctrain.values.units import parse_time_seconds
 from tests.jobs.helpers import ReplayClient
 from tests.recorded import SLURM
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from hpctrain.files.resources import profiles_dir
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile, load_profile_file
 from hpctrain.profiles.check import check_profile
 from hpctrain.profiles.discover import draft_profile, draft_yaml, read_cluster
-from hpctrain.resources import profiles_dir
 from hpctrain.slurm import inventory as inv
 from hpctrain.slurm.versions import NODES_TEXT_ARGV, SINFO_JSON_SINCE, dialect_for, parse_version
 
@@ -211,7 +211,7 @@ def test_probe_script_runs_here(tmp_path: Path) -> None:
     """The probe's body on this machine (real /sys, no nvidia-smi or IB): JSON comes back."""
     from hpctrain.plan import build_plan
     from hpctrain.profiles.probe import parse_findings
-    from hpctrain.render import render_script
+    from hpctrain.render.script import render_script
     from hpctrain.submission.probe import probe_script
 
     rendered = render_script(build_plan(JobRequest(profile=load_profile("raven"),

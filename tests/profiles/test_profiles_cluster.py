@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
+from hpctrain.files.resources import profiles_dir
 from hpctrain.profiles import load_profile, load_profile_file
 from hpctrain.profiles.model import Profile
-from hpctrain.resources import profiles_dir
 from tests.unit.test_render import EXTRA, TOPOLOGIES
 
 from .helpers import assert_same_profile

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain import rundir, timeline
+from hpctrain import timeline
 from hpctrain.diagnosis import startup
 from hpctrain.trainconfig.options import TrainerCall
 from hpctrain.trainer import entry, lean, workers
+from hpctrain.values import rundir
 
 from .helpers import TINY_SPIRAL, clean_env
 

@@ -14,10 +14,10 @@ import lightning as L
 import pytest
 import torch
 
-from hpctrain import rundir
 from hpctrain.trainconfig.load import load_config
 from hpctrain.trainer.runner import run_training
 from hpctrain.trainer.signals import EXIT_REQUEUE, TrainingStopped
+from hpctrain.values import rundir
 
 from .helpers import ONE_BATCH_PER_CALL, TINY_SPIRAL, epochs_in
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain import rundir
 from hpctrain.trainer.signals import EXIT_REQUEUE
+from hpctrain.values import rundir
 
 from .helpers import ONE_BATCH_PER_CALL, clean_env
 from .test_trainer_ddp import run_ranks

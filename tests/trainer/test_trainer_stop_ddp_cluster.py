@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import torch
 
-from hpctrain import rundir
 from hpctrain.trainer.signals import EXIT_REQUEUE
+from hpctrain.values import rundir
 
 from .slurm_ranks import RanksJob, start_ranks
 from .test_trainer_stop_ddp import BLOBS, SPIRAL

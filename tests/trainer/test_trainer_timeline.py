@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain import rundir
 from hpctrain.diagnosis import startup
+from hpctrain.values import rundir
 
 from .helpers import TINY_SPIRAL, clean_env, run_module
 

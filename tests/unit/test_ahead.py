@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain import ahead
 from hpctrain.places import LocalPlace
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
 from hpctrain.snapshots import store
 from hpctrain.snapshots.spec import check_here, code_spec
+from hpctrain.startup import ahead
 from hpctrain.submission.prepare import run_dir_for
 
 

@@ -242,7 +242,7 @@ def test_markup_and_bytes_in_arguments(cli: Cli, tmp_path: Path) -> None:
 def test_unexpected_errors_print_no_traceback(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hpctrain.render as prepare
+    import hpctrain.render.script as prepare
 
     def broken(*args: object, **kw: object) -> None:
         raise ZeroDivisionError("a bug")

@@ -244,7 +244,7 @@ def test_plan_error_fixes_are_shown(cli: Cli, monkeypatch: pytest.MonkeyPatch) -
         raise PlanError(["raven: 8 GPUs on one node is impossible (4 per node)"],
                         fixes=["--nodes 2 --gpus-per-node 4"])
 
-    monkeypatch.setattr("hpctrain.render.plan_script", refuse)
+    monkeypatch.setattr("hpctrain.render.script.plan_script", refuse)
     r = cli("render", "-P", "raven", "--gpus-per-node", "8", "--json")
     assert r.code == 1
     assert json.loads(r.out) == {"error": {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain import codecache
+from hpctrain.startup import codecache
 
 CLASS = '''
 import dataclasses

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from hpctrain.plan import JobRequest, build_plan
 from hpctrain.profiles import load_profile
-from hpctrain.render import render_script
+from hpctrain.render.script import render_script
 
 PAYLOADS = [
     "'; touch {m}; '",

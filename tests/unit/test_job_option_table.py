@@ -15,7 +15,6 @@ import pytest
 import typer
 import typer.main
 
-from hpctrain import batching
 from hpctrain.cli import build_app
 from hpctrain.cli.options import (
     TRAINER_FLAGS,
@@ -29,6 +28,7 @@ from hpctrain.errors import ConfigError
 from hpctrain.studies import scaling
 from hpctrain.tasks import registry
 from hpctrain.trainconfig.options import OPTIONS
+from hpctrain.values import batching
 from tests.unit.inproc import Cli, in_process
 
 REPO = Path(__file__).resolve().parents[2]

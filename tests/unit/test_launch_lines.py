@@ -16,7 +16,7 @@ from hpctrain.plan import JobPlan, JobRequest, build_plan
 from hpctrain.plan.launch_lines import adopt_launch_line, read_front
 from hpctrain.plan.launchers import LAUNCHERS
 from hpctrain.profiles import load_profile
-from hpctrain.render import render_script
+from hpctrain.render.script import render_script
 
 RAVEN_ARGS = ("--max_epochs", "50", "--batch_size", "32", "--output_dir", "outputs")
 TORCHRUN_003 = ("--rdzv_backend=c10d", "train_distributed.py", "--epochs", "10",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hpctrain.plan import JobRequest, build_plan
 from hpctrain.profiles import load_profile
-from hpctrain.render import render_script
+from hpctrain.render.script import render_script
 
 
 def _script(tmp_path: Path) -> Path:

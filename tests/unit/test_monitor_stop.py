@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hpctrain.plan import JobRequest, build_plan
 from hpctrain.profiles import load_profile
-from hpctrain.render import render_script
+from hpctrain.render.script import render_script
 
 # The monitor step: the first USR2 is lost, the second ends it. The job's own step: run it.
 SRUN = """

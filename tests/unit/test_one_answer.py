@@ -14,7 +14,7 @@ from hpctrain.errors import PlanError
 from hpctrain.places import LocalPlace
 from hpctrain.plan import JobRequest, build_plan
 from hpctrain.profiles import load_profile
-from hpctrain.rundir import RunFile
+from hpctrain.values.rundir import RunFile
 
 
 def _refused(**kw: object) -> str:

@@ -16,7 +16,7 @@ from hpctrain.plan import JobPlan, JobRequest, build_plan
 from hpctrain.plan.sbatch import hpctrain_spelling
 from hpctrain.profiles import load_profile
 from hpctrain.profiles.loader import load_profile_file
-from hpctrain.render import render_script
+from hpctrain.render.script import render_script
 from hpctrain.slurm.client import SlurmClient, for_sbatch
 from hpctrain.slurm.sbatch_options import (
     ASKS_FOR,

@@ -10,15 +10,16 @@ from typing import Any
 import pytest
 
 import hpctrain
-from hpctrain import render, rundir, templating
 from hpctrain.errors import SecretError
+from hpctrain.files.resources import templates_dir
 from hpctrain.plan import JobPlan, JobRequest, build_plan
 from hpctrain.plan.launchers import LAUNCHERS
 from hpctrain.plan.model import SweepArray
 from hpctrain.plan.restart import runs_trainer
 from hpctrain.profiles import load_profile
-from hpctrain.render import render_script, sbatch_quote
-from hpctrain.resources import templates_dir
+from hpctrain.render import script, templating
+from hpctrain.render.script import render_script, sbatch_quote
+from hpctrain.values import rundir
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("HPCTRAIN_UPDATE_GOLDEN") == "1"
@@ -176,7 +177,7 @@ def test_sbatch_quote(value: str, quoted: str) -> None:
 
 
 def test_the_shipped_compiled_template_is_current() -> None:
-    """hpctrain/_compiled matches templates/: after editing a template, regenerate it."""
+    """hpctrain/render/_compiled matches templates/: after editing a template, regenerate it."""
     for name in templating.PRECOMPILED:
         path = templating.COMPILED_DIR / f"{templating._module_name(name)}.py"
         expected = templating.compiled_module(templates_dir(), name)
@@ -188,13 +189,13 @@ def test_an_edited_template_is_rendered_by_jinja_from_its_text(tmp_path: Path) -
     (tmp_path / "sbatch.sh.j2").write_text(
         (templates_dir() / "sbatch.sh.j2").read_text() + "# edited {{ plan.nodes }}\n")
     plan = build_plan(JobRequest(profile=load_profile("raven"), nodes=2))
-    text = templating.render(tmp_path, "sbatch.sh.j2", render.FILTERS, **_values(plan))
-    assert text == render.render_script(plan) + "# edited 2\n"
+    text = templating.render(tmp_path, "sbatch.sh.j2", script.FILTERS, **_values(plan))
+    assert text == script.render_script(plan) + "# edited 2\n"
 
 
 def _values(plan: JobPlan) -> dict[str, Any]:
-    return dict(plan=plan, version=hpctrain.__version__, launch_args=render._launch(plan),
-                logs=render.log_patterns(plan), launcher=LAUNCHERS[plan.launcher],
+    return dict(plan=plan, version=hpctrain.__version__, launch_args=script._launch(plan),
+                logs=script.log_patterns(plan), launcher=LAUNCHERS[plan.launcher],
                 trainer=runs_trainer(plan.command), run_files=rundir.for_template())
 
 
@@ -229,8 +230,8 @@ def _every_branch() -> list[JobPlan]:
 
 def test_the_compiled_template_renders_what_jinja_renders() -> None:
     """The generated module and Jinja, over plans that take every branch of the template."""
-    jinja = templating.environment(templates_dir(), render.FILTERS).get_template("sbatch.sh.j2")
-    module = importlib.import_module("hpctrain._compiled.sbatch_sh_j2")
+    jinja = templating.environment(templates_dir(), script.FILTERS).get_template("sbatch.sh.j2")
+    module = importlib.import_module("hpctrain.render._compiled.sbatch_sh_j2")
     for plan in _every_branch():
         values = _values(plan)
-        assert module.render(render.FILTERS, values) == jinja.render(**values), plan
+        assert module.render(script.FILTERS, values) == jinja.render(**values), plan

@@ -13,7 +13,7 @@ import pytest
 from hpctrain.errors import PlanError
 from hpctrain.plan import JobPlan, JobRequest, build_plan
 from hpctrain.profiles import load_profile
-from hpctrain.render import render_script
+from hpctrain.render.script import render_script
 from tests.waits import wait_for
 
 

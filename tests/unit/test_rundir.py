@@ -1,4 +1,4 @@
-"""The run directory has one definition (hpctrain/rundir.py): nothing else spells its names."""
+"""The run directory has one definition (hpctrain/values/rundir.py): nothing else spells its names."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-from hpctrain import rundir
+from hpctrain.values import rundir
 
 REPO = Path(__file__).resolve().parents[2]
 NAMES = rundir.for_template()

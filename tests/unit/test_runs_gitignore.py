@@ -11,7 +11,7 @@ import pytest
 
 from hpctrain.places import LocalPlace
 from hpctrain.places.base import RUNS_GITIGNORE
-from hpctrain.rundir import RunFile
+from hpctrain.values.rundir import RunFile
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from hpctrain import progress, rundir, timeline
+from hpctrain import progress, timeline
 from hpctrain.cli import app
 from hpctrain.diagnosis import startup
 from hpctrain.history import History, StateUpdate
 from hpctrain.slurm.client import Result
+from hpctrain.values import rundir
 from tests.jobs.helpers import ReplayClient, track
 
 REPO = Path(__file__).resolve().parents[2]

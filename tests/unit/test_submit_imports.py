@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from hpctrain.debuglog import debug
+from hpctrain.startup.debuglog import debug
 
 SUBMIT_PATH = ("hpctrain.cli.submit", "hpctrain.submission.pipeline", "hpctrain.submission.kinds",
                "hpctrain.submission.prepare", "hpctrain.submission.questions",
-               "hpctrain.slurm.client", "hpctrain.remote.connection", "hpctrain.yamlwrite")
+               "hpctrain.slurm.client", "hpctrain.remote.connection", "hpctrain.files.yamlwrite")
 
 
 def test_the_submit_path_imports_neither_logging_nor_yaml() -> None:
@@ -33,7 +33,7 @@ def test_a_debug_line_reaches_whoever_listens(caplog: pytest.LogCaptureFixture) 
 
 
 def test_without_a_listener_a_debug_line_goes_nowhere() -> None:
-    probe = ("import sys\nfrom hpctrain.debuglog import debug\n"
+    probe = ("import sys\nfrom hpctrain.startup.debuglog import debug\n"
              "debug('hpctrain.slurm', 'secret %s', 'x')\nassert 'logging' not in sys.modules\n"
              "import logging\ndebug('hpctrain.slurm', 'secret %s', 'y')\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,

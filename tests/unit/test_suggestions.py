@@ -22,7 +22,7 @@ from hpctrain.plan.gpus import with_total_gpus
 from hpctrain.plan.suggest import OPTIONS
 from hpctrain.profiles import load_profile
 from hpctrain.profiles.loader import list_profiles
-from hpctrain.units import format_time, parse_time_seconds
+from hpctrain.values.units import format_time, parse_time_seconds
 
 FIELD_OF = {option: field for field, option in OPTIONS.items()}
 _WORDS = re.compile(r"(without )?(--[a-z-]+)(?: (?!--|without|is )([^\s,]+))?")

@@ -10,7 +10,7 @@ import pytest
 
 from hpctrain.plan import JobRequest, build_plan
 from hpctrain.profiles import load_profile
-from hpctrain.render import render_script
+from hpctrain.render.script import render_script
 
 SHOW = 'echo "threads: $OMP_NUM_THREADS $MKL_NUM_THREADS $OPENBLAS_NUM_THREADS"'
 # torchrun's rule (torch/distributed/run.py): OMP_NUM_THREADS=1 for its workers only where it

@@ -19,9 +19,9 @@ import pytest
 import typer.main
 import yaml
 
-from hpctrain import yamlfile
 from hpctrain.cli import app
 from hpctrain.errors import ConfigError
+from hpctrain.files import yamlread
 from hpctrain.trainconfig.load import load_config, parse_override
 from hpctrain.trainconfig.options import OPTIONS, config_args, flow_value, parse_call
 from hpctrain.trainer import entry
@@ -99,7 +99,7 @@ TRICKY: list[Any] = [
 def test_flow_values_load_back_to_the_same_value(value: Any) -> None:
     text = flow_value(value)
     assert "\n" not in text
-    for loaded in (yamlfile.load(text), parse_override(f"k={text}")[1]):
+    for loaded in (yamlread.load(text), parse_override(f"k={text}")[1]):
         assert loaded == value and type(loaded) is type(value), (text, loaded)
 
 

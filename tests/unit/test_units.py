@@ -3,7 +3,7 @@ import pytest
 from hpctrain.errors import HpctrainError
 from hpctrain.studies import scaling as scale
 from hpctrain.submission import race as alternatives
-from hpctrain.units import (
+from hpctrain.values.units import (
     Topology,
     format_time,
     parse_mem_mb,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hpctrain import yamlwrite
+from hpctrain.files import yamlwrite
 from hpctrain.profiles.loader import list_profiles, load_profile, profile_from_text
 
 HOSTILE = [

@@ -49,7 +49,7 @@ def _env(tmp: Path) -> dict[str, str]:
 
 def test_wheel_holds_the_data_files(installed: Path) -> None:
     py = installed / "bin" / "python"
-    out = _run([str(py), "-c", "import hpctrain, hpctrain.resources as r; "
+    out = _run([str(py), "-c", "import hpctrain, hpctrain.files.resources as r; "
                 "print(hpctrain.__file__); print(r.templates_dir()); print(r.profiles_dir())"],
                cwd=installed.parent)
     module, templates, profiles = out.split()

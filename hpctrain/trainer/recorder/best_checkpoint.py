@@ -9,11 +9,11 @@ from typing import Any
 
 import lightning as L
 
-from hpctrain import rundir
 from hpctrain.trainconfig.model import CheckpointSection
 from hpctrain.trainer.best import BestChoice
 from hpctrain.trainer.callbacks import atomic_copy
 from hpctrain.trainer.logged import has_validation
+from hpctrain.values import rundir
 
 
 @dataclass(frozen=True)

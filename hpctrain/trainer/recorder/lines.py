@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpctrain import rundir
 from hpctrain.trainer.recorder.metrics_file import MetricsFile
 from hpctrain.trainer.records import UNKNOWN, EpochRecord
 from hpctrain.trainer.startup import StartupRecord
+from hpctrain.values import rundir
 
 
 def fmt(value: float | None) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import lightning as L
 
-from hpctrain import __version__, rundir
+from hpctrain import __version__
 from hpctrain.trainer.callbacks import atomic_write_text
 from hpctrain.trainer.recorder.best_checkpoint import BestRecord
 from hpctrain.trainer.recorder.metrics_file import (
@@ -20,6 +20,7 @@ from hpctrain.trainer.recorder.metrics_file import (
 )
 from hpctrain.trainer.records import EpochRecord, Facts, RestartRecord
 from hpctrain.trainer.startup import StartupRecord
+from hpctrain.values import rundir
 
 
 @dataclass(frozen=True)

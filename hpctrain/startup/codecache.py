@@ -28,8 +28,8 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
-from hpctrain import paths
-from hpctrain.files import read_own_file, write_atomic
+from hpctrain.files import paths
+from hpctrain.files.atomic import read_own_file, write_atomic
 
 # About 600 KB for what every command compiles; a file far larger is not ours.
 _MAX_BYTES = 16 << 20

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hpctrain.errors import HpctrainError
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent
 
 
 @cache

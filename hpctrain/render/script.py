@@ -7,12 +7,14 @@ import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from hpctrain import __version__, rundir, templating
+from hpctrain import __version__
 from hpctrain.errors import SecretError, UnsafeValueError
+from hpctrain.files.resources import templates_dir
 from hpctrain.plan import JobPlan, JobRequest, build_plan, secret_like
 from hpctrain.plan.launchers import LAUNCHERS
 from hpctrain.plan.restart import runs_trainer
-from hpctrain.resources import templates_dir
+from hpctrain.render import templating
+from hpctrain.values import rundir
 
 _SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9_.,:/=+@%-]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -130,8 +132,3 @@ def plan_script(
     plan = build_plan(req)
     return plan, render_script(plan, environ=environ)
 
-
-if __name__ == "__main__":
-    # `python -m hpctrain.render` regenerates hpctrain/_compiled/ after a template change.
-    for path in templating.write_compiled(templates_dir()):
-        print(f"wrote {path}")

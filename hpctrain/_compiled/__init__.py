@@ -1,1 +1,0 @@
-"""Compiled Jinja templates (see hpctrain/templating.py)."""

@@ -1,0 +1,1 @@
+"""Compiled Jinja templates (see hpctrain/render/templating.py)."""
