@@ -330,7 +330,7 @@ class StallWatch:
         look = {"t": round(now, 3), "silent_s": round(quiet, 1), "window_s": window,
                 "source": source, "verdict": found.as_dict()}
         if not found.stalled:
-            with (self.run_dir / rundir.STALL_DIR / "looks.jsonl").open("a") as fh:
+            with rundir.RunDir(self.run_dir).stall_looks.open("a") as fh:
                 fh.write(json.dumps(look) + "\n")
             return False
         suspect = stacks.suspect_node(rank_stacks)

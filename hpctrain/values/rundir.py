@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import overload
 
 # Written by `submit` before the job is queued.
 SCRIPT = "job.sbatch"  # a race writes one per alternative: job-1x4.sbatch, ...
@@ -53,6 +54,7 @@ PROGRESS_DIR = "rank-progress"
 # (<node>.json), and the summary the batch node writes before it ends the job.
 STALL_DIR = "stall-evidence"
 STALL_REPORT = "stall.json"
+STALL_LOOKS = "looks.jsonl"  # inside STALL_DIR: each look the watcher took, and what it saw
 # The rank hook (hpctrain.rankhook), in every rank of the launch step that starts a process
 # group: its registration (<node>-<rank>.json: pid, rank, world), into RANKS_DIR; the flight
 # recorder's record of its collectives (<node>-<rank>.json), into FLIGHT_DIR of STALL_DIR, when
@@ -83,6 +85,77 @@ SCALING_PLOT = "scaling.png"
 def for_template() -> dict[str, str]:
     """The names as the sbatch template reads them: `{{ run_files.stop_requested }}`."""
     return {k.lower(): v for k, v in globals().items() if k.isupper() and isinstance(v, str)}
+
+
+class _In:
+    """A named path inside a run directory: `RunDir(d).metrics` is `d / METRICS`."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _In: ...
+    @overload
+    def __get__(self, obj: RunDir, owner: type) -> Path: ...
+    def __get__(self, obj: RunDir | None, owner: type) -> _In | Path:
+        return self if obj is None else obj.root.joinpath(*self.parts)
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run directory as a value: every file and folder above, by name (submitit's JobPaths).
+
+    Code joins a run directory's paths here and nowhere else; `RunDir(d).stall_dir / x` for
+    a file of a node or rank inside one of its folders.
+    """
+
+    root: Path
+
+    def __init__(self, root: Path | str) -> None:
+        object.__setattr__(self, "root", Path(root))
+
+    script = _In(SCRIPT)
+    profile = _In(PROFILE)
+    request = _In(REQUEST)
+    run_info = _In(RUN_INFO)
+    unconfirmed = _In(UNCONFIRMED)
+    alternatives = _In(ALTERNATIVES)
+    code = _In(CODE)
+    git_diff = _In(GIT_DIFF)
+    environment = _In(ENVIRONMENT)
+    race_claim = _In(RACE_CLAIM)
+    race_winner = _In(RACE_CLAIM, RACE_WINNER)
+    stop_requested = _In(STOP_REQUESTED)
+    stop_saved = _In(STOP_SAVED)
+    training_complete = _In(TRAINING_COMPLETE)
+    config = _In(CONFIG)
+    imports = _In(IMPORTS)
+    last_ckpt = _In(LAST_CKPT)
+    best_ckpt = _In(BEST_CKPT)
+    metrics = _In(METRICS)
+    startup_dir = _In(STARTUP_DIR)
+    monitor_dir = _In(MONITOR_DIR)
+    monitor_summary = _In(MONITOR_SUMMARY)
+    progress_dir = _In(PROGRESS_DIR)
+    stall_dir = _In(STALL_DIR)
+    stall_looks = _In(STALL_DIR, STALL_LOOKS)
+    stall_report = _In(STALL_REPORT)
+    ranks_dir = _In(RANKS_DIR)
+    flight_dir = _In(STALL_DIR, FLIGHT_DIR)
+    flight_request = _In(STALL_DIR, FLIGHT_REQUEST)
+    retries = _In(RETRIES)
+    points = _In(POINTS)
+    point_args = _In(POINT_ARGS)
+    sweep_logs = _In(SWEEP_LOGS)
+    sweep_info = _In(SWEEP_INFO)
+    sweep_report = _In(SWEEP_REPORT)
+    sweep_plot = _In(SWEEP_PLOT)
+    scaling_report = _In(SCALING_REPORT)
+    scaling_plot = _In(SCALING_PLOT)
+
+    def point(self, name: str) -> RunDir:
+        """A sweep point's own run directory, inside POINTS."""
+        return RunDir(self.root / POINTS / name)
 
 
 @dataclass(frozen=True)

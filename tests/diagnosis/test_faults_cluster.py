@@ -162,7 +162,7 @@ def test_a_mismatched_collective_is_the_codes_error(jobs: Any) -> None:
 def test_ranks_that_compute_silently_for_three_windows_are_not_stalled(jobs: Any) -> None:
     _, ended, why = _ended(jobs, "busy")
     assert ended["state"] == "COMPLETED", (ended, why)
-    looks = (Path(jobs[1]["busy"]["run_dir"]) / rundir.STALL_DIR / "looks.jsonl")
+    looks = rundir.RunDir(jobs[1]["busy"]["run_dir"]).stall_looks
     verdicts = [json.loads(line)["verdict"] for line in looks.read_text().splitlines()]
     assert verdicts and not any(v["stalled"] for v in verdicts), verdicts
     # Computing while silent; a look as the silence ends may find the collectives going on.
