@@ -51,56 +51,81 @@ def test_the_nodes_status_is_the_first_failure_else_a_stop_else_success() -> Non
     assert combined([-signal.SIGKILL, 1]) == 128 + signal.SIGKILL
 
 
-def _each_rank(tmp: Path, code_of: dict[str, int], sleep_s: float = 0.0) -> None:
-    """A worker: writes its variables, waits, ends with its rank's code (0 if not named)."""
-    rank = os.environ["RANK"]
+def _each_rank(tmp: Path) -> None:
+    """A worker: writes its variables and succeeds."""
     keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
-    (tmp / f"rank-{rank}").write_text(" ".join(os.environ[k] for k in keys))
-    if rank not in code_of:
-        time.sleep(sleep_s)
-    os._exit(code_of.get(rank, 0))
+    (tmp / f"rank-{os.environ['RANK']}").write_text(" ".join(os.environ[k] for k in keys))
+    os._exit(0)
 
 
 def test_forked_workers_find_their_ranks_and_the_node_succeeds(tmp_path: Path) -> None:
     launch = NodeLaunch(node_rank=1, nodes=2, workers=3)
-    code = workers.run_node(launch, lambda: _each_rank(tmp_path, {}), ["/bin/false"])
+    code = workers.run_node(launch, lambda: _each_rank(tmp_path), ["/bin/false"])
     assert code == 0
     got = sorted(p.read_text() for p in tmp_path.iterdir())
     assert got == ["3 0 6 3 1", "4 1 6 3 1", "5 2 6 3 1"]
     assert "RANK" not in os.environ  # the node trainer itself stays no rank
 
 
-def test_a_failing_worker_ends_its_siblings_at_once(tmp_path: Path) -> None:
-    started = time.monotonic()
+def _fails_once_all_run(tmp: Path, code: int, deaf: bool) -> None:
+    """Rank 0 fails once every sibling runs its work (SIGTERM its default, or ignored if
+    `deaf`); the siblings would sleep a minute and succeed, were they not stopped."""
+    if deaf:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    rank = os.environ["RANK"]
+    (tmp / f"ready-{rank}").touch()
+    if rank == "0":
+        siblings = int(os.environ["LOCAL_WORLD_SIZE"]) - 1
+        while len(list(tmp.glob("ready-*"))) <= siblings:
+            time.sleep(0.01)
+        os._exit(code)
+    time.sleep(60)
+    os._exit(0)
+
+
+def _watch_the_ending(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
+    """The signals the node trainer sends, and its workers' statuses in the order they ended."""
+    sent: list[int] = []
+    ended: list[int] = []
+    send, combine = workers._send, workers.combined
+
+    def spy_send(pid: int, signum: int) -> None:
+        sent.append(signum)
+        send(pid, signum)
+
+    def spy_combined(codes: list[int]) -> int:
+        ended.extend(codes)
+        return combine(codes)
+
+    monkeypatch.setattr(workers, "_send", spy_send)
+    monkeypatch.setattr(workers, "combined", spy_combined)
+    return sent, ended
+
+
+def test_a_failing_worker_ends_its_siblings_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent, ended = _watch_the_ending(monkeypatch)
     with pytest.raises(WorkersFailed) as e:
-        workers.run_node(NodeLaunch(0, 1, 3), lambda: _each_rank(tmp_path, {"1": 3}, 60),
+        workers.run_node(NodeLaunch(0, 1, 3), lambda: _fails_once_all_run(tmp_path, 3, False),
                          ["/bin/false"])
     assert e.value.exit_code == 3
     assert "a worker of node 0 ended with exit status 3" in e.value.what
     assert "other 2 worker(s) were stopped" in e.value.what
-    assert time.monotonic() - started < 30  # not the siblings' 60 s
-
-
-def _deaf(tmp: Path) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    rank = os.environ["RANK"]
-    (tmp / f"ready-{rank}").touch()
-    if rank == "0":
-        while not (tmp / "ready-1").exists():
-            time.sleep(0.01)
-        os._exit(1)
-    time.sleep(60)
-    os._exit(0)
+    # Both siblings ended by the SIGTERM they were sent, not by their minute's end.
+    assert ended == [3, -signal.SIGTERM, -signal.SIGTERM]
+    assert sent == [signal.SIGTERM, signal.SIGTERM]
 
 
 def test_a_sibling_that_ignores_sigterm_is_killed_after_the_grace(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(workers, "SIBLING_GRACE_S", 0.5)
-    started = time.monotonic()
+    sent, ended = _watch_the_ending(monkeypatch)
     with pytest.raises(WorkersFailed) as e:
-        workers.run_node(NodeLaunch(0, 1, 2), lambda: _deaf(tmp_path), ["/bin/false"])
+        workers.run_node(NodeLaunch(0, 1, 2), lambda: _fails_once_all_run(tmp_path, 1, True),
+                         ["/bin/false"])
     assert e.value.exit_code == 1
-    assert time.monotonic() - started < 30
+    assert ended == [1, -signal.SIGKILL]
+    assert sent == [signal.SIGTERM, signal.SIGKILL]
 
 
 def _stops_on_usr1(tmp: Path) -> None:

@@ -106,11 +106,28 @@ def _package(root: Path, name: str, body: str) -> None:
     (root / name / "__init__.py").write_text(textwrap.dedent(body))
 
 
+class _Clock:
+    """A perf_counter that moves only when a package says it worked: the times are exact."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def test_the_import_clock_gives_each_package_its_own_time(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _package(tmp_path, "tl_outer", "import time\nimport tl_inner\ntime.sleep(0.15)\n")
-    _package(tmp_path, "tl_inner", "import time\ntime.sleep(0.3)\nfrom tl_inner import sub\n")
-    (tmp_path / "tl_inner" / "sub.py").write_text("import time\ntime.sleep(0.1)\n")
+    fake = _Clock()
+    monkeypatch.setattr(timeline, "time", fake)
+    monkeypatch.setitem(sys.modules, "tl_clock", fake)
+    _package(tmp_path, "tl_outer", "import tl_clock\nimport tl_inner\ntl_clock.advance(0.15)\n")
+    _package(tmp_path, "tl_inner",
+             "import tl_clock\ntl_clock.advance(0.3)\nfrom tl_inner import sub\n")
+    (tmp_path / "tl_inner" / "sub.py").write_text("import tl_clock\ntl_clock.advance(0.1)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     clock = timeline.ImportClock()
     clock.running = True
@@ -121,7 +138,7 @@ def test_the_import_clock_gives_each_package_its_own_time(
         sys.meta_path.remove(clock)
         clock.running = False
     # The inner package's 0.4 s (its submodule's too) are its own, not the outer one's.
-    assert clock.own["tl_inner"] >= 0.4 and 0.15 <= clock.own["tl_outer"] < 0.4
+    assert clock.own == {"tl_outer": pytest.approx(0.15), "tl_inner": pytest.approx(0.4)}
     slowest = clock.slowest(2)
     assert [p["name"] for p in slowest] == ["tl_inner", "tl_outer"]
     assert slowest[0]["via"] == "tl_outer" and slowest[1]["via"] is None
