@@ -26,7 +26,10 @@ fi
 pins=(lightning==2.6.6 torchmetrics==1.9.0 lightning-utilities==0.15.3)
 extras=(transformers scipy)
 stamp="$venv/.hpctrain-realistic"
-want="${vision[*]} ${pins[*]} ${extras[*]}"
+# What it is built from: the pins, hpctrain's own dependencies and this recipe.
+recipe="$( (python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))
+["project"]["dependencies"])' "$repo/pyproject.toml"; cat "${BASH_SOURCE[0]}") | sha256sum)"
+want="${vision[*]} ${pins[*]} ${extras[*]} ${recipe:0:16}"
 if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   echo "$venv/bin/python"
   exit 0

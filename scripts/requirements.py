@@ -8,8 +8,13 @@ built without isolation, so without a round to the package index.
 
 `--names EXTRA...`: only the distribution names that hpctrain and those extras need at run
 time, one a line: what setup.sh checks in a .venv it did not make before using it as it is.
+
+`--installed`: what an editable install of hpctrain itself is made from (the [project] table:
+its console scripts, entry points, metadata; the build system and hatch's settings), as one
+line of JSON: what the stamps of the clone's .venv and of the 24.11 root's install hash.
 """
 
+import json
 import re
 import sys
 import tomllib
@@ -22,6 +27,10 @@ if sys.argv[1:2] == ["--names"]:
     for req in project["dependencies"] + [r for x in sys.argv[2:] for r in extras[x]]:
         name = re.match(r"[A-Za-z0-9._-]+", req)
         print(name.group(0) if name else req)
+    sys.exit(0)
+if sys.argv[1:] == ["--installed"]:
+    hatch = toml.get("tool", {}).get("hatch")
+    print(json.dumps([project, toml.get("build-system"), hatch], sort_keys=True))
     sys.exit(0)
 build = toml.get("build-system", {}).get("requires", [])
 for req in project["dependencies"] + extras["train"] + extras["dev"] + build + ["editables"]:

@@ -15,6 +15,8 @@
 # "train"), else the script stops and says what to do. A stale .venv it made is rebuilt.
 #
 # Safe with CI=true and no stdin. Call it (`bash scripts/setup.sh`) or source it.
+# `bash scripts/setup.sh --keys` changes nothing: it prints the shared venv's key (the last part
+# of its path) and the .venv's stamp, each a hash of everything that venv is built from.
 # Does not start the dev cluster: `hpctrain devcluster up` does (docs/devcluster.md).
 
 _hpctrain_setup() {
@@ -30,6 +32,10 @@ _hpctrain_setup() {
   local packages=(slurm-wlm slurmdbd munge mariadb-server openssh-client openssh-server rsync
                   debootstrap util-linux)
   local say="[setup]"
+  if [ "${1:-}" = --keys ]; then
+    _hpctrain_keys "$torch_pin"
+    return 0
+  fi
 
   # --- 0. A .venv someone else made: use it as it is, or stop before changing anything --------
   local theirs=0
@@ -93,15 +99,16 @@ _hpctrain_setup() {
   # --- 2. Python environment ------------------------------------------------------------
   [ "$theirs" = 0 ] || return 0
   # The dependencies live in one venv per machine, outside the clone, keyed by what it is
-  # built from (the Python, the torch pin, the dependency lists of pyproject.toml): a fresh
-  # clone finds it in seconds. The clone's .venv is thin: the shared site-packages through a
-  # .pth, hpctrain itself editable, and the shared venv's scripts pointed at .venv's python.
+  # built from (_hpctrain_deps_key): a fresh clone finds it in seconds. The clone's .venv is
+  # thin: the shared site-packages through a .pth, hpctrain itself editable, and the shared
+  # venv's scripts pointed at .venv's python; stamped with what it is built from
+  # (_hpctrain_venv_key), so a changed console script is installed.
   local cache deps key
   cache="$(_hpctrain_cache_dir)"
   key="$(_hpctrain_deps_key "$torch_pin")"
   deps="$cache/venv/$key"
   _hpctrain_deps_venv "$deps" "$torch_pin" "$say" || return 1
-  _hpctrain_thin_venv "$deps" "$key" "$say" || return 1
+  _hpctrain_thin_venv "$deps" "$(_hpctrain_venv_key "$key")" "$say" || return 1
 }
 
 # What says that this script made .venv: it deletes no .venv without it.
@@ -151,13 +158,34 @@ _hpctrain_cache_dir() {
   echo "$hpctrain_cache_dir"
 }
 
-# A hash of the Python version, the torch pin and the project's dependency lists (not the
-# rest of pyproject.toml, whose tool settings change often and install nothing).
+# The two stamps, which change when what their venvs are built from changes: `--keys`.
+_hpctrain_keys() {
+  local key
+  key="$(_hpctrain_deps_key "$1")"
+  echo "deps $key"
+  echo "venv $(_hpctrain_venv_key "$key")"
+}
+
+# A hash of what the shared venv is built from: the Python, the torch pin, the project's
+# dependency lists (not the rest of pyproject.toml, whose tool settings change often and
+# install nothing) and this script's recipe for it (bash prints a function without comments).
 _hpctrain_deps_key() {
   (
-    python3 -V 2>&1
+    python3 -c 'import platform, sys; print(sys.version, platform.machine())'
     echo "$1"
     _hpctrain_requirements
+    declare -f _hpctrain_deps_venv _hpctrain_requirements
+  ) | sha256sum | cut -c1-16
+}
+
+# A hash of what the clone's .venv is built from: the shared venv ("$1", its key), what an
+# editable install of hpctrain is made from (its console scripts, entry points, metadata and
+# build settings) and this script's recipe for it.
+_hpctrain_venv_key() {
+  (
+    echo "$1"
+    python3 scripts/requirements.py --installed
+    declare -f _hpctrain_thin_venv
   ) | sha256sum | cut -c1-16
 }
 
@@ -237,7 +265,7 @@ _hpctrain_thin_venv() {
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-  _hpctrain_setup
+  _hpctrain_setup "$@"
 else
   # Sourced: run in a subshell so `set -e` and `cd` do not leak into the caller's shell.
   (_hpctrain_setup)

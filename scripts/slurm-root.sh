@@ -15,10 +15,11 @@
 # ($HPCTRAIN_CACHE_DIR or $HPCTRAIN_SLURM_ROOT_DIR move it).
 # Cost, measured on the 2-core development machine: first build 2.5 min (debootstrap,
 # ~290 more packages, the venv), 2.2 GB on disk; later calls 0.02 s (stamps checked).
-# Stamps: .hpctrain-base (suite, mirror), .hpctrain-packages (the package list),
-# opt/hpctrain-venv/.hpctrain-venv (the dependency lists' hash, the package stamp),
-# opt/hpctrain-venv/.hpctrain-editable (the clone installed): a stage runs again only when its
-# stamp changed; `--rebuild` starts from scratch.
+# Stamps: .hpctrain-base (suite, mirror), .hpctrain-packages (the package lists, the apt recipe's
+# hash), opt/hpctrain-venv/.hpctrain-venv (a hash of the dependency lists, the package stamp and
+# the recipe), opt/hpctrain-venv/.hpctrain-editable (the clone installed, a hash of what its
+# install is made from: pyproject.toml's [project], build settings, the recipe): a stage runs
+# again only when its stamp changed; `--rebuild` starts from scratch.
 #
 # Needs root (debootstrap, chroot, mount namespaces) and network to deb.debian.org and PyPI.
 # Safe with CI=true and no stdin. Starts no daemon: the packages' services are held back by a
@@ -99,8 +100,11 @@ apt-get install "${opts[@]}" --no-install-recommends "${@:$((n + 1))}"
 apt-get clean
 '
 
+# The packages, keyed by their lists and the recipe that installs them.
 packages_stage() {
-  local stamp="$slurm_root/.hpctrain-packages" key="${packages[*]} / ${packages_norec[*]}"
+  local stamp="$slurm_root/.hpctrain-packages" key recipe
+  recipe="$(echo "$apt_script" | sha256sum | cut -c1-16)"
+  key="${packages[*]} / ${packages_norec[*]} / recipe $recipe"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
     return 0
   fi
@@ -135,12 +139,13 @@ mapfile -t reqs <<<"$2"
 "$venv/bin/python" -c "import torch, lightning; print(\"torch\", torch.__version__, \"lightning\", lightning.__version__)"
 '
 
-# The dependencies, keyed by the dependency lists (not the clone's path, nor the rest of
-# pyproject.toml).
+# The dependencies, keyed by the dependency lists, the packages (the system torch) and the
+# recipe (not the clone's path, nor the rest of pyproject.toml).
 venv_stage() {
   local stamp="$slurm_root$slurm_root_venv/.hpctrain-venv" key reqs
   reqs="$(python3 "$slurm_root_repo/scripts/requirements.py")"
-  key="$( (echo "$reqs"; cat "$slurm_root/.hpctrain-packages") | sha256sum | cut -d' ' -f1)"
+  key="$( (echo "$reqs"; cat "$slurm_root/.hpctrain-packages"; echo "$venv_script") |
+    sha256sum | cut -d' ' -f1)"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
     return 0
   fi
@@ -157,10 +162,13 @@ venv_stage() {
 }
 
 # hpctrain itself, editable from the clone that asks: the root is shared, so the clone that
-# entered last is the one installed (a few seconds when that changes).
+# entered last is the one installed (a few seconds when that changes), and installed again when
+# what an install of it is made from changed (a console script, say).
 editable_stage() {
-  local stamp="$slurm_root$slurm_root_venv/.hpctrain-editable"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$slurm_root_repo" ]; then
+  local stamp="$slurm_root$slurm_root_venv/.hpctrain-editable" key
+  key="$slurm_root_repo $( (python3 "$slurm_root_repo/scripts/requirements.py" --installed
+    declare -f editable_stage) | sha256sum | cut -c1-16)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
     return 0
   fi
   slurm_root_env=(PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8)
@@ -168,7 +176,7 @@ editable_stage() {
     --disable-pip-version-check --no-input --no-deps --no-build-isolation -e . </dev/null \
     >"$slurm_root_cache/editable.log" 2>&1 ||
     fail "installing hpctrain from $slurm_root_repo failed; see $slurm_root_cache/editable.log"
-  echo "$slurm_root_repo" >"$stamp"
+  echo "$key" >"$stamp"
 }
 
 main() {

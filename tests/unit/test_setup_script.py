@@ -94,3 +94,77 @@ def test_a_venv_of_ones_own_with_hpctrain_and_its_requirements_is_used_as_it_is(
     assert res.returncode == 1 and "lacks: hpctrain typer" in res.stderr, res.stderr
     assert "pip install -e '.[train]'" in res.stderr
     assert (venv / MARKER).exists() and (venv / "bin" / "hpctrain").exists()
+
+
+def _keys(repo: Path, tmp_path: Path) -> dict[str, str]:
+    res = subprocess.run(["bash", "scripts/setup.sh", "--keys"], cwd=repo, capture_output=True,
+                         text=True, timeout=60, check=True,
+                         env={**os.environ, "HPCTRAIN_CACHE_DIR": str(tmp_path / "cache")})
+    return dict(line.split() for line in res.stdout.splitlines())
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+
+
+SCRIPTS = '[project.scripts]\nhpctrain = "hpctrain.__main__:main"\n'
+EXTRA = SCRIPTS + 'hpctrain-extra = "hpctrain.__main__:main"\n'
+
+
+def test_the_stamps_change_with_what_each_venv_is_built_from(tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    toml, setup = repo / "pyproject.toml", repo / "scripts" / "setup.sh"
+    first = _keys(repo, tmp_path)
+    assert set(first) == {"deps", "venv"}
+    # A tool's setting installs nothing; a comment in the recipe builds nothing.
+    _edit(toml, "line-length = 100", "line-length = 99")
+    _edit(setup, "# What says that this script made .venv", "# What says this script made .venv")
+    _edit(setup, '  echo "$say making .venv', '  # a comment\n  echo "$say making .venv')
+    assert _keys(repo, tmp_path) == first
+    # A console script: the clone's .venv, not the shared dependencies.
+    _edit(toml, SCRIPTS, EXTRA)
+    scripts = _keys(repo, tmp_path)
+    assert scripts["deps"] == first["deps"] and scripts["venv"] != first["venv"]
+    # The recipe of the .venv, then of the shared venv (which the .venv's stamp holds too).
+    _edit(setup, "--no-deps \\\n    --no-build-isolation -e .", "--no-deps -e .")
+    recipe = _keys(repo, tmp_path)
+    assert recipe["deps"] == first["deps"] and recipe["venv"] != scripts["venv"]
+    _edit(setup, '"${pip[@]}" "$torch_pin"', '"${pip[@]}" --pre "$torch_pin"')
+    deps_recipe = _keys(repo, tmp_path)
+    assert deps_recipe["deps"] != first["deps"] and deps_recipe["venv"] != recipe["venv"]
+    # A dependency.
+    _edit(toml, '"rich>=13"', '"rich>=14"')
+    assert _keys(repo, tmp_path)["deps"] != deps_recipe["deps"]
+
+
+def _shared_deps_venv() -> Path:
+    """The venv this test's hatchling and pip come from: the one setup.sh made, or one's own."""
+    import hatchling
+
+    root = Path(hatchling.__file__).resolve().parents[4]
+    if not (root / "bin" / "python").exists():
+        pytest.skip(f"hatchling is not in a venv here ({root})")
+    return root
+
+
+def test_a_new_console_script_remakes_the_venv_it_made(tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    # What an editable install reads: the package, the readme, the wheel's forced includes.
+    (repo / "hpctrain").mkdir()
+    (repo / "hpctrain" / "__init__.py").write_text("")
+    shutil.copy(ROOT / "README.md", repo / "README.md")
+    (repo / "templates").mkdir()
+    (repo / "cluster_profiles").mkdir()
+    # The shared dependencies are this test's own, not built again.
+    (tmp_path / "cache" / "venv").mkdir(parents=True)
+    (tmp_path / "cache" / "venv" / _keys(repo, tmp_path)["deps"]).symlink_to(_shared_deps_venv())
+    res = _setup(repo, tmp_path)
+    assert res.returncode == 0 and "making .venv" in res.stdout, res.stdout + res.stderr
+    assert (repo / ".venv" / "bin" / "hpctrain").exists()
+    assert "up to date" in _setup(repo, tmp_path).stdout
+    _edit(repo / "pyproject.toml", SCRIPTS, EXTRA)
+    res = _setup(repo, tmp_path)
+    assert res.returncode == 0 and "making .venv" in res.stdout, res.stdout + res.stderr
+    assert (repo / ".venv" / "bin" / "hpctrain-extra").exists()
