@@ -17,12 +17,12 @@ from hpctrain.tasks.registry import Task
 
 if TYPE_CHECKING:
     from hpctrain.tasks.registry import Built
-    from hpctrain.trainconfig.model import TrainConfig
+    from hpctrain.trainsettings.sections import TrainSettings
 
 _CLASS_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
 
-def validate(config: TrainConfig) -> None:
+def validate(config: TrainSettings) -> None:
     """custom.module is required; both class paths are 'package.module:ClassName'."""
     if config.custom.module is None:
         raise ValueError("custom.module is required for task custom")
@@ -35,7 +35,7 @@ def validate(config: TrainConfig) -> None:
             )
 
 
-def build(config: TrainConfig, lr: float, chunk: int) -> Built:
+def build(config: TrainSettings, lr: float, chunk: int) -> Built:
     """The user's classes, imported and built (a user module takes one batch per call)."""
     from hpctrain.tasks.parts.userclasses import build_custom
 

@@ -16,7 +16,7 @@ from hpctrain.tasks.registry import CLASSIFIER_METRICS, DataFiles, Task
 
 if TYPE_CHECKING:
     from hpctrain.tasks.registry import Built
-    from hpctrain.trainconfig.model import TrainConfig
+    from hpctrain.trainsettings.sections import TrainSettings
 
 # The mean and standard deviation of MNIST's training pixels (in [0, 1]).
 NORMALIZATION = (0.1307, 0.3081)
@@ -37,10 +37,10 @@ def batches_per_call(batch_size: int, device: str) -> int:
 
 def build_on_idx_files(
     normalization: tuple[float, float],
-) -> Callable[[TrainConfig, float, int], Built]:
+) -> Callable[[TrainSettings, float, int], Built]:
     """The build of a task on MNIST-style IDX files with these training pixels' mean and std."""
 
-    def build(config: TrainConfig, lr: float, chunk: int) -> Built:
+    def build(config: TrainSettings, lr: float, chunk: int) -> Built:
         """The tutorial CNN in hpctrain's Classifier, and the IDX files of data.dir."""
         from hpctrain.tasks.parts.classifier import classifier_for
         from hpctrain.tasks.parts.datasets.fetch import default_data_dir, locate_idx_files

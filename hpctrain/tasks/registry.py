@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import lightning as L
 
-    from hpctrain.trainconfig.model import TrainConfig
+    from hpctrain.trainsettings.sections import TrainSettings
 
     Built = tuple[L.LightningModule, L.LightningDataModule | None]
 
@@ -51,7 +51,7 @@ class Task:
     settings: Mapping[str, Any]
     # (config, learning rate after --scale-lr, batches per training_step call) -> the
     # LightningModule and the LightningDataModule (None: the module serves its own data).
-    build: Callable[[TrainConfig, float, int], Built]
+    build: Callable[[TrainSettings, float, int], Built]
     # The metrics each epoch reports, by name; empty: whatever the user's module logs.
     metrics: tuple[str, ...] = ()
     # The metric best.ckpt follows by default and its mode; None: chosen from what is logged.
@@ -65,7 +65,7 @@ class Task:
     # Files the task reads, fetched on a login node by `hpctrain data fetch`; None: none.
     data_files: DataFiles | None = None
     # Checks of a loaded config beyond the fields' own: raises ValueError with the reason.
-    validate: Callable[[TrainConfig], None] | None = None
+    validate: Callable[[TrainSettings], None] | None = None
 
     def defaults(self) -> dict[str, Any]:
         """The task's defaults layer, as the user's --config would write it."""

@@ -15,7 +15,7 @@ from hpctrain.tasks.registry import CLASSIFIER_METRICS, Task
 
 if TYPE_CHECKING:
     from hpctrain.tasks.registry import Built
-    from hpctrain.trainconfig.model import TrainConfig
+    from hpctrain.trainsettings.sections import TrainSettings
 
 
 def batches_per_call(batch_size: int, device: str) -> int:
@@ -29,7 +29,7 @@ def batches_per_call(batch_size: int, device: str) -> int:
     return max(1, min(64, 32768 // batch_size))
 
 
-def build(config: TrainConfig, lr: float, chunk: int) -> Built:
+def build(config: TrainSettings, lr: float, chunk: int) -> Built:
     """The MLP in hpctrain's Classifier, and the spirals on the device."""
     from hpctrain.tasks.parts.classifier import classifier_for
     from hpctrain.tasks.parts.datasets.generated import GeneratedDataModule

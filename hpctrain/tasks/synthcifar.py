@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import torch
 
     from hpctrain.tasks.registry import Built
-    from hpctrain.trainconfig.model import TrainConfig
+    from hpctrain.trainsettings.sections import TrainSettings
 
 CLASSES = 10
 SIZE = 32
@@ -71,7 +71,7 @@ def batches_per_call(batch_size: int, device: str) -> int:
     return max(1, min(64, (2048 if device == "gpu" else 0) // batch_size))
 
 
-def build(config: TrainConfig, lr: float, chunk: int) -> Built:
+def build(config: TrainSettings, lr: float, chunk: int) -> Built:
     """The small CNN in hpctrain's Classifier, and the images on the device."""
     from hpctrain.tasks.parts.classifier import classifier_for
     from hpctrain.tasks.parts.datasets.generated import GeneratedDataModule

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from hpctrain.errors import ConfigError
 from hpctrain.tasks import registry
-from hpctrain.trainconfig import ScaleLr
+from hpctrain.trainsettings import ScaleLr
 from hpctrain.values import rundir
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
 from hpctrain.errors import ConfigError
-from hpctrain.trainconfig.model import LoggingSection
+from hpctrain.trainsettings.sections import LoggingSection
 
 COMET_KEY_ENV = "COMET_API_KEY"
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hpctrain.trainconfig.model import CheckpointSection
 from hpctrain.trainer.facts import DeclaresBatching
 from hpctrain.trainer.recorder.console import Console
 from hpctrain.trainer.recorder.run import STATE_KEY, RunRecorder
 from hpctrain.trainer.recorder.writer import RunIdentity
 from hpctrain.trainer.records import PartialEpoch
+from hpctrain.trainsettings.sections import CheckpointSection
 
 # The "hpctrain.RunRecorder" entry of a checkpoint saved mid-epoch by the recorder before it
 # was split into parts (a single class in hpctrain/trainer/recorder.py).

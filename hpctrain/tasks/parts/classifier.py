@@ -12,9 +12,9 @@ from hpctrain.errors import ConfigError
 from hpctrain.tasks.parts import fastpath, graphs
 from hpctrain.tasks.parts.networks import build_optimizer
 
-# Settings are read, never built, here: hpctrain.trainconfig imports this package.
+# Settings are read, never built, here: no pydantic at import.
 if TYPE_CHECKING:
-    from hpctrain.trainconfig.model import OptimConfig, TrainConfig
+    from hpctrain.trainsettings.sections import OptimConfig, TrainSettings
 
 
 class Classifier(L.LightningModule):
@@ -179,7 +179,7 @@ class Classifier(L.LightningModule):
         return torch.tensor(float(count), device=self.device)
 
 
-def classifier_for(network: nn.Module, config: TrainConfig, lr: float) -> Classifier:
+def classifier_for(network: nn.Module, config: TrainSettings, lr: float) -> Classifier:
     """The Classifier of a task that hpctrain's step drives, with the run's step settings."""
     t = config.trainer
     return Classifier(

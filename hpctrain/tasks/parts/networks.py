@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-# Settings are read, never built, here: hpctrain.trainconfig imports this package.
+# Settings are read, never built, here: no pydantic at import.
 if TYPE_CHECKING:
-    from hpctrain.trainconfig.model import OptimConfig
+    from hpctrain.trainsettings.sections import OptimConfig
 
 
 

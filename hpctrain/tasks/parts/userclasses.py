@@ -13,9 +13,9 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from hpctrain.errors import ConfigError
 
-# Settings are read, never built, here: hpctrain.trainconfig imports this package.
+# Settings are read, never built, here: no pydantic at import.
 if TYPE_CHECKING:
-    from hpctrain.trainconfig.model import CustomSection
+    from hpctrain.trainsettings.sections import CustomSection
 
 T = TypeVar("T")
 

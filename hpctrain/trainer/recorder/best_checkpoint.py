@@ -9,10 +9,10 @@ from typing import Any
 
 import lightning as L
 
-from hpctrain.trainconfig.model import CheckpointSection
 from hpctrain.trainer.best import BestChoice
 from hpctrain.trainer.callbacks import atomic_copy
 from hpctrain.trainer.logged import has_validation
+from hpctrain.trainsettings.sections import CheckpointSection
 from hpctrain.values import rundir
 
 

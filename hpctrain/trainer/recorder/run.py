@@ -10,7 +10,6 @@ import torch
 from lightning.pytorch.callbacks import Checkpoint
 
 from hpctrain import progress
-from hpctrain.trainconfig.model import CheckpointSection
 from hpctrain.trainer.facts import learning_rates, lr_value, read_facts
 from hpctrain.trainer.logged import number
 from hpctrain.trainer.recorder.best_checkpoint import BestCheckpoint
@@ -32,6 +31,7 @@ from hpctrain.trainer.records import (
 )
 from hpctrain.trainer.signals import TrainingStopped
 from hpctrain.trainer.startup import FirstStepClock, Origin
+from hpctrain.trainsettings.sections import CheckpointSection
 
 # Checkpoints keep the recorder's state under this key (read back on resume; resume.py reads
 # its "task" to refuse another task's checkpoint).
