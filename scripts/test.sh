@@ -126,6 +126,7 @@ lane_b_tests=(
   tests/alternatives/test_global_batch_runs.py tests/monitor/test_stall_cluster.py
   tests/alternatives/test_race_partitions_cluster.py tests/alternatives/test_race_profiles_cluster.py
   tests/diagnosis/test_faults_trainer_cluster.py tests/sweeps/test_sweep_requeue_cluster.py
+  tests/cluster/test_requeue_per_node.py
 )
 lane_cluster() {
   local ignore=() f
