@@ -29,7 +29,7 @@ def login(
 ) -> None:
     """Open the one ssh connection later commands reuse (your password or OTP, asked once)."""
     from hpctrain.errors import HpctrainError
-    from hpctrain.places.login import for_name, login_state, open_login
+    from hpctrain.places.connections import for_name, login_state, open_login
     from hpctrain.remote.connection import check_persist
 
     if check and close:

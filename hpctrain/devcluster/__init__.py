@@ -2,8 +2,9 @@
 
 layout: its files and ports; topology: profile -> nodes, partitions, QOS, accounts;
 conffiles: slurm.conf and friends from templates/devcluster; hosts: the /etc/hosts line;
-accounting: sacctmgr state and sync; daemons/processes: running the daemons; nodes: waiting
-for idle nodes; state: state.json and reports; cluster: DevCluster, which puts them together.
+accounting: sacctmgr state and sync; daemons/processes: running the daemons; starting: starting
+those not running; nodes: waiting for idle nodes; state: state.json and reports; cluster:
+DevCluster, which puts them together.
 """
 
 from hpctrain.devcluster.cluster import DevCluster

@@ -13,28 +13,19 @@ from typing import Any
 
 from hpctrain.devcluster.accounting import sync_accounting
 from hpctrain.devcluster.conffiles import SlurmConfigs, write_files
-from hpctrain.devcluster.daemons import (
-    Daemons,
-    database_exists,
-    find_programs,
-    init_database,
-    munge_works,
-)
+from hpctrain.devcluster.daemons import Daemons, find_programs
 from hpctrain.devcluster.hosts import ensure_hosts
 from hpctrain.devcluster.layout import Layout, Ports
 from hpctrain.devcluster.nodes import NodeWatch
 from hpctrain.devcluster.processes import (
     Daemon,
     kill_by_environ,
-    port_open,
-    port_owner,
     read_pid,
     running_pid,
-    start,
     stop,
-    wait_started,
     wait_until,
 )
+from hpctrain.devcluster.starting import check_ports, start_base, start_slurm
 from hpctrain.devcluster.state import (
     DaemonStatus,
     Status,
@@ -54,7 +45,6 @@ from hpctrain.slurm.client import SlurmClient
 
 Progress = Callable[[str], None]
 # Generous limits; on the 2-core dev machine each step takes a second or two.
-START_TIMEOUT_S = 30.0
 IDLE_TIMEOUT_S = 30.0
 LOCK_TIMEOUT_S = 180.0
 BASE_DAEMONS = ("munged", "mysqld", "slurmdbd", "slurmctld")
@@ -193,14 +183,14 @@ class DevCluster:
                started_at: str | None = None) -> UpResult:
         """Start every daemon of the plan that does not run; those that do are left alone."""
         before = self._result(plan, False, t0).pids
-        self._check_ports(plan)
+        check_ports(self.daemons, plan)
         write_files(plan, self.layout, configs)
         moved = self.ports != Ports()
         ensure_hosts(plan.node_names, tag=f"port {self.ports.slurmctld}" if moved else "")
         write_state(self.layout, state_dict(plan, self.layout, "starting", started_at=started_at))
-        self._ensure_base(say)
+        start_base(self.daemons, say)
         self._sync_accounting(plan, say)
-        self._start_slurm(plan, say)
+        start_slurm(self.daemons, plan, say)
         self._wait_idle(plan, say)
         result = self._result(plan, False, t0)
         result.started = [n for n, pid in result.pids.items() if before.get(n) != pid]
@@ -229,38 +219,6 @@ class DevCluster:
         if self.pointer is not None:
             publish(self.pointer, self.layout.slurm_conf)
 
-    def _check_ports(self, plan: ClusterPlan) -> None:
-        """Before starting anything: the ports of the daemons still to start must be free."""
-        d = self.daemons
-        needed = [(self.ports.mysqld, d.mysqld()), (self.ports.slurmdbd, d.slurmdbd()),
-                  (self.ports.slurmctld, d.slurmctld()),
-                  *((p, d.slurmd(n)) for n, p in plan.node_ports().items())]
-        for port, daemon in needed:
-            if running_pid(daemon) is None and port_open(port):
-                raise DevClusterError(
-                    f"port {port} for {daemon.name} is taken by {port_owner(port)}",
-                    "stop that process; if it is a dev cluster under another HPCTRAIN_HOME, "
-                    "run `HPCTRAIN_HOME=<that dir> hpctrain devcluster down`",
-                )
-
-    def _ensure_base(self, say: Progress) -> None:
-        L = self.layout
-        munged, mysqld, slurmdbd = self.daemons.base()
-        if running_pid(munged) is None:
-            say("starting munged")
-            with contextlib.suppress(FileNotFoundError):
-                L.munge_socket.unlink()
-            _start_and_wait(munged, lambda: munge_works(L.munge_socket))
-        if running_pid(mysqld) is None:
-            if not database_exists(L):
-                say("initialising the accounting database (first start only)")
-                init_database(L)
-            say("starting mysqld")
-            _start_and_wait(mysqld, lambda: port_open(self.ports.mysqld))
-        if running_pid(slurmdbd) is None:
-            say("starting slurmdbd")
-            _start_and_wait(slurmdbd, lambda: port_open(self.ports.slurmdbd))
-
     def _sync_accounting(self, plan: ClusterPlan, say: Progress) -> None:
         """Register the cluster (before slurmctld starts), its QOS, accounts and users."""
         say("configuring accounting (cluster, QOS, accounts)")
@@ -268,23 +226,6 @@ class DevCluster:
             sync_accounting(self.client(timeout_s=20), plan)
         except SlurmError as e:
             raise DevClusterError(e.what, f"see {self.layout.slurmdbd_log}") from None
-
-    def _start_slurm(self, plan: ClusterPlan, say: Progress) -> None:
-        ctld = self.daemons.slurmctld()
-        if running_pid(ctld) is None:
-            # Never with -c: slurmctld recovers its jobs from StateSaveLocation.
-            say("starting slurmctld")
-            _start_and_wait(ctld, lambda: port_open(self.ports.slurmctld))
-        dead = {n: p for n, p in plan.node_ports().items()
-                if running_pid(self.daemons.slurmd(n)) is None}
-        if not dead:
-            return
-        say(f"starting {len(dead)} slurmd ({', '.join(dead)})")
-        slurmds = [self.daemons.slurmd(n) for n in dead]
-        for d in slurmds:
-            start(d)
-        for d, port in zip(slurmds, dead.values(), strict=True):
-            wait_started(d, START_TIMEOUT_S, lambda p=port: port_open(p))  # type: ignore[misc]
 
     def _wait_idle(self, plan: ClusterPlan, say: Progress) -> None:
         say("waiting for the nodes to be idle")
@@ -372,11 +313,6 @@ def _lock(fd: int, name: Path) -> None:
                 raise DevClusterError(f"another `hpctrain devcluster` command holds {name}",
                                       "wait for it to finish, then retry") from None
             time.sleep(0.5)
-
-
-def _start_and_wait(daemon: Daemon, ready: Callable[[], bool]) -> None:
-    start(daemon)
-    wait_started(daemon, START_TIMEOUT_S, ready)
 
 
 def _daemon_status(daemon: Daemon) -> DaemonStatus:

@@ -12,7 +12,8 @@ from hpctrain.plan.nodetypes import Fit
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.restart import runs_trainer
 from hpctrain.plan.text import CONTROL
-from hpctrain.profiles.model import Profile, sbatch_default_problem
+from hpctrain.profiles.fieldtypes import sbatch_default_problem
+from hpctrain.profiles.model import Profile
 from hpctrain.slurm.sbatch_options import (
     INPUT_VARIABLES,
     SbatchArg,

@@ -52,7 +52,8 @@ def list_profiles() -> list[ProfileInfo]:
     return sorted(_candidates().values(), key=lambda p: p.name)
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml_mapping(path: Path, fix: str) -> dict[str, Any]:
+    """A profile file's YAML mapping; ProfileError names the file, and `fix` if no mapping."""
     # Imported here: a profile whose files have not changed loads from the cache without YAML.
     import yaml
 
@@ -66,9 +67,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         bad = yamlread.syntax_error(e)
         raise ProfileError(f"{path}: {bad.what}", bad.fix) from None
     if not isinstance(data, dict):
-        raise ProfileError(
-            f"{path}: a profile must be a YAML mapping", "see `hpctrain profiles show raven`"
-        )
+        raise ProfileError(f"{path}: a profile must be a YAML mapping", fix)
     return data
 
 
@@ -118,7 +117,7 @@ def _merge_named(base: list[dict[str, Any]], over: list[dict[str, Any]]) -> list
 
 def _resolve(path: Path, chain: tuple[Path, ...], read: list[Path]) -> dict[str, Any]:
     read.append(path)
-    data = _read_yaml(path)
+    data = read_yaml_mapping(path, "see `hpctrain profiles show raven`")
     # A profile is named after its file unless it says otherwise, also when it extends one.
     data.setdefault("name", path.stem)
     parent = data.pop("extends", None)

@@ -14,9 +14,12 @@ from typing import Any
 from hpctrain.errors import HpctrainError, ProfileError
 from hpctrain.files import paths
 from hpctrain.files.atomic import write_atomic
+from hpctrain.profiles.loader import read_yaml_mapping
 
 # The probe job prints its findings as one JSON line after this marker.
 MARKER = "HPCTRAIN-PROBE "
+
+
 @dataclass(frozen=True)
 class Findings:
     """What the compute node reported."""
@@ -103,22 +106,9 @@ def write_findings(name: str, shipped: bool, findings: Findings) -> Written:
 
 
 def _user_data(path: Path, name: str, shipped: bool) -> dict[str, Any]:
-    import yaml
-
-    from hpctrain.files import yamlread
-
     if not path.exists():
         if not shipped:
             raise ProfileError(f"profile {name} is no shipped profile and has no user file",
                                "probe a profile listed by `hpctrain profiles list`")
         return {"extends": name}
-    try:
-        data = yamlread.load(yamlread.read_text(path))
-    except yamlread.YamlInputError as e:
-        raise ProfileError(f"{path}: {e.what}", e.fix) from None
-    except yaml.YAMLError as e:
-        bad = yamlread.syntax_error(e)
-        raise ProfileError(f"{path}: {bad.what}", bad.fix) from None
-    if not isinstance(data, dict):
-        raise ProfileError(f"{path}: a profile must be a YAML mapping", "fix the file")
-    return data
+    return read_yaml_mapping(path, "fix the file")

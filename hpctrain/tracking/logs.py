@@ -169,7 +169,7 @@ def follow(
     `closed` says when the log's last writer has closed it: SLURM is asked then, not later.
     """
     pause: Callable[[float], object] = waiter.wait if waiter is not None else sleep
-    # A login's file is read over ssh (places/login.py: RemoteFollower, same interface).
+    # A login's file is read over ssh (places/loginfiles.py: RemoteFollower, same interface).
     follower = follower or FileFollower(log_path(record, err), start_offset)
     result = FollowResult(record)
     done = watcher.is_final(record)

@@ -13,7 +13,8 @@ import pytest
 
 from hpctrain.errors import PlanError
 from hpctrain.plan import JobPlan, JobRequest, build_plan
-from hpctrain.plan.launch_lines import adopt_launch_line, read_front
+from hpctrain.plan.launch_front import read_front
+from hpctrain.plan.launch_lines import adopt_launch_line
 from hpctrain.plan.launchers import LAUNCHERS
 from hpctrain.profiles import load_profile
 from hpctrain.render.script import render_script

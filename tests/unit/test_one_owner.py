@@ -173,7 +173,7 @@ def test_default_qos_in_a_profile_file(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_shipped_profiles_set_nothing_hpctrain_writes_through_sbatch_defaults() -> None:
-    from hpctrain.profiles.model import sbatch_default_problem
+    from hpctrain.profiles.fieldtypes import sbatch_default_problem
 
     for name in ("gilbreth", "local", "marvin", "raven"):
         assert not [a for a in load_profile(name).sbatch_defaults if sbatch_default_problem(a)]

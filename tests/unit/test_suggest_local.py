@@ -18,7 +18,7 @@ import pytest
 
 from hpctrain.errors import PlanError
 from hpctrain.plan import JobRequest, build_plan
-from hpctrain.plan.suggest import OPTIONS
+from hpctrain.plan.nearest import OPTIONS
 from hpctrain.profiles import load_profile
 
 FIELD_OF = {option: field for field, option in OPTIONS.items()}

@@ -19,7 +19,7 @@ import pytest
 from hpctrain.errors import HpctrainError, PlanError
 from hpctrain.plan import JobRequest, build_plan
 from hpctrain.plan.gpus import with_total_gpus
-from hpctrain.plan.suggest import OPTIONS
+from hpctrain.plan.nearest import OPTIONS
 from hpctrain.profiles import load_profile
 from hpctrain.profiles.loader import list_profiles
 from hpctrain.values.units import format_time, parse_time_seconds
