@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from hpctrain.cli.flags import JsonOpt
 from hpctrain.cli.output import err_console, print_json
 from hpctrain.tasks import registry
 
@@ -40,7 +41,7 @@ def fetch(
         ),
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the server.")] = 60.0,
-    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Download a dataset's IDX files, verify their checksums, and write them atomically."""
     from hpctrain.tasks.parts.datasets.fetch import default_data_dir, fetch_dataset

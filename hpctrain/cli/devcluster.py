@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from hpctrain.cli.flags import JsonOpt
 from hpctrain.cli.output import console, err_console, print_json
 
 if TYPE_CHECKING:
@@ -18,7 +19,6 @@ devcluster_app = typer.Typer(
     no_args_is_help=True,
 )
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def _progress(msg: str) -> None:

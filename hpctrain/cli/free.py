@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hpctrain.cli import backends
+from hpctrain.cli.flags import JsonOpt
+from hpctrain.cli.login import LoginOpt
 from hpctrain.cli.options import job_option
 from hpctrain.cli.output import console, plain_columns, print_json
+from hpctrain.cli.race import FIRST_OF
 from hpctrain.errors import HpctrainError
 
 if TYPE_CHECKING:
@@ -238,19 +241,17 @@ def free(
     profiles: Annotated[list[str] | None, typer.Option(
         "--profile", "-P", help="A profile to look at (repeatable): its cluster's partitions. "
         "Default: every profile with a login (docs/remote.md), else the dev cluster's.")] = None,
-    login: Annotated[str | None, typer.Option(
-        "--login", metavar="DEST", help="Through this ssh destination (one profile).")] = None,
+    login: LoginOpt = None,
     nodes: Annotated[int, job_option("nodes")] = 1,
     gpus_per_node: Annotated[int | None, job_option("gpus_per_node")] = None,
-    first_of: Annotated[str | None, typer.Option(
-        "--first-of", metavar="NxG,...", help="Several topologies to place, e.g. 1x4,2x2, "
-        "gpudev:1x4 or 2x4@raven.")
-    ] = None,
+    # free places them, it races nothing: the table's --first-of, in free's words.
+    first_of: Annotated[str | None, FIRST_OF.declaration(
+        "Several topologies to place, e.g. 1x4,2x2, gpudev:1x4 or 2x4@raven.")] = None,
     time: Annotated[str | None, job_option("time")] = None,
     days: Annotated[float, typer.Option(
         "--days", min=0.01, help="The period of the accounts' usage, in days back from now.")
     ] = 30,
-    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Where GPUs are free now, per partition, maintenance ahead, your accounts' usage, and
     where a request would start soonest."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, BinaryIO
 import typer
 
 from hpctrain.cli import backends
+from hpctrain.cli.flags import JsonOpt
 from hpctrain.cli.login import LoginOpt
 from hpctrain.cli.output import console, err_console, print_json
 from hpctrain.errors import HpctrainError
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from hpctrain.tracking.report import Refreshed
     from hpctrain.tracking.watcher import CancelReport, JobWatcher
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (docs/jobs.md).")]
 StudyOpt = Annotated[str | None, typer.Option(
     "--study", metavar="NAME", help="A study's jobs: a sweep's points, a scaling study's runs "
     "(by name or id).")]

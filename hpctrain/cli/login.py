@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from hpctrain.cli.flags import LOGIN
+from hpctrain.cli.flags import LOGIN, JsonOpt
 from hpctrain.cli.output import console, err_console, print_json
 
 # Every command that can go through a login takes it so (status imports it from here rather
@@ -25,7 +25,7 @@ def login(
     check: Annotated[bool, typer.Option(
         "--check", help="Only say whether the connection is open (exit 1 if not).")] = False,
     close: Annotated[bool, typer.Option("--close", help="Close the connection.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Open the one ssh connection later commands reuse (your password or OTP, asked once)."""
     from hpctrain.errors import HpctrainError

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hpctrain.cli import backends
+from hpctrain.cli.flags import JsonOpt
 from hpctrain.cli.output import console, print_json
 
 if TYPE_CHECKING:
     from hpctrain.diagnosis.badnodes import Quarantined
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def nodes(

@@ -145,11 +145,12 @@ def job_table() -> tuple[Row, ...]:
     return tuple(rows)
 
 
-def job_option(name: str) -> Any:
+def job_option(name: str, help: str | None = None) -> Any:
     """The typer declaration of the table's row `name`, for a command that takes that one
-    option on its own (annotate it `Annotated[<the row's type>, job_option(name)]`)."""
+    option on its own (annotate it `Annotated[<the row's type>, job_option(name)]`); `help`
+    where its default means something else there (Flags.declaration)."""
     (row,) = [r for r in job_table() if r.name == name]
-    return row.flags.declaration()
+    return row.flags.declaration(help)
 
 
 def trainer_option(flag: str) -> TrainerOption:

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from hpctrain.cli import completion, display
+from hpctrain.cli.flags import JsonOpt
 from hpctrain.cli.login import LoginOpt
 from hpctrain.cli.options import job_option
 from hpctrain.cli.output import (
@@ -29,7 +30,6 @@ profiles_app = typer.Typer(
     rich_markup_mode=None,
 )
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 ProfileArg = Annotated[str, typer.Argument(help="Profile name or YAML file.",
                                            autocompletion=completion.profile_names)]
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from hpctrain.cli import argv, backends
 from hpctrain.cli.costview import charged, show_usage
-from hpctrain.cli.flags import Flags
+from hpctrain.cli.flags import JSON, Flags
 from hpctrain.cli.options import (
     TRAINER_FLAGS,
     JobOptions,
@@ -46,7 +46,7 @@ OWN = (
     Row("check", bool, False, Flags(("--check",), "Ask the SLURM in reach (sbatch --test-only) "
                                     "too.")),
     Row("first_of", str | None, None, FIRST_OF),
-    Row("json_out", bool, False, Flags(("--json",), "Print the plan and script as JSON.")),
+    Row("json_out", bool, False, JSON),
     Row("force", bool, False, Flags(("--force",), "Overwrite an existing --output.")),
 )
 

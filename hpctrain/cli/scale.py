@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hpctrain.cli import backends, display
+from hpctrain.cli.flags import JsonOpt
 from hpctrain.cli.login import LoginOpt
 from hpctrain.cli.options import JobOptions, build_request, with_job_options
 from hpctrain.cli.output import console, err_console, print_json, register_display
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
     from hpctrain.studies.scaling_study import PreparedStudy, Studies
     from hpctrain.submission.pipeline import Outcome
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="The table as JSON (one object per "
-                                       "topology, and the plot's path).")]
 _COLUMNS = ("TOPOLOGY", "GPUS", "TIME", "SAMPLES/S", "MIN..MAX", "PER GPU", "SPEEDUP",
             "EFFICIENCY", "GPU UTIL", "STATE")
 PLOT_HINT = "no plot: matplotlib is not installed; pip install 'hpctrain[plot]' for one"

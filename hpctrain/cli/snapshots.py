@@ -13,14 +13,14 @@ import typer
 
 from hpctrain.cli import backends
 from hpctrain.cli.display import DryRunOpt, show
+from hpctrain.cli.flags import JsonOpt
+from hpctrain.cli.options import job_option
 from hpctrain.cli.output import console, print_json
 
 if TYPE_CHECKING:
     from hpctrain.history import JobRecord
     from hpctrain.places import Place
     from hpctrain.studies.compare import Change, Comparison, Reader
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def _store_of(record: JobRecord) -> Path | None:
@@ -153,14 +153,13 @@ def _value(v: object) -> str:
 
 def rerun(
     job: Annotated[str, typer.Argument(help="The job to run again.")],
-    nodes: Annotated[int | None, typer.Option(
-        "--nodes", "-N", min=1, help="Plan it again on this many nodes.")] = None,
-    # No -G: sbatch's -G is --gpus, GPUs in all, not per node.
-    gpus_per_node: Annotated[int | None, typer.Option(
-        "--gpus-per-node", min=0, help="Plan it again with this many GPUs per node.")
-    ] = None,
-    time: Annotated[str | None, typer.Option(
-        "--time", "-t", help="Plan it again with this time limit (e.g. 2:00:00).")] = None,
+    # The table's rows, each None (the job's own value) unless given; the plan checks them.
+    nodes: Annotated[int | None, job_option("nodes", "Plan it again on this many nodes.")
+                     ] = None,
+    gpus_per_node: Annotated[int | None, job_option(
+        "gpus_per_node", "Plan it again with this many GPUs per node.")] = None,
+    time: Annotated[str | None, job_option(
+        "time", "Plan it again with this time limit (e.g. 2:00:00).")] = None,
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
 ) -> None:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from hpctrain.cli.flags import JsonOpt
 from hpctrain.cli.output import console, print_json
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def stats(
     job: Annotated[
         str | None, typer.Argument(help="Job id or run directory (default: the last job).")
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Per node and per GPU: utilization, memory, power and energy, with notes on waste; and
     each rank's start-up."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpctrain.cli import argv, backends
 from hpctrain.cli.display import DRY_RUN, show
-from hpctrain.cli.flags import LOGIN, Flags
+from hpctrain.cli.flags import JSON, LOGIN, Flags
 from hpctrain.cli.options import JobOptions, Row, build_request, job_command
 from hpctrain.cli.race import FIRST_OF
 
@@ -31,7 +31,7 @@ OWN = (
         ("--in-place",), "A project path (data) the job reads where it is instead of from the "
         "snapshot; repeat for more.", metavar="PATH")),
     Row("dry_run", bool, False, DRY_RUN),
-    Row("json_out", bool, False, Flags(("--json",), "Machine-readable output (docs/jobs.md).")),
+    Row("json_out", bool, False, JSON),
 )
 
 

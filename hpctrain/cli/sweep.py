@@ -8,6 +8,7 @@ import typer
 
 from hpctrain.cli import backends, sweepview
 from hpctrain.cli.display import DryRunOpt, show
+from hpctrain.cli.flags import JsonOpt
 from hpctrain.cli.login import LoginOpt
 from hpctrain.cli.options import JobOptions, build_request, with_job_options
 from hpctrain.errors import HpctrainError
@@ -35,8 +36,6 @@ ArraySizeOpt = Annotated[int | None, typer.Option(
     "MaxArraySize, from scontrol show config).")]
 NameOpt = Annotated[str | None, typer.Option(help="The study's name (default: the run "
                                              "directory's).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output "
-                                       "(docs/sweeps.md).")]
 ChainOpt = Annotated[int, typer.Option("--chain", min=1, help="Each point as N jobs, each "
                                        "after its own forerunner (long trainings).")]
 

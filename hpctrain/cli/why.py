@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hpctrain.cli import backends
+from hpctrain.cli.flags import JsonOpt
 from hpctrain.cli.output import console, print_json
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def why(
     job: Annotated[str | None, typer.Argument(
         help="The job to explain (an id from the history; default: the last job submitted).")
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Why a job failed, waits or wasted what it asked for: one diagnosis with the lines it
     stands on, one fix, and what to ask for next time."""

@@ -93,7 +93,8 @@ def stored_request(record: JobRecord, place: Place, changes: Changes) -> JobRequ
     # copy is carried over, never the project's file as it is now). Not adapted to the place
     # again: the request was kept as the place had adapted it (its Python, its paths).
     return dataclasses.replace(
-        req, nodes=changes.nodes or nodes, time=changes.time or req.time,
+        req, nodes=nodes if changes.nodes is None else changes.nodes,
+        time=changes.time or req.time,
         gpus_per_node=gpus if changes.gpus_per_node is None else changes.gpus_per_node,
         chain=1, after=(), config=None, snapshot=True)
 

@@ -124,6 +124,10 @@ def test_rerun_dry_run_plans_the_job_again_without_editing_its_script(
     res = _ok("rerun", done.job_id, "--dry-run", "--nodes", "2")
     assert res.stdout.startswith("#!/bin/bash") and "#SBATCH --nodes=2" in res.stdout
     assert f"a rerun of job {done.job_id}, on its snapshot {done.snapshot.id}" in res.stderr
+    # The table's --nodes has no bound: the plan refuses 0 nodes as for submit (and 0 is not
+    # taken for "the job's own").
+    res = runner.invoke(app, ["rerun", done.job_id, "--dry-run", "--nodes", "0"])
+    assert "a job needs at least 1 node" in str(res.exception), res.output
 
 
 def test_rerun_runs_the_snapshot_in_a_new_run_directory(tmp_path: Path) -> None:

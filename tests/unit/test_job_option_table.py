@@ -16,6 +16,7 @@ import typer
 import typer.main
 
 from hpctrain.cli import build_app
+from hpctrain.cli.flags import JSON
 from hpctrain.cli.options import (
     TRAINER_FLAGS,
     TRAINER_HELP,
@@ -33,10 +34,12 @@ from tests.unit.inproc import Cli, in_process
 
 REPO = Path(__file__).resolve().parents[2]
 # Options that share a job option's flags and mean something else: the cluster devcluster
-# emulates; a rerun's changes to the recorded job (default: the job's own value).
+# emulates.
 OTHER_MEANING = {("devcluster", "up"): {"profile", "nodes"},
-                 ("rerun",): {"nodes", "gpus_per_node", "time"},
                  ("free",): {"profiles"}}  # several profiles: a view of each
+# The table's rows in a command's own words: a rerun's changes to the recorded job (default:
+# the job's own value); all but the help and the default as the table declares them.
+OWN_WORDS = {("rerun",): {"nodes", "gpus_per_node", "time"}}
 
 
 @pytest.fixture(autouse=True)
@@ -92,6 +95,9 @@ def test_every_command_shows_a_job_option_as_the_table_declares_it() -> None:
             if p.name in OTHER_MEANING.get(path, ()):
                 continue
             assert p.name in reference, f"{' '.join(path)} declares {p.opts} itself"
+            if p.name in OWN_WORDS.get(path, ()):
+                assert _unworded(_shown(p)) == _unworded(reference[p.name]), p.opts
+                continue
             assert _shown(p) == reference[p.name], f"{' '.join(path)} {p.opts}"
             seen.setdefault(p.name, set()).add(path)
     # The commands that take them: every job command takes the profile; the trainer's
@@ -100,6 +106,44 @@ def test_every_command_shows_a_job_option_as_the_table_declares_it() -> None:
     assert seen["partition"] >= {("scale",), ("profiles", "probe")}
     assert seen["sets"] == seen["task"] == seen["max_epochs"] == seen["profile"]
     assert seen["global_batch"] == {("submit",), ("render",), ("sweep",)}
+
+
+def _unworded(shown: tuple[object, ...]) -> tuple[object, ...]:
+    """An option as shown, but for its help and default."""
+    return shown[:2] + shown[3:4] + shown[5:]
+
+
+def _options(flag: str) -> Iterator[tuple[tuple[str, ...], click.Option]]:
+    for path, cmd in _commands(typer.main.get_command(build_app())):
+        for p in cmd.params:
+            if isinstance(p, click.Option) and flag in p.opts:
+                yield path, p
+
+
+def test_json_is_declared_once_with_one_help() -> None:
+    declared = []
+    for path in (REPO / "hpctrain" / "cli").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and any(
+                    isinstance(c, ast.Constant) and c.value == "--json"
+                    for a in node.args for c in ast.walk(a)):
+                declared.append(path.relative_to(REPO).as_posix())
+    assert declared == ["hpctrain/cli/flags.py"]
+    shown = {path: _shown(p) for path, p in _options("--json")}
+    assert len(shown) > 20 and {("render",), ("submit",), ("status",)} <= set(shown)
+    (one,) = set(shown.values())
+    assert one[2] == JSON.help
+
+
+def test_free_takes_the_login_and_first_of_that_submit_takes() -> None:
+    submit = {p.name: _shown(p) for path, p in _options("--login") if path == ("submit",)}
+    submit.update({p.name: _shown(p) for path, p in _options("--first-of") if path == ("submit",)})
+    free = {p.name: _shown(p) for path, p in [*_options("--login"), *_options("--first-of")]
+            if path == ("free",)}
+    assert free["login"] == submit["login"]
+    # free places the topologies, it races nothing: the same option in its words.
+    assert _unworded(free["first_of"]) == _unworded(submit["first_of"])
+    assert free["first_of"][2] != submit["first_of"][2]
 
 
 def test_the_table_is_the_declaration() -> None:
