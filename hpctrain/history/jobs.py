@@ -44,7 +44,7 @@ class JobFacts:
     # Racing alternatives (--first-of): the first alternative's id, all of them as "1x4,4x1".
     race_head: str | None = None
     race_of: str | None = None
-    # The code snapshot the job runs (snapshots/store.py); None: it runs in `workdir`.
+    # The code snapshot the job runs (hpctrain/snapshots/); None: it runs in `workdir`.
     snapshot: str | None = None
     # A study's job: a sweep's point (one task of its array) or a scaling study's run.
     study: int | None = None

@@ -15,97 +15,42 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hpctrain.monitor import collectives, procs, stacks, verdict
-from hpctrain.monitor.silence import CEILING_S, FLOOR_S, STEP_FACTOR, OutputRhythm, output_files
-from hpctrain.progress import STACK_SIGNAL, record_name, safe_name
+from hpctrain.monitor.evidence import (
+    ask_flight_records,
+    collect_node,
+    gather,
+    read_flight_records,
+    stack_texts,
+    write_file,
+)
+from hpctrain.monitor.ranks import (
+    RankProgress,
+    read_progress,
+    read_ranks,
+    registered_ranks,
+    silent_s,
+    window_s,
+)
+from hpctrain.monitor.silence import FLOOR_S, OutputRhythm, output_files
 from hpctrain.values import rundir
 
-__all__ = ["CEILING_S", "FLOOR_S", "STEP_FACTOR"]
 CHECK_EVERY_S = 5.0
 # The rank hook looks for a request once a second; a stopped rank never answers.
 FLIGHT_WAIT_S = 5.0
 # The CPU samples kept per rank: a minute at one check every CHECK_EVERY_S.
 CPU_SAMPLES = 12
-DUMP_TIMEOUT_S = 30.0
-SIGNAL_DUMP_WAIT_S = 5.0
 GATHER_WAIT_S = 30.0
 ACTIONS = ("cancel", "requeue", "report")
-
-
-@dataclass(frozen=True)
-class RankProgress:
-    """A rank's last progress report: its step, when, and how long a step takes."""
-
-    node: str
-    rank: int
-    pid: int
-    step: int
-    t: float
-    step_s: float | None
-
-
-def read_progress(run_dir: Path, since: float) -> list[RankProgress]:
-    """Every rank's last record written at or after `since` (an earlier segment's are stale)."""
-    out = []
-    for path in sorted((run_dir / rundir.PROGRESS_DIR).glob("*.json")):
-        try:
-            row = json.loads(path.read_text(encoding="utf-8"))
-            rank = RankProgress(str(row["node"]), int(row["rank"]), int(row["pid"]),
-                                int(row["step"]), float(row["t"]),
-                                None if row.get("step_s") is None else float(row["step_s"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # half a file from another writer: read it at the next check
-        if rank.t >= since:
-            out.append(rank)
-    return out
-
-
-def read_ranks(run_dir: Path, since: float) -> list[RankProgress]:
-    """Every rank the job has: those the rank hook registered (a process group's ranks) and
-    those that report progress, the progress record kept where a rank has both."""
-    found = {(r.node, r.rank): r for r in registered_ranks(run_dir, since)}
-    found.update({(r.node, r.rank): r for r in read_progress(run_dir, since)})
-    return sorted(found.values(), key=lambda r: r.rank)
-
-
-def registered_ranks(run_dir: Path, since: float) -> list[RankProgress]:
-    """The ranks the rank hook registered at or after `since` (rank-registry/)."""
-    out = []
-    for path in sorted((run_dir / rundir.RANKS_DIR).glob("*.json")):
-        try:
-            row = json.loads(path.read_text(encoding="utf-8"))
-            rank = RankProgress(str(row["node"]), int(row["rank"]), int(row["pid"]), 0,
-                                float(row["t"]), None)
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if rank.t >= since:
-            out.append(rank)
-    return out
-
-
-def window_s(ranks: Sequence[RankProgress], override: float | None) -> float:
-    """The job's own window, else STEP_FACTOR slowest step times within the floor and ceiling."""
-    if override is not None:
-        return override
-    times = [r.step_s for r in ranks if r.step_s]
-    if not times:
-        return FLOOR_S
-    return min(CEILING_S, max(FLOOR_S, STEP_FACTOR * max(times)))
-
-
-def silent_s(ranks: Sequence[RankProgress], now: float) -> float | None:
-    """Seconds since any rank last reported (None: none has reported yet)."""
-    return now - max(r.t for r in ranks) if ranks else None
 
 
 def parse_window(text: str | None) -> tuple[bool, float | None]:
@@ -120,131 +65,6 @@ def parse_window(text: str | None) -> tuple[bool, float | None]:
     except ValueError:
         return True, None
     return (value > 0), (value if value > 0 else None)
-
-
-def _py_spy() -> str | None:
-    """py-spy's binary: beside this Python, in the bin/ of a venv on its path (hpctrain's
-    set-up layers one venv over another), or on PATH."""
-    bins = [Path(sys.executable).parent] + [Path(p).parents[2] / "bin" for p in sys.path
-                                            if p.endswith("site-packages")]
-    found = next((b / "py-spy" for b in bins if (b / "py-spy").is_file()), None)
-    return str(found) if found else shutil.which("py-spy")
-
-
-def dump_with_py_spy(pid: int) -> str | None:
-    """Every thread's Python stack of `pid`, read from outside by py-spy (None: it could not).
-    A process that py-spy cannot pause (one stopped by SIGSTOP) is read without pausing it."""
-    tool = _py_spy()
-    if tool is None:
-        return None
-    # Full file names: the short ones ("torch/...", "threading.py") cannot be told from the
-    # user's own. The subprocesses: a data loader's workers, where a rank may wait; py-spy
-    # gives up on all where one child is no Python, so it is asked again without them.
-    argv = [tool, "dump", "--full-filenames", "--pid", str(pid)]
-    for extra in (["--subprocesses"], [], ["--nonblocking"]):
-        try:
-            done = subprocess.run(argv + extra, capture_output=True, text=True,
-                                  timeout=DUMP_TIMEOUT_S, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if done.returncode == 0 and done.stdout.strip():
-            return done.stdout
-    return None
-
-
-def dump_with_signal(pid: int, stack_file: Path) -> str | None:
-    """The stack the rank writes itself on SIGQUIT (hpctrain.progress arms it)."""
-    before = stack_file.stat().st_size if stack_file.exists() else 0
-    try:
-        os.kill(pid, STACK_SIGNAL)
-    except OSError:
-        return None
-    deadline = time.monotonic() + SIGNAL_DUMP_WAIT_S
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-        if stack_file.exists() and stack_file.stat().st_size > before:
-            time.sleep(0.3)  # the dump is written in pieces; let it finish
-            with stack_file.open("rb") as fh:
-                fh.seek(before)
-                return fh.read().decode("utf-8", "replace")
-    return None
-
-
-def collect_node(run_dir: Path, node: str, ranks: Sequence[RankProgress], now: float,
-                 window: float, usage: dict[int, dict[str, Any]] | None = None
-                 ) -> dict[str, Any]:
-    """This node's ranks' stacks into the evidence folder, and the node's view as JSON (with
-    each rank's CPU share and /proc state, `usage` by pid, where read)."""
-    folder = run_dir / rundir.STALL_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for r in sorted((r for r in ranks if r.node == node), key=lambda r: r.rank):
-        name = record_name(r.node, r.rank)
-        text, method = dump_with_py_spy(r.pid), "py-spy"
-        if text is None:
-            stack = run_dir / rundir.PROGRESS_DIR / f"{name}.stack"
-            text, method = dump_with_signal(r.pid, stack), "faulthandler"
-        if text is not None:
-            _write(folder / f"{name}.txt", text)
-        rows.append({**asdict(r), "silent_s": round(now - r.t, 1),
-                     "stack": f"{name}.txt" if text is not None else None,
-                     "method": method if text is not None else None,
-                     **(usage or {}).get(r.pid, {})})
-    view = {"node": node, "detected_t": round(now, 3), "window_s": window, "ranks": rows}
-    _write(folder / f"{safe_name(node)}.json", json.dumps(view) + "\n")
-    return view
-
-
-def gather(run_dir: Path, nodes: int, wait_s: float, since: float = 0.0
-           ) -> list[dict[str, Any]]:
-    """Every node's view collected at or after `since`, waiting up to `wait_s` for all
-    `nodes` of them."""
-    folder = run_dir / rundir.STALL_DIR
-    deadline = time.monotonic() + wait_s
-    while True:
-        views = []
-        for path in sorted(folder.glob("*.json")):
-            try:
-                view = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if float(view.get("detected_t") or 0) >= since:
-                views.append(view)
-        if len(views) >= nodes or time.monotonic() >= deadline:
-            return views
-        time.sleep(0.5)
-
-
-def ask_flight_records(run_dir: Path, request: str) -> None:
-    """Ask every rank's hook for its flight record (it looks once a second)."""
-    folder = run_dir / rundir.STALL_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    _write(folder / rundir.FLIGHT_REQUEST, request + "\n")
-
-
-def read_flight_records(run_dir: Path, request: str, ranks: Sequence[int], wait_s: float
-                        ) -> collectives.CollectiveView:
-    """The ranks' answers to `request`, waiting up to `wait_s` for every rank of `ranks`."""
-    folder = run_dir / rundir.STALL_DIR / rundir.FLIGHT_DIR
-    deadline = time.monotonic() + wait_s
-    while True:
-        records: dict[int, Any] = {}
-        for path in sorted(folder.glob("*.json")):
-            try:
-                row = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if row.get("request") == request:
-                records[int(row["rank"])] = row.get("trace")
-        if set(ranks) <= set(records) or time.monotonic() >= deadline:
-            return collectives.read(records, ranks)
-        time.sleep(0.25)
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -323,7 +143,7 @@ class StallWatch:
         # Read again once the nodes' views are in: collectives that went on meanwhile say the
         # job runs, whatever one read found.
         flight = self._flight(f"{now:.3f}-again", registered)
-        texts = _stack_texts(self.run_dir, views)
+        texts = stack_texts(self.run_dir, views)
         rank_stacks = stacks.ranks_of(views, texts)
         rows = [row for v in views for row in v.get("ranks") or []]
         found = verdict.judge(rows, flight, rank_stacks, collectives.moved(first, flight))
@@ -343,7 +163,7 @@ class StallWatch:
                   "collectives": flight.describe() if flight.newest else None,
                   "job_id": os.environ.get("SLURM_JOB_ID"), "gpus": self.gpus,
                   "suspect_node": suspect, "retries_left": self.retries_left, "nodes": views}
-        _write(self.run_dir / rundir.STALL_REPORT, json.dumps(report, indent=1) + "\n")
+        write_file(self.run_dir / rundir.STALL_REPORT, json.dumps(report, indent=1) + "\n")
         self.act(action, report)
         return True
 
@@ -362,14 +182,6 @@ class StallWatch:
                     return
             except OSError as e:
                 print(f"hpctrain monitor: stall watch: {e}", file=sys.stderr)
-
-
-def _stack_texts(run_dir: Path, views: Sequence[dict[str, Any]]) -> dict[str, str]:
-    folder = run_dir / rundir.STALL_DIR
-    names = {str(row["stack"]) for view in views for row in view.get("ranks") or []
-             if row.get("stack")}
-    return {n: (folder / n).read_text(encoding="utf-8", errors="replace") for n in names
-            if (folder / n).is_file()}
 
 
 def slurm_action(action: str, report: dict[str, Any]) -> None:

@@ -236,7 +236,7 @@ def job_summary(run_dir: Path) -> dict[str, Any] | None:
 
 def _rank_nodes(run_dir: Path) -> dict[str, str]:
     """rank -> node, from the ranks the rank hook registered."""
-    from hpctrain.monitor.stall import registered_ranks
+    from hpctrain.monitor.ranks import registered_ranks
 
     return {str(r.rank): r.node for r in registered_ranks(run_dir, 0.0)}
 

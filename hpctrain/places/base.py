@@ -12,8 +12,9 @@ if TYPE_CHECKING:
     from hpctrain.plan import JobRequest
     from hpctrain.remote.sync import SyncReport
     from hpctrain.slurm.client import SlurmClient
+    from hpctrain.snapshots.gc import Collected
+    from hpctrain.snapshots.model import Snapshot
     from hpctrain.snapshots.spec import CodeSpec
-    from hpctrain.snapshots.store import Collected, Snapshot
     from hpctrain.values.rundir import RunFile
 
 GIT_TIMEOUT_S = 5.0

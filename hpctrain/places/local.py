@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from hpctrain.plan import JobRequest
     from hpctrain.remote.sync import SyncReport
     from hpctrain.slurm.client import SlurmClient
+    from hpctrain.snapshots.gc import Collected
+    from hpctrain.snapshots.model import Snapshot
     from hpctrain.snapshots.spec import CodeSpec
-    from hpctrain.snapshots.store import Collected, Snapshot
     from hpctrain.values.rundir import RunFile
 
 # Between reads of a followed file where no inotify event wakes the reader.
@@ -175,11 +176,11 @@ class LocalCode:
 
     def collect_code(self, store: Path, keep: set[str], grace_s: float, dry_run: bool
                      ) -> Collected | None:
-        from hpctrain.snapshots import store as st
+        from hpctrain.snapshots.gc import collect
 
         if not (store / "manifests").is_dir():
             return None
-        return st.collect(store, keep, dry_run=dry_run, grace_s=grace_s)
+        return collect(store, keep, dry_run=dry_run, grace_s=grace_s)
 
 
 class LocalProject:

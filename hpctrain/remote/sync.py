@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hpctrain.errors import RemoteError
 from hpctrain.remote.connection import Connection
-from hpctrain.snapshots.store import existing, project_files
+from hpctrain.snapshots.listing import existing, project_files
 
 SYNC_TIMEOUT_S = 600.0
 

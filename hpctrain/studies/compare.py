@@ -14,8 +14,8 @@ from typing import Any
 
 from hpctrain.errors import HpctrainError
 from hpctrain.history import JobRecord
+from hpctrain.snapshots.objects import object_path
 from hpctrain.snapshots.spec import store_of
-from hpctrain.snapshots.store import object_path
 from hpctrain.values import rundir
 
 # A file's text, or None where it does not exist.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain.snapshots import store
+from hpctrain.snapshots.objects import manifest_of
 from tests.conftest import DevClusterHandle
 from tests.jobs.test_jobs_cluster import Cli
 from tests.waits import wait_for
@@ -91,7 +91,7 @@ def test_in_place_data_is_read_where_it_is(cli: Cli) -> None:
     (cli.cwd / "extra.txt").write_text("not frozen")
     done = cli.submit("--in-place", "extra.txt", "--", "python3", "-c", script)
     snap = done["snapshot"]
-    frozen = store.manifest_of(Path(snap["store"]), snap["id"])["files"]
+    frozen = manifest_of(Path(snap["store"]), snap["id"])["files"]
     assert snap["in_place"] == ["extra.txt"] and "extra.txt" not in {f[0] for f in frozen}
     job = cli.wait(done["job_id"], lambda j: j["terminal"])
     assert job["state"] == "COMPLETED", job

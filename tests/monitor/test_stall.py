@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hpctrain import progress
-from hpctrain.monitor import stacks, stall
+from hpctrain.monitor import evidence, ranks, silence, stacks, stall
 from hpctrain.values import rundir
 
 pytest.importorskip("torch")
@@ -47,7 +47,7 @@ def hung(tmp_path: Path) -> Iterator[Path]:
         procs.append(subprocess.Popen([sys.executable, str(PROGRAM)], env=env))
     try:
         deadline = time.monotonic() + 120
-        while len(stall.read_progress(tmp_path, 0)) < 2 or not (tmp_path / "hung-once").exists():
+        while len(ranks.read_progress(tmp_path, 0)) < 2 or not (tmp_path / "hung-once").exists():
             assert time.monotonic() < deadline, "the ranks never reported"
             assert all(p.poll() is None for p in procs), "a rank exited"
             time.sleep(0.2)
@@ -81,10 +81,10 @@ def _check_until_stalled(watch: stall.StallWatch) -> None:
 @pytest.mark.parametrize("method", ["py-spy", "faulthandler"])
 def test_the_hung_rank_is_named_with_its_frame(hung: Path, method: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    if method == "py-spy" and stall.dump_with_py_spy(os.getpid()) is None:
+    if method == "py-spy" and evidence.dump_with_py_spy(os.getpid()) is None:
         pytest.skip("py-spy cannot attach here")
     if method == "faulthandler":
-        monkeypatch.setattr(stall, "_py_spy", lambda: None)
+        monkeypatch.setattr(evidence, "_py_spy", lambda: None)
     acted: list[str] = []
     _check_until_stalled(_watch(hung, acted))
     assert acted == ["cancel"]
@@ -113,18 +113,18 @@ def test_no_stall_while_the_ranks_progress(tmp_path: Path) -> None:
 def test_an_earlier_segments_records_are_stale(tmp_path: Path) -> None:
     """A requeued job's new monitor ignores what ranks reported before it started."""
     progress.Reporter(tmp_path / rundir.PROGRESS_DIR, "nodeA", 0).report(7, now=100.0)
-    assert stall.read_progress(tmp_path, since=99.0)[0].step == 7
-    assert stall.read_progress(tmp_path, since=101.0) == []
+    assert ranks.read_progress(tmp_path, since=99.0)[0].step == 7
+    assert ranks.read_progress(tmp_path, since=101.0) == []
 
 
 def test_the_window_follows_the_step_time() -> None:
-    def rank(step_s: float | None) -> stall.RankProgress:
-        return stall.RankProgress("n", 0, 1, 5, 0.0, step_s)
+    def rank(step_s: float | None) -> ranks.RankProgress:
+        return ranks.RankProgress("n", 0, 1, 5, 0.0, step_s)
 
-    assert stall.window_s([rank(None)], None) == stall.FLOOR_S
-    assert stall.window_s([rank(0.5), rank(30.0)], None) == 20 * 30.0
-    assert stall.window_s([rank(600.0)], None) == stall.CEILING_S
-    assert stall.window_s([rank(600.0)], 45.0) == 45.0
+    assert ranks.window_s([rank(None)], None) == silence.FLOOR_S
+    assert ranks.window_s([rank(0.5), rank(30.0)], None) == 20 * 30.0
+    assert ranks.window_s([rank(600.0)], None) == silence.CEILING_S
+    assert ranks.window_s([rank(600.0)], 45.0) == 45.0
     assert stall.parse_window("off") == (False, None)
     assert stall.parse_window("90") == (True, 90.0)
     assert stall.parse_window("") == (True, None)

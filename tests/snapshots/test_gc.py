@@ -1,4 +1,4 @@
-"""`hpctrain gc` and store.collect on real stores: what no recorded job needs goes, nothing else."""
+"""`hpctrain gc` and gc.collect on real stores: what no recorded job needs goes, nothing else."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ from typer.testing import CliRunner
 
 from hpctrain.cli import app
 from hpctrain.history import History, NewJob, StateUpdate
-from hpctrain.snapshots import store
+from hpctrain.snapshots.gc import collect
+from hpctrain.snapshots.model import Snapshot
+from hpctrain.snapshots.objects import snapshot_ids
 from hpctrain.snapshots.spec import code_spec, freeze_here
 
 runner = CliRunner()
 
 
-def _three_snapshots(project: Path) -> list[tuple[Path, store.Snapshot]]:
+def _three_snapshots(project: Path) -> list[tuple[Path, Snapshot]]:
     """Three submits of a project: shared.py in all, one.py / two.py / three.py in turn."""
     (project / "shared.py").parent.mkdir(parents=True, exist_ok=True)
     (project / "shared.py").write_text("SHARED = 1\n")
@@ -34,17 +36,17 @@ def test_collect_removes_the_unkept_snapshots_and_only_their_files(tmp_path: Pat
     made = _three_snapshots(tmp_path / "p")
     st = Path(made[0][1].store)
     keep = {made[2][1].id}
-    dry = store.collect(st, keep, dry_run=True, grace_s=0)
+    dry = collect(st, keep, dry_run=True, grace_s=0)
     assert sorted(dry.snapshots) == sorted(s.id for _, s in made[:2]) and dry.objects == 2
-    assert len(store.snapshot_ids(st)) == 3  # a dry run removes nothing
-    done = store.collect(st, keep, grace_s=0)
-    assert done == dry and store.snapshot_ids(st) == [made[2][1].id]
+    assert len(snapshot_ids(st)) == 3  # a dry run removes nothing
+    done = collect(st, keep, grace_s=0)
+    assert done == dry and snapshot_ids(st) == [made[2][1].id]
     # The kept snapshot still has every file: shared.py was not collected.
     assert (made[2][1].tree / "shared.py").read_text() == "SHARED = 1\n"
     assert (made[2][1].tree / "three.py").read_text() == "X = 2\n"
     assert not made[0][1].tree.exists()
     # Young files are a submit at work: with the default grace nothing goes.
-    assert store.collect(st, set()).snapshots == ()
+    assert collect(st, set()).snapshots == ()
 
 
 @pytest.fixture
@@ -76,11 +78,11 @@ def test_gc_keeps_what_recorded_jobs_need(tmp_path: Path, history: History) -> N
     assert one["snapshots"] == [s2.id] and one["kept"] == 2
     res = runner.invoke(app, ["gc", "--older-than", "30", "--min-age", "0", "--dry-run"])
     assert res.exit_code == 0 and "would remove 1 snapshot(s)" in res.stdout
-    assert sorted(store.snapshot_ids(Path(s0.store))) == sorted([s0.id, s1.id])
+    assert sorted(snapshot_ids(Path(s0.store))) == sorted([s0.id, s1.id])
     res = runner.invoke(app, ["gc", "--older-than", "30", "--min-age", "0"])
     assert "removed 1 snapshot(s)" in res.stdout
     # The unfinished job keeps its code however old it is.
-    assert store.snapshot_ids(Path(s0.store)) == [s1.id]
+    assert snapshot_ids(Path(s0.store)) == [s1.id]
 
 
 def test_gc_cleans_a_named_store_and_says_when_there_is_none(tmp_path: Path,

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain.snapshots import store
+from hpctrain.snapshots.freeze import freeze
+from hpctrain.snapshots.gc import collect
+from hpctrain.snapshots.index import git_view
+from hpctrain.snapshots.listing import check_project, project_files
+from hpctrain.snapshots.model import Limits, Listing, Snapshot, SnapshotError
+from hpctrain.snapshots.objects import manifest_of
 from hpctrain.snapshots.spec import (
     CodeSpec,
     check_here,
@@ -19,7 +24,7 @@ from hpctrain.snapshots.spec import (
     freeze_here,
     script_source,
 )
-from hpctrain.snapshots.store import Limits, SnapshotError
+from hpctrain.snapshots.workdir import link_code
 
 OLD = 1_600_000_000  # a file time well outside the index's 2 s racy window
 HOSTILE = ["with space.py", "quote'd.py", 'dq"x.py', "semi;colon.py", "$(touch pwned).py",
@@ -43,21 +48,21 @@ def _git(root: Path, *args: str) -> None:
 
 
 def _manifest_paths(store_dir: Path, snap_id: str) -> set[str]:
-    m = store.manifest_of(store_dir, snap_id)
+    m = manifest_of(store_dir, snap_id)
     return {row[0] for row in m["files"]} | {row[0] for row in m["links"]}  # type: ignore[attr-defined]
 
 
 def test_the_same_project_is_the_same_snapshot_and_an_edit_adds_one_file(tmp_path: Path
                                                                         ) -> None:
     root, st = _project(tmp_path / "p"), tmp_path / "store"
-    first = store.freeze(root, st)
+    first = freeze(root, st)
     # Three files and a symlink (a manifest entry, no object).
     assert (first.files, first.added_files, first.source) == (3, 3, "walk")
-    again = store.freeze(root, st)
+    again = freeze(root, st)
     assert again.id == first.id and again.added_files == 0
     objects = sorted(st.glob("objects/*/*"))
     (root / "pkg" / "mod.py").write_text("VALUE = 2\n")
-    edited = store.freeze(root, st)
+    edited = freeze(root, st)
     assert edited.id != first.id and edited.added_files == 1
     assert len(sorted(st.glob("objects/*/*"))) == len(objects) + 1
     # Each snapshot keeps its own content.
@@ -67,7 +72,7 @@ def test_the_same_project_is_the_same_snapshot_and_an_edit_adds_one_file(tmp_pat
 
 def test_modes_links_and_read_only_tree(tmp_path: Path) -> None:
     root, st = _project(tmp_path / "p"), tmp_path / "store"
-    snap = store.freeze(root, st)
+    snap = freeze(root, st)
     assert os.access(snap.tree / "run.sh", os.X_OK)
     assert not os.stat(snap.tree / "pkg" / "mod.py").st_mode & 0o222
     assert os.readlink(snap.tree / "alias.py") == "pkg/mod.py"
@@ -82,7 +87,7 @@ def test_walk_leaves_out_hidden_dirs_caches_venvs_and_the_runs_folder(tmp_path: 
         (root / d).mkdir(parents=True)
         (root / d / "f.py").write_text("x")
     (root / "venv" / "pyvenv.cfg").write_text("home = /usr\n")
-    snap = store.freeze(root, tmp_path / "store", keep_out=("hpctrain-runs",))
+    snap = freeze(root, tmp_path / "store", keep_out=("hpctrain-runs",))
     assert _manifest_paths(tmp_path / "store", snap.id) == {
         "pkg/__init__.py", "pkg/mod.py", "run.sh", "alias.py"}
 
@@ -96,7 +101,7 @@ def test_in_git_it_freezes_what_git_lists(tmp_path: Path) -> None:
     _git(root, "add", "pkg", ".gitignore")
     _git(root, "commit", "-q", "-m", "init")
     (root / "new_untracked.py").write_text("y = 1\n")
-    snap = store.freeze(root, tmp_path / "store")
+    snap = freeze(root, tmp_path / "store")
     assert snap.source == "git"
     assert _manifest_paths(tmp_path / "store", snap.id) == {
         ".gitignore", "pkg/__init__.py", "pkg/mod.py", "run.sh", "alias.py", "new_untracked.py"}
@@ -107,18 +112,18 @@ def test_too_large_names_the_largest_files_and_the_ways_out(tmp_path: Path) -> N
     (root / "weights.bin").write_bytes(b"w" * 3000)
     (root / "other.bin").write_bytes(b"o" * 2000)
     with pytest.raises(SnapshotError) as e:
-        store.freeze(root, tmp_path / "store", limits=Limits(max_file_bytes=1000))
+        freeze(root, tmp_path / "store", limits=Limits(max_file_bytes=1000))
     assert "2 file(s) over" in e.value.what and e.value.what.index("weights.bin") < \
         e.value.what.index("other.bin")
     assert "--in-place" in e.value.fix and "--no-snapshot" in e.value.fix
     with pytest.raises(SnapshotError, match=r"5 files, 4.9 KiB \(over 100 bytes\)"):
-        store.check_project(root, limits=Limits(max_total_bytes=100))
+        check_project(root, limits=Limits(max_total_bytes=100))
     assert not (tmp_path / "store").exists()  # refused before anything was written
     # Named in place, the file is not frozen and the job reads it where it is.
-    snap = store.freeze(root, tmp_path / "store", in_place=("weights.bin", "other.bin"),
+    snap = freeze(root, tmp_path / "store", in_place=("weights.bin", "other.bin"),
                         limits=Limits(max_file_bytes=1000))
     code = tmp_path / "run" / "code"
-    store.link_code(code, snap, root)
+    link_code(code, snap, root)
     assert os.readlink(code / "weights.bin") == str(root / "weights.bin")
 
 
@@ -126,7 +131,7 @@ def test_too_large_names_the_largest_files_and_the_ways_out(tmp_path: Path) -> N
 def test_bad_in_place_paths_are_refused(tmp_path: Path, bad: str) -> None:
     root = _project(tmp_path / "p")
     with pytest.raises(SnapshotError, match="--in-place"):
-        store.freeze(root, tmp_path / "store", in_place=(bad,))
+        freeze(root, tmp_path / "store", in_place=(bad,))
 
 
 def test_the_job_directory_links_the_snapshot_and_leaves_out_what_it_left_out(tmp_path: Path
@@ -158,15 +163,15 @@ def test_the_job_directory_links_the_snapshot_and_leaves_out_what_it_left_out(tm
 def test_a_file_changing_while_it_is_copied_is_refused(tmp_path: Path, monkeypatch:
                                                        pytest.MonkeyPatch) -> None:
     root = _project(tmp_path / "p")
-    real_copy = store.shutil.copyfile
+    real_copy = shutil.copyfile
 
     def copy_then_edit(src: str, dst: str) -> None:
         real_copy(src, dst)
         Path(dst).write_text("changed underneath")
 
-    monkeypatch.setattr(store.shutil, "copyfile", copy_then_edit)
+    monkeypatch.setattr(shutil, "copyfile", copy_then_edit)
     with pytest.raises(SnapshotError, match="changed while it was being snapshotted"):
-        store.freeze(root, tmp_path / "store")
+        freeze(root, tmp_path / "store")
     assert not list((tmp_path / "store").glob("objects/*/*[!p]"))
 
 
@@ -177,7 +182,7 @@ def _indexed(tmp_path: Path) -> tuple[Path, Path, Path]:
     for f in root.rglob("*"):
         if f.is_file() and not f.is_symlink():
             os.utime(f, (OLD, OLD))
-    store.freeze(root, st)
+    freeze(root, st)
     (index,) = (st / "index").glob("*.json")
     return root, st, index
 
@@ -190,7 +195,7 @@ def test_the_index_skips_rehashing_but_not_a_changed_file(tmp_path: Path) -> Non
     (root / "pkg" / "mod.py").unlink()
     (root / "pkg" / "mod.py").write_text("VALUE = 7\n")
     os.utime(root / "pkg" / "mod.py", (OLD, OLD))
-    snap = store.freeze(root, st)
+    snap = freeze(root, st)
     assert (snap.tree / "pkg" / "mod.py").read_text() == "VALUE = 7\n"
 
 
@@ -209,8 +214,8 @@ def test_hostile_names_are_frozen_and_linked_whole(tmp_path: Path) -> None:
 
 
 def test_the_script_runs_alone_as_a_login_runs_it(tmp_path: Path) -> None:
-    """A login runs store.py with `python3 -c SOURCE` and no hpctrain installed: isolated
-    mode (-I) and an empty directory prove it imports nothing of hpctrain."""
+    """A login runs the snapshot modules with `python3 -c SOURCE` and no hpctrain installed:
+    isolated mode (-I) and an empty directory prove they import nothing else of hpctrain."""
     root = _project(tmp_path / "p")
     (root / "data").mkdir()
     (root / "stale.py").write_text("left over from an earlier sync\n")
@@ -241,7 +246,7 @@ def test_a_file_edited_just_now_is_hashed_again_and_the_index_kept(tmp_path: Pat
     before = index.read_text()
     for version in ("VALUE = 2\n", "VALUE = 3\n"):
         (root / "pkg" / "mod.py").write_text(version)  # now: within the racy window
-        snap = store.freeze(root, st)
+        snap = freeze(root, st)
         assert (snap.tree / "pkg" / "mod.py").read_text() == version
         assert index.read_text() == before
 
@@ -256,16 +261,16 @@ def _committed(tmp_path: Path) -> tuple[Path, Path]:
     return root, tmp_path / "store"
 
 
-def _submit_like(root: Path, st: Path) -> tuple[store.Listing, store.Snapshot]:
+def _submit_like(root: Path, st: Path) -> tuple[Listing, Snapshot]:
     """What a local submit does: check, then freeze what the check listed."""
-    listing = store.check_project(root, keep_out=("runs",), store=st)
-    return listing, store.freeze(root, st, keep_out=("runs",), listing=listing)
+    listing = check_project(root, keep_out=("runs",), store=st)
+    return listing, freeze(root, st, keep_out=("runs",), listing=listing)
 
 
 def test_an_unchanged_git_project_is_known_without_listing_its_files(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Every edit below changes a size or a name, so the racy window is not what is tested.
-    monkeypatch.setattr(store, "RACY_S", 0.0)
+    monkeypatch.setattr("hpctrain.snapshots.index.RACY_S", 0.0)
     root, st = _committed(tmp_path)
     listing, first = _submit_like(root, st)
     assert listing.known is None and listing.state and first.added_files == 4
@@ -282,7 +287,7 @@ def test_an_unchanged_git_project_is_known_without_listing_its_files(
                                     "chmod", "tree collected"])
 def test_any_change_git_or_the_store_sees_makes_a_new_listing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
-    monkeypatch.setattr(store, "RACY_S", 0.0)
+    monkeypatch.setattr("hpctrain.snapshots.index.RACY_S", 0.0)
     root, st = _committed(tmp_path)
     _, first = _submit_like(root, st)
     mod = root / "pkg" / "mod.py"
@@ -295,7 +300,7 @@ def test_any_change_git_or_the_store_sees_makes_a_new_listing(
     elif change == "chmod":
         mod.chmod(0o755)
     else:
-        store.collect(st, set(), grace_s=0)
+        collect(st, set(), grace_s=0)
     listing, snap = _submit_like(root, st)
     assert listing.known is None and listing.entries
     expected = {"edit tracked": "VALUE = 22\n", "new untracked": "VALUE = 1\n",
@@ -315,14 +320,14 @@ def test_git_view_is_not_trusted_with_attributes_fresh_edits_or_outside_git(
     root, _ = _committed(tmp_path)
     # Files written just now: inside the racy window, where a stat may hide an edit.
     (root / "pkg" / "fresh.py").write_text("x = 1\n")
-    assert store.git_view(root, ()) is None
+    assert git_view(root, ()) is None
     (root / "pkg" / "fresh.py").unlink()
-    assert store.git_view(root, ("runs",)) is not None
+    assert git_view(root, ("runs",)) is not None
     (root / "pkg" / ".gitattributes").write_text("*.py text eol=crlf\n")
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "attributes")
-    assert store.git_view(root, ()) is None
-    assert store.git_view(_project(tmp_path / "plain"), ()) is None
+    assert git_view(root, ()) is None
+    assert git_view(_project(tmp_path / "plain"), ()) is None
 
 
 @pytest.mark.parametrize("git_has_exclude", [True, False])
@@ -330,7 +335,7 @@ def test_git_is_not_asked_to_walk_what_is_left_out_and_an_older_git_still_serves
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_has_exclude: bool) -> None:
     """The runs folder (not ignored here) grows with every submit: git leaves it unwalked.
     A git without exclude pathspecs (before 1.9) is asked for everything, as before."""
-    monkeypatch.setattr(store, "RACY_S", 0.0)
+    monkeypatch.setattr("hpctrain.snapshots.index.RACY_S", 0.0)
     root, st = _committed(tmp_path)
     (root / ".gitignore").unlink()
     runs, data = root / "runs dir", root / "a*;$(x)"
@@ -351,7 +356,7 @@ def test_git_is_not_asked_to_walk_what_is_left_out_and_an_older_git_still_serves
         (old / "git").chmod(0o755)
         monkeypatch.setenv("PATH", f"{old}:{os.environ['PATH']}")
     left = ("runs dir", "a*;$(x)")
-    names = store.project_files(root, left)
+    names = project_files(root, left)
     assert names is not None and "astray.py" in names and "pkg/mod.py" in names
     assert bool([n for n in names if n.startswith(left)]) == (not git_has_exclude)
     listing, snap = _submit_like_left_out(root, st, left)
@@ -365,15 +370,15 @@ def test_git_is_not_asked_to_walk_what_is_left_out_and_an_older_git_still_serves
 
 
 def _submit_like_left_out(root: Path, st: Path, left: tuple[str, str]
-                          ) -> tuple[store.Listing, store.Snapshot]:
-    listing = store.check_project(root, keep_out=left[:1], in_place=left[1:], store=st)
-    return listing, store.freeze(root, st, keep_out=left[:1], in_place=left[1:],
+                          ) -> tuple[Listing, Snapshot]:
+    listing = check_project(root, keep_out=left[:1], in_place=left[1:], store=st)
+    return listing, freeze(root, st, keep_out=left[:1], in_place=left[1:],
                                  listing=listing)
 
 
 def test_a_login_submit_lists_every_file_whatever_this_machine_remembers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store, "RACY_S", 0.0)
+    monkeypatch.setattr("hpctrain.snapshots.index.RACY_S", 0.0)
     root, _ = _committed(tmp_path)
     spec = code_spec(root, root / "runs" / "r1", ())
     freeze_here(check_here(spec, root))

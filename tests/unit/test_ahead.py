@@ -11,7 +11,6 @@ import pytest
 from hpctrain.places import LocalPlace
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
-from hpctrain.snapshots import store
 from hpctrain.snapshots.spec import check_here, code_spec
 from hpctrain.startup import ahead
 from hpctrain.submission.prepare import run_dir_for
@@ -61,7 +60,7 @@ def _git(root: Path, *args: str) -> None:
 def test_a_local_submit_takes_every_answer_its_place_asked_ahead(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The keys a place starts are those the submit asks: else the speed is silently lost."""
-    monkeypatch.setattr(store, "RACY_S", 0.0)
+    monkeypatch.setattr("hpctrain.snapshots.index.RACY_S", 0.0)
     project = tmp_path / "p q;$(x)"
     project.mkdir()
     (project / "train.py").write_text("print(1)\n")
