@@ -1,7 +1,8 @@
-"""How every kind's outcome is shown, through the one registry (cli/output.py: DISPLAYS) of
+"""How every kind's outcome is shown, through the one registry (cli/output.py: displays) of
 how a value type is shown for people and as JSON: a kind's dry run (its Planned value) and
-its result. One job's values (submit, profiles probe, rerun) are registered here; a race's
-in cli/race.py, a sweep's in cli/sweepview.py, a scaling study's in cli/scale.py.
+its result. One job's values (submit, profiles probe, rerun) and a race across profiles (each
+profile's race shown as its own) are registered here; a race's in cli/race.py, a sweep's in
+cli/sweepview.py, a scaling study's in cli/scale.py.
 
 A dry run is shown alike for every kind: the scripts on stdout, the kind's summary on stderr,
 where it would write; as JSON, `dry_run`, the kind's fields and every script's text."""
@@ -11,11 +12,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 from hpctrain.cli.flags import Flags
-from hpctrain.cli.output import DISPLAYS, err_console, print_json, register_display, type_name
+from hpctrain.cli.output import Display, display_of, err_console, print_json, register_displays
 
 if TYPE_CHECKING:
     from hpctrain.places import Place
     from hpctrain.slurm.usage import Usage
+    from hpctrain.submission.crossrace import CrossRace, CrossRaceSubmitted
     from hpctrain.submission.pipeline import Outcome
     from hpctrain.submission.planned import Planned
     from hpctrain.submission.prepare import Prepared
@@ -34,11 +36,17 @@ def __getattr__(name: str) -> Any:
 def show(outcome: Outcome[Any, Any], place: Place, json_out: bool) -> None:
     """The dry run or the result, whichever kind it was; what the place synced first."""
     dry = outcome.result is None
+    display = display_of(outcome.prepared if dry else outcome.result)
+    if display.whole and json_out:
+        print_json(display.json(outcome, place))
+        return
+    if display.whole:
+        display.people(outcome, place)
+        return
     cost = dry_run_usage(outcome.prepared, place) if dry else None
     if json_out:
         print_json(outcome_json(outcome, place, cost))
         return
-    display = DISPLAYS[type_name(type(outcome.prepared if dry else outcome.result))]
     if dry:
         from hpctrain.cli.render import show_scripts
 
@@ -60,9 +68,9 @@ def outcome_json(outcome: Outcome[Any, Any], place: Place, cost: Usage | None = 
     """What --json prints of any kind's dry run (with its scripts and `cost`, the account's
     usage) or result (with what the place synced)."""
     dry = outcome.result is None
-    value = outcome.prepared if dry else outcome.result
-    data = DISPLAYS[type_name(type(value))].json(outcome, place)
-    if not dry:
+    display = display_of(outcome.prepared if dry else outcome.result)
+    data = display.json(outcome, place)
+    if not dry or display.whole:
         return {**data, **outcome.facts}
     return {"dry_run": True, "job_id": None, **data,
             "scripts": [s.as_dict() for s in outcome.prepared.scripts()],
@@ -154,6 +162,42 @@ def code_line(done: Submitted) -> str:
     return f"snapshot {snap.id} ({snap.files} file(s); {added})"
 
 
-# One job's values: those of submit, profiles probe and rerun alike.
-register_display("hpctrain.submission.prepare.Prepared", _job_dry_run, _job_dry_run_json)
-register_display("hpctrain.submission.submit.Submitted", _submitted, _submitted_json)
+def _across(outcome: Outcome[CrossRace, CrossRaceSubmitted], place: Place) -> None:
+    """Each profile's race as one submit shows it, then where the watcher logs."""
+    done = outcome.result
+    for leg in (outcome.prepared if done is None else done).legs:
+        err_console.print(f"profile {leg.profile}:", highlight=False)
+        show(leg.outcome, leg.place, False)
+    if done is not None:
+        err_console.print(
+            f"watching the race from this machine (pid {done.watcher.pid}): once one profile's "
+            f"job starts, the others are cancelled; log: {done.watcher.log}", highlight=False,
+            soft_wrap=True)
+
+
+def _across_json(outcome: Outcome[CrossRace, CrossRaceSubmitted], place: Place
+                 ) -> dict[str, object]:
+    done = outcome.result
+    legs = (outcome.prepared if done is None else done).legs
+    return {"dry_run": done is None, "first_of": outcome.prepared.first_of,
+            "watcher": None if done is None else done.watcher.as_dict(),
+            "profiles": [{"profile": leg.profile, **outcome_json(
+                leg.outcome, leg.place,
+                dry_run_usage(leg.outcome.prepared, leg.place) if done is None else None)}
+                for leg in legs]}
+
+
+def _displays() -> dict[type, Display]:
+    """One job's values (those of submit, profiles probe and rerun alike), and a race across
+    profiles, shown whole as each profile's race."""
+    from hpctrain.submission.crossrace import CrossRace, CrossRaceSubmitted
+    from hpctrain.submission.prepare import Prepared
+    from hpctrain.submission.submit import Submitted
+
+    across = Display(_across, _across_json, whole=True)
+    return {Prepared: Display(_job_dry_run, _job_dry_run_json),
+            Submitted: Display(_submitted, _submitted_json),
+            CrossRace: across, CrossRaceSubmitted: across}
+
+
+register_displays(_displays)

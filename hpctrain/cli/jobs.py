@@ -33,9 +33,9 @@ JobIdsArg = Annotated[
 
 def _watcher(history: History, place: Place | None = None, known: str = "") -> JobWatcher:
     """The job watcher for this cluster's SLURM, or a login's (`place`)."""
-    from hpctrain.tracking import byplace as watchers
+    from hpctrain.tracking import byplace
 
-    return watchers.watcher(history, place or backends.local_place(), known)
+    return byplace.watcher(history, place or backends.local_place(), known)
 
 
 def _check_login(login: str | None) -> None:
@@ -68,7 +68,7 @@ def status(
     """Show tracked jobs: unfinished ones and the last 20 (or the given ids, or --all); a
     sweep's points as one row (--study NAME: its points)."""
     from hpctrain.cli import jobview
-    from hpctrain.tracking import selection as tracking
+    from hpctrain.tracking import selection
 
     if watch and json_out:
         raise HpctrainError("--watch and --json do not mix", "run --json in a loop instead")
@@ -76,7 +76,7 @@ def status(
     history = backends.history()
 
     def select() -> list[JobRecord]:
-        return tracking.listing(history, job_ids or [], all_jobs=all_jobs, last=last,
+        return selection.listing(history, job_ids or [], all_jobs=all_jobs, last=last,
                                 study=study)
 
     load = _loader(history, select, login, study)
@@ -96,7 +96,7 @@ def _loader(history: History, select: Callable[[], list[JobRecord]], login: str 
             study: str | None) -> Callable[[], Refreshed]:
     """What one look at the selected jobs does: refresh them where SLURM must be asked, judge
     those newly ended, list them as status shows them."""
-    from hpctrain.tracking import selection as tracking
+    from hpctrain.tracking import selection
 
     # Made once, and only when a job is asked about or judged.
     local = functools.cache(backends.local_place)
@@ -107,14 +107,14 @@ def _loader(history: History, select: Callable[[], list[JobRecord]], login: str 
         records = select()
         # --login DEST shows only the jobs through it: their places pick them.
         if login is not None or not all(r.terminal for r in records):
-            from hpctrain.tracking import byplace as watchers
+            from hpctrain.tracking import byplace
 
-            got = watchers.refresh(history, local(), records, login)
+            got = byplace.refresh(history, local(), records, login)
         else:
             # Every job listed has ended as far as the history knows: SLURM is not asked,
             # and nothing that would ask it is imported (a login node answers at once).
             got = Refreshed.unasked(records)
-        listed = tracking.as_listed(history, _judged(history, got.records, local), study)
+        listed = selection.as_listed(history, _judged(history, got.records, local), study)
         return dataclasses.replace(got, records=listed)
 
     return load
@@ -202,10 +202,10 @@ def logs(
 ) -> None:
     """Print a job's output file; with -f follow it until the job ends (exit 1 unless COMPLETED)."""
     from hpctrain.tracking import logs as lg
-    from hpctrain.tracking import selection as tracking
+    from hpctrain.tracking import selection
 
     history = backends.history()
-    record = tracking.pick(history, job_id)
+    record = selection.pick(history, job_id)
     # Where the job was submitted through (--login DEST: read it over that login instead).
     place = backends.place_for(record, login)
     path = lg.log_path(record, err)
@@ -257,8 +257,7 @@ def cancel(
 ) -> None:
     """Cancel tracked jobs by id (a chain's or a race's job: all of it), a sweep
     (--study NAME: all its arrays), or all with --all."""
-    from hpctrain.tracking import byplace as watchers
-    from hpctrain.tracking import selection as tracking
+    from hpctrain.tracking import byplace, selection
     from hpctrain.tracking.watcher import CancelReport
 
     if sum((bool(job_ids), all_jobs, study is not None)) != 1:
@@ -276,13 +275,13 @@ def cancel(
             return _print_cancelled(CancelReport(), json_out)
         _confirm_all(records, yes)
     elif study is not None:
-        records = tracking.study_points(history, study)
+        records = selection.study_points(history, study)
     else:
         # A job of a chain stands for the whole run: its pending segments go too.
-        records = tracking.with_races(history, tracking.with_chains(
-            history, tracking.select(history, job_ids or [])))
+        records = selection.with_races(history, selection.with_chains(
+            history, selection.select(history, job_ids or [])))
     # A whole sweep goes by its arrays' ids: one scancel however many points it has.
-    _print_cancelled(watchers.cancel(history, backends.local_place(), records,
+    _print_cancelled(byplace.cancel(history, backends.local_place(), records,
                                      arrays=study is not None), json_out)
 
 

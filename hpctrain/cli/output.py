@@ -100,20 +100,33 @@ class Display:
 
     people: Shown
     json: AsJson
+    # A composite of other kinds' outcomes (a race across profiles): it shows its dry run
+    # whole, each part as its own kind's, without the one envelope around them.
+    whole: bool = False
 
 
-# Keyed by the type's name (module.Class): `--help` imports none of the submission modules.
-DISPLAYS: dict[str, Display] = {}
+# Each view module registers a function that imports its value types and maps each to its
+# Display, asked once a value is shown: `--help` imports none of the submission modules, and a
+# class moved away fails the import (and mypy), not the lookup.
+_PROVIDERS: list[Callable[[], dict[type, Display]]] = []
+_DISPLAYS: dict[type, Display] = {}
 
 
-def type_name(kind: type) -> str:
-    """The registry's key of a value type."""
-    return f"{kind.__module__}.{kind.__qualname__}"
+def register_displays(provider: Callable[[], dict[type, Display]]) -> None:
+    """Show the value types `provider` returns as it says, once a value is shown."""
+    _PROVIDERS.append(provider)
 
 
-def register_display(name: str, people: Shown, json: AsJson) -> None:
-    """Show values of the type named `name` (module.Class) so."""
-    DISPLAYS[name] = Display(people, json)
+def displays() -> dict[type, Display]:
+    """Every registered value type with its Display."""
+    while _PROVIDERS:
+        _DISPLAYS.update(_PROVIDERS.pop(0)())
+    return _DISPLAYS
+
+
+def display_of(value: object) -> Display:
+    """How `value` is shown (a KeyError names a type no view module registered)."""
+    return displays()[type(value)]
 
 
 def result_json(outcome: Outcome[Any, Any], place: Place) -> dict[str, object]:

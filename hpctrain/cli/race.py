@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from hpctrain.cli.flags import Flags
-from hpctrain.cli.output import console, err_console, register_display, result_json
+from hpctrain.cli.output import Display, console, err_console, register_displays, result_json
 
 if TYPE_CHECKING:
     from hpctrain.places import Place
@@ -135,5 +135,11 @@ def _race_submitted(outcome: Outcome[Race, RaceSubmitted], place: Place) -> None
 
 
 
-register_display("hpctrain.submission.race.Race", _race_dry_run, _race_dry_run_json)
-register_display("hpctrain.submission.race.RaceSubmitted", _race_submitted, result_json)
+def _displays() -> dict[type, Display]:
+    """A race's values (one profile's: a race across profiles is cli/display.py's)."""
+    from hpctrain.submission.race import Race, RaceSubmitted
+
+    return {Race: Display(_race_dry_run, _race_dry_run_json),
+            RaceSubmitted: Display(_race_submitted, result_json)}
+
+register_displays(_displays)

@@ -11,12 +11,13 @@ from hpctrain.cli import backends, display
 from hpctrain.cli.flags import JsonOpt
 from hpctrain.cli.login import LoginOpt
 from hpctrain.cli.options import JobOptions, build_request, with_job_options
-from hpctrain.cli.output import console, err_console, print_json, register_display
+from hpctrain.cli.output import Display, console, err_console, print_json, register_displays
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, StudyRecord
     from hpctrain.places import Place
-    from hpctrain.studies.scaling_study import PreparedStudy, Studies
+    from hpctrain.studies.scaling_report import Studies
+    from hpctrain.submission.scaling_study import PreparedStudy
     from hpctrain.submission.pipeline import Outcome
 
 _COLUMNS = ("TOPOLOGY", "GPUS", "TIME", "SAMPLES/S", "MIN..MAX", "PER GPU", "SPEEDUP",
@@ -66,7 +67,7 @@ def _table_row(r: dict[str, Any], target: str | None) -> tuple[str, ...]:
 
 def _notes(rows: list[dict[str, Any]]) -> list[str]:
     """What makes a row's numbers not a plain result, and why."""
-    from hpctrain.studies.scaling import NOISY_RATIO
+    from hpctrain.studies.scaling_table import NOISY_RATIO
 
     noisy = [f"{r['topology']} is noisy: its epochs' samples/s differ by x{r['rate_ratio']:.1f} "
              f"(more than x{NOISY_RATIO:g}): other work shared the node"
@@ -123,7 +124,7 @@ def _print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...
 
 def _report(studies: Studies, study: StudyRecord, records: dict[str, JobRecord],
             json_out: bool, target: str | None = None) -> None:
-    from hpctrain.studies.scaling import parse_target
+    from hpctrain.studies.scaling_table import parse_target
 
     data, pending = studies.report(study, records, parse_target(target) if target else None)
     _show(data, json_out, pending)
@@ -186,8 +187,8 @@ def scale(
     """Run the packaged trainer at each topology; compare throughput, speedup, efficiency."""
     from dataclasses import replace
 
-    from hpctrain.studies.scaling import parse_target
-    from hpctrain.studies.scaling_study import StudyKind, StudyPlan, plan_runs
+    from hpctrain.studies.scaling_table import parse_target
+    from hpctrain.submission.scaling_study import StudyKind, StudyPlan, plan_runs
     from hpctrain.submission.pipeline import run
     from hpctrain.submission.questions import before_submit
 
@@ -214,7 +215,7 @@ def scale(
 def _shown(outcome: Outcome[PreparedStudy, StudyRecord], place: Place, history: History,
            wait: bool, wait_timeout: float | None, json_out: bool) -> None:
     """The dry run, or the study's table once submitted (with --wait, once its runs ended)."""
-    from hpctrain.studies.scaling_study import Studies
+    from hpctrain.studies.scaling_report import Studies
 
     if outcome.result is None:
         display.show(outcome, place, json_out)
@@ -244,7 +245,14 @@ def _dry_run_json(outcome: Outcome[PreparedStudy, None], place: Place) -> dict[s
     return outcome.prepared.as_dict()
 
 
-register_display("hpctrain.studies.scaling_study.PreparedStudy", _dry_run, _dry_run_json)
+def _displays() -> dict[type, Display]:
+    """A scaling study's dry run (its result, the study, is shown as its table)."""
+    from hpctrain.submission.scaling_study import PreparedStudy
+
+    return {PreparedStudy: Display(_dry_run, _dry_run_json)}
+
+
+register_displays(_displays)
 
 
 def scale_report(
@@ -256,7 +264,7 @@ def scale_report(
 ) -> None:
     """The table and plot of a scaling study (runs still going are shown as they are)."""
     from hpctrain import places
-    from hpctrain.studies.scaling_study import Studies
+    from hpctrain.studies.scaling_report import Studies
 
     history = backends.history()
     found = Studies(history, backends.local_place()).find(study)

@@ -111,10 +111,10 @@ def diff(
     """What differs between two runs: code (a unified diff), settings, topology, Python
     packages, profile."""
     from hpctrain.studies.compare import compare, read_facts
-    from hpctrain.tracking import selection as tracking
+    from hpctrain.tracking import selection
 
     history = backends.history()
-    records = [tracking.pick(history, job) for job in (job_a, job_b)]
+    records = [selection.pick(history, job) for job in (job_a, job_b)]
     readers = [_reader(r) for r in records]
     facts = [read_facts(r, read) for r, read in zip(records, readers, strict=True)]
     comparison = compare(facts[0], facts[1], readers[0], readers[1])
@@ -168,10 +168,10 @@ def rerun(
     script but for the run directory; with --nodes, --gpus-per-node or --time, changed so."""
     from hpctrain.submission.pipeline import run
     from hpctrain.submission.rerun import Changes, RerunKind
-    from hpctrain.tracking import selection as tracking
+    from hpctrain.tracking import selection
 
     history = backends.history()
-    record = tracking.pick(history, job)
+    record = selection.pick(history, job)
     place = backends.place_for(record)
     kind = RerunKind(record, Changes(nodes, gpus_per_node, time), history=history)
     show(run(kind, place, history, dry_run), place, json_out)

@@ -14,6 +14,8 @@ from hpctrain.cli.race import FIRST_OF
 if TYPE_CHECKING:
     import typer
 
+    from hpctrain.plan import JobRequest
+
 # submit's own options, after the job's and the trainer's (cli/options.py).
 OWN = (
     Row("chain", int, 1, Flags(("--chain",), "Queue N jobs, each after the one before, sharing "
@@ -59,12 +61,9 @@ def submit(
     settings: dict[str, Any] = {"chain": chain, "after": after_ids, "snapshot": snapshot,
                                 "in_place": tuple(in_place or ())}
     request = replace(build_request(job), **settings)
-    if first_of and "@" in first_of:
-        from hpctrain.cli.crossrace import submit_across
-
-        if submit_across(job, request.profile.name, first_of, settings, login, dry_run,
-                         json_out):
-            return
+    if first_of and "@" in first_of and _across(job, request, settings, first_of, login,
+                                               dry_run, json_out):
+        return
     place = backends.place_for(request.profile, login, job.python_env)
     with ahead.scope():
         # Its questions run while the submission's modules are imported (hpctrain/startup/ahead.py).
@@ -77,6 +76,26 @@ def submit(
         request = before_submit(request, place, history)
         kind: Kind[Any, Any] = submission(request, first_of)
         show(run(kind, place, history, dry_run), place, json_out)
+
+
+def _across(job: JobOptions, request: JobRequest, settings: dict[str, Any], first_of: str,
+            login: str | None, dry_run: bool, json_out: bool) -> bool:
+    """A race across profiles (submission/crossrace.py), shown; False: `first_of` names the
+    -P profile's alone."""
+    from dataclasses import replace
+
+    from hpctrain.submission.crossrace import across
+    from hpctrain.submission.pipeline import run
+
+    history = backends.history()
+    local = backends.local_place()
+    kind = across(first_of, request,
+                  lambda name: replace(build_request(replace(job, profile=name)), **settings),
+                  local, login, job.python_env, history)
+    if kind is None:
+        return False
+    show(run(kind, local, history, dry_run), local, json_out)
+    return True
 
 
 def register(app: typer.Typer) -> None:

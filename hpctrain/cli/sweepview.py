@@ -7,12 +7,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from hpctrain.cli.output import (
+    Display,
     console,
     err_console,
     is_tty,
     plain_columns,
     print_json,
-    register_display,
+    register_displays,
     result_json,
 )
 
@@ -65,9 +66,15 @@ def _submitted(outcome: Outcome[PreparedSweep, SweepSubmitted], place: Place) ->
     console.print(f"results:       hpctrain sweep-report {done.study.name}", highlight=False)
 
 
+def _displays() -> dict[type, Display]:
+    """A sweep's values: its dry run and the queued sweep."""
+    from hpctrain.submission.sweep import PreparedSweep, SweepSubmitted
 
-register_display("hpctrain.submission.sweep.PreparedSweep", _dry_run, _dry_run_json)
-register_display("hpctrain.submission.sweep.SweepSubmitted", _submitted, result_json)
+    return {PreparedSweep: Display(_dry_run, _dry_run_json),
+            SweepSubmitted: Display(_submitted, result_json)}
+
+
+register_displays(_displays)
 
 
 def _cell(value: Any, fmt: str = "") -> str:

@@ -49,11 +49,11 @@ def why(
 ) -> None:
     """Why a job failed, waits or wasted what it asked for: one diagnosis with the lines it
     stands on, one fix, and what to ask for next time."""
-    from hpctrain.tracking import selection as tracking
+    from hpctrain.tracking import selection
     from hpctrain.tracking.why import why as explain
 
     history = backends.history()
-    record = tracking.pick(history, job)
+    record = selection.pick(history, job)
     found = explain(record, backends.place_for(record))
     if json_out:
         print_json(found.as_dict())

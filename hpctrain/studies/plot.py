@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from hpctrain.studies.sweep_report import Metric
+from typing import Any
 
 
 def _pyplot() -> Any | None:
@@ -85,10 +82,11 @@ def scaling(rows: Sequence[dict[str, Any]], path: Path, title: str) -> Path | No
     return path
 
 
-def sweep(rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: Metric, path: Path,
+def sweep(rows: Sequence[dict[str, Any]], keys: Sequence[str], measured: str, path: Path,
          title: str) -> Path | None:
     """The metric's best value against each swept setting, one panel per key (log scale for
-    a positive range over two decades); None without matplotlib or a measured point."""
+    a positive range over two decades; `measured` labels the value axis); None without
+    matplotlib or a measured point."""
     plt = _pyplot()
     if plt is None:
         return None
@@ -97,7 +95,7 @@ def sweep(rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: Metric, p
         return None
     fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.8), squeeze=False)
     for ax, key in zip(axes[0], keys, strict=True):
-        _panel(ax, good, key, metric)
+        _panel(ax, good, key, measured)
     failed = len(rows) - len(good)
     fig.suptitle(title + (f"\n{failed} point(s) without a value" if failed else ""),
                  fontsize=10)
@@ -107,7 +105,7 @@ def sweep(rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: Metric, p
     return path
 
 
-def _panel(ax: Any, rows: Sequence[dict[str, Any]], key: str, metric: Metric) -> None:
+def _panel(ax: Any, rows: Sequence[dict[str, Any]], key: str, measured: str) -> None:
     raw = [r["settings"].get(key) for r in rows]
     numbers = [_number(v) for v in raw]
     y = [r["best"] for r in rows]
@@ -121,7 +119,7 @@ def _panel(ax: Any, rows: Sequence[dict[str, Any]], key: str, metric: Metric) ->
         ax.scatter([labels.index(str(v)) for v in raw], y, alpha=0.8)
         ax.set_xticks(range(len(labels)), labels, rotation=30)
     ax.set_xlabel(key)
-    ax.set_ylabel(f"{metric.name} (best, {metric.mode})")
+    ax.set_ylabel(measured)
     ax.grid(True, alpha=0.3)
 
 

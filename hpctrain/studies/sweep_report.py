@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpctrain.errors import HpctrainError
-from hpctrain.studies import scaling as scale
+from hpctrain.studies import scaling_table
 from hpctrain.values import rundir
 
 if TYPE_CHECKING:
@@ -153,13 +153,13 @@ class Sweeps:
 
     def refresh(self, study: StudyRecord) -> tuple[list[JobRecord], Place]:
         """The points with states fresh from SLURM (two calls at most, whatever their count)."""
-        from hpctrain.tracking import byplace as watchers
+        from hpctrain.tracking import byplace
 
         points = self.history.study_jobs(study.id or 0)
         place = self.place(points)
         if points and not all(r.terminal for r in points):
-            points, _report = watchers.watcher(self.history, place,
-                                               points[0].cluster).refresh(points)
+            points, _report = byplace.watcher(self.history, place,
+                                              points[0].cluster).refresh(points)
         return points, place
 
     def report(self, study: StudyRecord, metric: str | None) -> dict[str, Any]:
@@ -174,7 +174,7 @@ class Sweeps:
             found = place.read_file(path, None)
             return found[0] if found else None
 
-        info = scale.read_json(read, study.directory, rundir.SWEEP_INFO) or {}
+        info = scaling_table.read_json(read, study.directory, rundir.SWEEP_INFO) or {}
         data = report_data(study, points, info, read, metric)
         # Written once every point has ended, where the run directories are this machine's.
         if all(r.terminal for r in points) and place.run_dirs_on_this_disk:
@@ -188,7 +188,7 @@ def report_data(study: StudyRecord, points: Sequence[JobRecord], info: dict[str,
     from hpctrain.tracking.selection import study_counts
 
     settings = info.get("points") or []
-    files = [scale.read_json(read, r.run_dir, rundir.METRICS) for r in points]
+    files = [scaling_table.read_json(read, r.run_dir, rundir.METRICS) for r in points]
     chosen = choose_metric(metric, files)
     rows = []
     for r, m in zip(points, files, strict=True):
@@ -218,7 +218,7 @@ def write_report(data: dict[str, Any], directory: Path, keys: Sequence[str]) -> 
 
     png = None
     if data["metric"]:
-        png = plot.sweep(data["points"], keys, Metric(data["metric"], data["mode"]),
+        png = plot.sweep(data["points"], keys, f"{data['metric']} (best, {data['mode']})",
                          directory / rundir.SWEEP_PLOT, f"sweep {data['study']}")
     written = {"plot": str(png) if png else None,
                "report": str(directory / rundir.SWEEP_REPORT)}

@@ -7,9 +7,11 @@ plus a watcher on this machine: a detached process that refreshes every alternat
 its place (here, or the profile's login over its one connection) and, once one has started,
 cancels the others. `hpctrain status` shows each; the watcher's log says what it did.
 
-Plan, then act: `legs` splits the alternatives by profile (a value); the CLI runs each leg
-through the one pipeline at its place; `Watch` is what the watcher is told (a JSON file);
-`decide` is the pure rule; `watch` the loop.
+Plan, then act: `race.legs` splits the alternatives by profile (a value); `across` makes the kind,
+each leg a RaceKind at its profile's place; `CrossRaceKind` plans every leg through the one
+pipeline at its place before it queues any, then queues them (cancelling those queued if one
+cannot be) and starts the watcher. `Watch` is what the watcher is told (a JSON file); `decide`
+is the pure rule; `watch` the loop.
 """
 
 from __future__ import annotations
@@ -19,17 +21,23 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpctrain.errors import HpctrainError
 from hpctrain.files import paths
-from hpctrain.submission.race import Alternative
+from hpctrain.submission.race import legs, parse_first_of
 
 if TYPE_CHECKING:
-    from hpctrain.history import JobRecord
+    from hpctrain.history import History, JobRecord
+    from hpctrain.places import Place
+    from hpctrain.plan import JobRequest
+    from hpctrain.submission.kinds import RaceKind
+    from hpctrain.submission.pipeline import Outcome
+    from hpctrain.submission.planned import RunDir, Script
+    from hpctrain.submission.race import Race, RaceSubmitted
 
 # How often the watcher asks; a cancelled loser may have started within this long.
 POLL_S = 10.0
@@ -40,18 +48,152 @@ POLL_VAR = "HPCTRAIN_RACE_POLL_S"
 _NOT_STARTED = {"PENDING", "CANCELLED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "UNKNOWN"}
 
 
-def legs(alternatives: Sequence[Alternative], profile: str
-         ) -> dict[str, tuple[Alternative, ...]]:
-    """The alternatives by the profile each names (`profile`: the one given with -P), in the
-    order first named."""
-    found: dict[str, list[Alternative]] = {}
-    for a in alternatives:
-        found.setdefault(a.profile or profile, []).append(a)
-    return {name: tuple(group) for name, group in found.items()}
+@dataclass(frozen=True)
+class Leg:
+    """One profile's race at its place."""
+
+    profile: str
+    place: Place
+    kind: RaceKind
 
 
-def is_across(alternatives: Sequence[Alternative], profile: str) -> bool:
-    return len(legs(alternatives, profile)) > 1
+@dataclass(frozen=True)
+class LegOutcome(Leg):
+    """A leg planned at its place; `outcome.result` once queued."""
+
+    outcome: Outcome[Race, RaceSubmitted]
+
+    def queued(self) -> RaceSubmitted:
+        assert self.outcome.result is not None  # called on legs the pipeline acted on
+        return self.outcome.result
+
+
+@dataclass(frozen=True)
+class CrossRace:
+    """Every profile's race planned at its place (the dry run): each leg's scripts, run
+    directory and project were checked there, so the pipeline has nothing left to check."""
+
+    first_of: str
+    legs: tuple[LegOutcome, ...]
+
+    def scripts(self) -> tuple[Script, ...]:
+        return tuple(s for leg in self.legs for s in leg.outcome.prepared.scripts())
+
+    def run_dirs(self) -> tuple[RunDir, ...]:
+        # Each leg's are at its own place, checked there as it was planned: not at this one.
+        return ()
+
+    def frozen_code(self) -> None:
+        return None
+
+    def with_listing(self, checked: object) -> CrossRace:
+        return self
+
+    def as_dict(self) -> dict[str, object]:
+        return {"first_of": self.first_of,
+                "profiles": [{"profile": leg.profile, **leg.outcome.prepared.as_dict()}
+                             for leg in self.legs]}
+
+
+@dataclass(frozen=True)
+class RaceWatcher:
+    """The detached process that cancels the other profiles' jobs once one started."""
+
+    pid: int
+    orders: Path
+
+    @property
+    def log(self) -> Path:
+        return self.orders.with_suffix(".log")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"pid": self.pid, "orders": str(self.orders), "log": str(self.log)}
+
+
+@dataclass(frozen=True)
+class CrossRaceSubmitted:
+    """Every profile's race queued, and the watcher over them."""
+
+    first_of: str
+    legs: tuple[LegOutcome, ...]
+    watcher: RaceWatcher
+
+
+@dataclass(frozen=True)
+class CrossRaceKind:
+    """`--first-of` naming other profiles: one RaceKind per profile, each at its own place;
+    the place given to `prepare` and `execute` is this machine, where the watcher runs."""
+
+    first_of: str
+    legs: tuple[Leg, ...]
+
+    @property
+    def runs_folder(self) -> None:
+        # Each leg brings the project to its own place as it is queued.
+        return None
+
+    def prepare(self, place: Place) -> CrossRace:
+        """Every leg planned at its place before any is queued."""
+        from hpctrain.submission.pipeline import Outcome, plan
+
+        return CrossRace(self.first_of, tuple(
+            LegOutcome(leg.profile, leg.place, leg.kind, Outcome(plan(leg.kind, leg.place)))
+            for leg in self.legs))
+
+    def execute(self, prepared: CrossRace, place: Place, history: History
+                ) -> CrossRaceSubmitted:
+        """Each leg queued as planned (if one cannot be, those queued already are cancelled),
+        then the watcher started."""
+        from hpctrain.submission.pipeline import act
+        from hpctrain.tracking import byplace
+
+        done: list[LegOutcome] = []
+        try:
+            for leg in prepared.legs:
+                done.append(replace(leg, outcome=act(leg.kind, leg.outcome.prepared, leg.place,
+                                                     history)))
+        except HpctrainError as e:
+            rows = [row for leg in done for _, _, row in leg.queued().jobs]
+            if rows:
+                byplace.cancel(history, place, rows)
+            raise HpctrainError(f"{e.what} (cancelled the other profiles' alternatives: "
+                                f"{', '.join(r.job_id for r in rows) or 'none queued'})",
+                                e.fix) from None
+        return CrossRaceSubmitted(self.first_of, tuple(done), _start(self.first_of, done))
+
+
+def _start(first_of: str, done: Sequence[LegOutcome]) -> RaceWatcher:
+    """The watcher over every leg's recorded alternatives."""
+    results = [(leg.profile, leg.queued()) for leg in done]
+    orders = Watch(first_of, tuple((name, tuple(row.id for _, _, row in got.jobs))
+                                   for name, got in results))
+    head = results[0][1]
+    file = watch_file(head.jobs[0][1], head.cluster)
+    return RaceWatcher(start_watcher(orders, file), file)
+
+
+def across(first_of: str, main: JobRequest, request_for: Callable[[str], JobRequest],
+           local: Place, login: str | None, python_choice: str | None, history: History
+           ) -> CrossRaceKind | None:
+    """The race of `main` (the -P profile's job) as `first_of` names it across profiles, each
+    other profile's job from `request_for`; None where every alternative is `main`'s own (a
+    race on one cluster)."""
+    from hpctrain import places
+    from hpctrain.submission.kinds import RaceKind
+    from hpctrain.submission.questions import before_submit
+
+    grouped = legs(parse_first_of(first_of), main.profile.name)
+    if len(grouped) == 1:
+        return None
+    found = []
+    for name, group in grouped.items():
+        own = name == main.profile.name
+        request = main if own else request_for(name)
+        # --login names the -P profile's way in; another profile goes through its own.
+        place = places.place_for(request.profile, local, login if own else None, python_choice)
+        found.append(Leg(request.profile.name, place,
+                         RaceKind(before_submit(request, place, history), group)))
+    return CrossRaceKind(first_of, tuple(found))
 
 
 @dataclass(frozen=True)

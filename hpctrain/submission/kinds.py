@@ -4,7 +4,8 @@ A kind never asks where it runs: the place (hpctrain.places) is a parameter, so 
 combines with every kind. Every `prepare` returns a Planned value (submission/planned.py):
 its scripts, run directories and files, so that the pipeline checks them and the dry run shows
 them alike for every kind. The other kinds: SweepKind (submission/sweep.py), RerunKind
-(submission/rerun.py), StudyKind (studies/scaling_study.py).
+(submission/rerun.py), StudyKind (submission/scaling_study.py), CrossRaceKind
+(submission/crossrace.py).
 """
 
 from __future__ import annotations
@@ -137,8 +138,7 @@ def submission(request: JobRequest, first_of: str | None) -> JobKind | RaceKind:
     chain)."""
     if first_of is None:
         return JobKind(request)
-    from hpctrain.submission.crossrace import is_across
-    from hpctrain.submission.race import parse_first_of
+    from hpctrain.submission.race import is_across, parse_first_of
 
     alternatives = parse_first_of(first_of)
     if is_across(alternatives, request.profile.name):

@@ -92,6 +92,20 @@ def parse_first_of(text: str) -> tuple[Alternative, ...]:
 
 
 def race_requests(req: JobRequest, alternatives: Sequence[Alternative]
+def legs(alternatives: Sequence[Alternative], profile: str
+         ) -> dict[str, tuple[Alternative, ...]]:
+    """The alternatives by the profile each names (`profile`: the one given with -P), in the
+    order first named."""
+    found: dict[str, list[Alternative]] = {}
+    for a in alternatives:
+        found.setdefault(a.profile or profile, []).append(a)
+    return {name: tuple(group) for name, group in found.items()}
+
+
+def is_across(alternatives: Sequence[Alternative], profile: str) -> bool:
+    return len(legs(alternatives, profile)) > 1
+
+
                   ) -> tuple[JobRequest, ...]:
     """One request per alternative: the same job on each topology (and partition), marked as
     racing."""

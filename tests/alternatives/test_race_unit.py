@@ -284,7 +284,7 @@ def test_first_of_alternatives_may_name_their_profile() -> None:
         ("raven", None, "2x4@raven"), ("raven", "gpudev", "gpudev:1x4@raven"),
         ("gilbreth", None, "1x2@gilbreth"), (None, None, "1x1")]
     assert alt.script_name("gpudev:1x4@raven") == "job-gpudev-1x4-raven.sbatch"
-    from hpctrain.submission.crossrace import is_across, legs
+    from hpctrain.submission.race import is_across, legs
 
     assert {p: [a.label for a in g] for p, g in legs(alts, "local").items()} == {
         "raven": ["2x4@raven", "gpudev:1x4@raven"], "gilbreth": ["1x2@gilbreth"],

@@ -170,7 +170,7 @@ class CountingPlace(LocalPlace):
 
 
 def test_the_pipeline_checks_each_run_directory_and_the_project_once(tmp_path: Path) -> None:
-    from hpctrain.studies.scaling_study import StudyKind, StudyPlan, plan_runs
+    from hpctrain.submission.scaling_study import StudyKind, StudyPlan, plan_runs
     from hpctrain.trainconfig.options import TrainerCall
 
     base = JobRequest(profile=load_profile("local"), job_name="scale")
@@ -186,17 +186,17 @@ def test_the_pipeline_checks_each_run_directory_and_the_project_once(tmp_path: P
 
 def test_one_registry_shows_every_kinds_values() -> None:
     from hpctrain.cli import output
+    from hpctrain.submission.crossrace import CrossRace, CrossRaceSubmitted
+    from hpctrain.submission.prepare import Prepared
+    from hpctrain.submission.race import Race
+    from hpctrain.submission.scaling_study import PreparedStudy
+    from hpctrain.submission.sweep import PreparedSweep
 
     for module in ("display", "race", "sweepview", "scale"):
         importlib.import_module(f"hpctrain.cli.{module}")
-    planned = {"hpctrain.submission.prepare.Prepared", "hpctrain.submission.race.Race",
-               "hpctrain.submission.sweep.PreparedSweep",
-               "hpctrain.studies.scaling_study.PreparedStudy"}
-    assert planned <= set(output.DISPLAYS)
-    for name in output.DISPLAYS:
-        module, _, cls = name.rpartition(".")
-        kind = getattr(importlib.import_module(module), cls)
-        assert output.type_name(kind) == name
-        if name in planned:
-            for member in ("scripts", "run_dirs", "frozen_code", "with_listing", "as_dict"):
-                assert callable(getattr(kind, member)), (name, member)
+    planned = {Prepared, Race, PreparedSweep, PreparedStudy, CrossRace}
+    shown = output.displays()
+    assert planned | {CrossRaceSubmitted} <= set(shown)
+    for kind in planned:
+        for member in ("scripts", "run_dirs", "frozen_code", "with_listing", "as_dict"):
+            assert callable(getattr(kind, member)), (kind, member)

@@ -105,7 +105,8 @@ def test_plot_is_a_png_per_swept_key(tmp_path: Path, history: History) -> None:
             for i, (r, lr, name, v) in enumerate(zip(
                 recs, ["0.1", "0.001", "0.01", "0.0001"], ["adam", "sgd", "adam", "sgd"],
                 [0.9, 0.7, 0.8, 0.6], strict=True))]
-    png = plot.sweep(rows, ["optim.lr", "opt"], metric, tmp_path / "s.png", "sweep")
+    png = plot.sweep(rows, ["optim.lr", "opt"], "val_acc (best, max)", tmp_path / "s.png",
+                     "sweep")
     assert png is not None and png.read_bytes()[:4] == b"\x89PNG"
 
 

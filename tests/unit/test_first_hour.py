@@ -55,10 +55,10 @@ def test_render_refuses_a_missing_or_misspelt_config_as_submit_does(cli: Cli,
 
 def test_scale_plans_every_topology_before_submitting_any(
         cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hpctrain.studies.scaling_study import Studies
+    from hpctrain.submission.scaling_study import StudySubmission
 
     submitted: list[Any] = []
-    monkeypatch.setattr(Studies, "submit_run", lambda self, *a, **k: submitted.append(a))
+    monkeypatch.setattr(StudySubmission, "submit_run", lambda self, *a, **k: submitted.append(a))
     # The local profile has 4 nodes of 2 GPUs: 1x1 fits, 64x1 and 1x64 do not.
     r = cli("scale", "--profile", "local", "--topologies", "1x1,64x1,1x64", "--task", "spiral",
             "--json")

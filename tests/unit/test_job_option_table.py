@@ -26,7 +26,7 @@ from hpctrain.cli.options import (
     with_job_options,
 )
 from hpctrain.errors import ConfigError
-from hpctrain.studies import scaling
+from hpctrain.studies import scaling_table
 from hpctrain.tasks import registry
 from hpctrain.trainconfig.options import OPTIONS
 from hpctrain.values import batching
@@ -183,14 +183,14 @@ def test_a_name_both_tables_and_a_command_use_is_refused() -> None:
 
 
 def test_strong_scaling_splits_the_global_batch_by_the_batch_rule() -> None:
-    topos = scaling.parse_topologies("1x1,1x2,2x2,1x3")
+    topos = scaling_table.parse_topologies("1x1,1x2,2x2,1x3")
     for batch in (12, 24, 1200):
-        got = scaling.per_device_batches(topos, True, batch)
+        got = scaling_table.per_device_batches(topos, True, batch)
         assert got == {t: batching.split_batch(batch, t.gpus, accumulation=1).per_device
                        for t in topos}
     # The fix names the nearest global batches every topology takes (once: any common one).
     with pytest.raises(ConfigError, match="GPUs of 1x3, 2x2") as refused:
-        scaling.per_device_batches(topos, True, 14)
+        scaling_table.per_device_batches(topos, True, 14)
     assert refused.value.fix == "use a global batch of 12 or 24 (--batch-size)"
 
 

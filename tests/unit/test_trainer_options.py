@@ -289,7 +289,7 @@ def test_hostile_values_reach_the_job_as_one_argument_each(cli: Cli, tmp_path: P
 def test_a_study_writes_each_run_s_batch_into_its_settings() -> None:
     from hpctrain.plan import JobRequest, build_plan
     from hpctrain.profiles import load_profile
-    from hpctrain.studies.scaling_study import StudyPlan, plan_runs
+    from hpctrain.submission.scaling_study import StudyPlan, plan_runs
     from hpctrain.trainconfig.options import TrainerCall
 
     runs = plan_runs("1x1,1x2", strong=True, batch_size=64, trainer=TrainerCall(task="spiral"))

@@ -1,7 +1,7 @@
 import pytest
 
 from hpctrain.errors import HpctrainError
-from hpctrain.studies import scaling as scale
+from hpctrain.studies import scaling_table
 from hpctrain.submission import race as alternatives
 from hpctrain.values.units import (
     Topology,
@@ -81,6 +81,6 @@ def test_parse_topologies_keeps_order_and_refuses_repeats() -> None:
 
 @pytest.mark.parametrize("bad", ["1x0", "99999x1", "\uff11x2", "1x1,"])
 def test_scale_and_first_of_refuse_the_same_topologies(bad: str) -> None:
-    for parse in (scale.parse_topologies, alternatives.parse_first_of):
+    for parse in (scaling_table.parse_topologies, alternatives.parse_first_of):
         with pytest.raises(HpctrainError, match="NODESxGPUS|out of range"):
             parse(f"1x1,{bad}" if bad != "1x1," else bad)

@@ -1,4 +1,5 @@
-"""Scaling studies as values: topologies -> runs to submit; finished runs -> table and plot."""
+"""A scaling study's values: its topologies and per-device batches, its --target, each run's
+record; finished runs -> the table (speedup, efficiency, spread) and its plot."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""A scaling study run: planned as a value, submitted run by run, waited for, reported."""
+"""A scaling study submitted: planned as a value (StudyKind, its dry run), recorded, then run by
+run (one at a time: each after the one before has ended). Reading it back is
+studies/scaling_report.py's."""
 
 from __future__ import annotations
 
@@ -10,19 +12,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpctrain.errors import HpctrainError
-from hpctrain.studies import scaling as scale
-from hpctrain.studies.scaling import Topology
+from hpctrain.studies import scaling_table
+from hpctrain.studies.scaling_report import Studies
 from hpctrain.submission.planned import RunDir, Script
-from hpctrain.values import rundir
+from hpctrain.values.units import Topology
 
 if TYPE_CHECKING:
-    from hpctrain.history import History, JobRecord, StudyRecord
+    from hpctrain.history import History, StudyRecord
     from hpctrain.places import Place
     from hpctrain.plan import JobRequest
-    from hpctrain.slurm.client import SlurmClient
     from hpctrain.snapshots.spec import CodeSpec
     from hpctrain.submission.prepare import Prepared
-    from hpctrain.tracking.watcher import JobWatcher
     from hpctrain.trainconfig.model import TrainConfig
     from hpctrain.trainconfig.options import TrainerCall
 
@@ -30,12 +30,12 @@ if TYPE_CHECKING:
 def plan_runs(topologies: str, *, strong: bool, batch_size: int | None, trainer: TrainerCall
               ) -> tuple[tuple[Topology, int], ...]:
     """Each topology with its per-device batch (weak: the same; strong: the global split)."""
-    topos = scale.parse_topologies(topologies)
+    topos = scaling_table.parse_topologies(topologies)
     # Read as every run's trainer will read it: a bad file, --set or a --task that conflicts
     # with the file's task is refused now, not after each run waited in the queue.
     trainer_batch = int(trainer.load().trainer.batch_size)
     batch = batch_size or trainer_batch * (topos[0].gpus if strong else 1)
-    batches = scale.per_device_batches(topos, strong, batch)
+    batches = scaling_table.per_device_batches(topos, strong, batch)
     return tuple((t, batches[t]) for t in topos)
 
 
@@ -56,7 +56,7 @@ class StudyPlan:
     strong: bool
     trainer: TrainConfig
     repeats: int = 1
-    target: scale.Target | None = None
+    target: scaling_table.Target | None = None
 
     @property
     def mode(self) -> str:
@@ -90,34 +90,9 @@ def study_dir(profile_dir: str, name: str | None) -> Path:
     return run_dir_for(profile_dir, name or "scale", Path.cwd())
 
 
-class Studies:
-    """The scaling studies in the history; SLURM is asked only when a study needs it."""
-
-    def __init__(self, history: History, place: Place) -> None:
-        self.history = history
-        self.place = place
-        self._watcher: JobWatcher | None = None
-
-    def slurm(self) -> tuple[SlurmClient, str]:
-        """The place's client and its cluster's name."""
-        client = self.place.slurm_client()
-        return client, self.place.cluster(client, "")
-
-    def watcher(self) -> JobWatcher:
-        """The one job watcher for the study's runs."""
-        from hpctrain.tracking.watcher import JobWatcher
-
-        if self._watcher is None:
-            client, cluster = self.slurm()
-            self._watcher = JobWatcher(client, self.history, cluster)
-        return self._watcher
-
-    def find(self, name: str | None) -> StudyRecord:
-        """The scaling study by name or id (None: the last one; a sweep is not one)."""
-        from hpctrain.tracking.selection import find_study
-
-        return find_study(self.history, name, "scale", "scaling study",
-                          "hpctrain scale --profile P --topologies 1x1,1x2")
+class StudySubmission(Studies):
+    """A scaling study recorded, then its runs submitted; waiting between them is the
+    reader's (studies/scaling_report.py)."""
 
     def start(self, plan: StudyPlan, name: str | None, output_dir: str) -> StudyRecord:
         """Record the study with every run 'not submitted yet' (a refused name: nothing); its
@@ -131,11 +106,11 @@ class Studies:
         return self.history.add_study(StudyRecord(
             name=name or directory.name, profile=plan.base.profile.name, mode=plan.mode,
             directory=str(directory),
-            runs=[scale.run_record(t, b, None, cluster, None, "not submitted yet", repeat=k,
-                                   target=plan.target)
+            runs=[scaling_table.run_record(t, b, None, cluster, None, "not submitted yet",
+                                           repeat=k, target=plan.target)
                   for k, t, b in plan.jobs()]))
 
-    def submit_run(self, run: StudyRun, target: scale.Target | None = None,
+    def submit_run(self, run: StudyRun, target: scaling_table.Target | None = None,
                    study_id: int | None = None) -> dict[str, Any]:
         """Submit one prepared run; a refused one is recorded with its error, not hidden."""
         from hpctrain.submission.submit import submit
@@ -144,13 +119,13 @@ class Studies:
         try:
             done = submit(run.job, self.place, self.history)
         except HpctrainError as e:
-            return scale.run_record(run.topology, run.batch, None, cluster, None, str(e),
-                                    repeat=run.repeat, target=target)
+            return scaling_table.run_record(run.topology, run.batch, None, cluster, None,
+                                            str(e), repeat=run.repeat, target=target)
         if study_id is not None:
             # The run's job belongs to the study: `status` counts it in the study's one row.
             self.history.set_study([done.record.id], study_id)
-        return scale.run_record(run.topology, run.batch, done.job_id, done.cluster,
-                                str(done.run_dir), repeat=run.repeat, target=target)
+        return scaling_table.run_record(run.topology, run.batch, done.job_id, done.cluster,
+                                        str(done.run_dir), repeat=run.repeat, target=target)
 
     def submit(self, study: StudyRecord, prepared: PreparedStudy, *, one_at_a_time: bool,
                timeout_s: float | None,
@@ -169,69 +144,6 @@ class Studies:
                 left = None if timeout_s is None else timeout_s - (time.monotonic() - started)
                 self.wait(replace(study, runs=[runs[i]]), left)
         study.runs[:] = runs
-
-    def records(self, study: StudyRecord) -> dict[str, JobRecord]:
-        """The study's submitted runs as the history has them."""
-        ids = [str(r["job_id"]) for r in study.runs if r.get("job_id")]
-        return {r.job_id: r for r in self.history.by_job_ids(ids)
-                if any(r.cluster == run.get("cluster") for run in study.runs)}
-
-    def refresh(self, study: StudyRecord) -> dict[str, JobRecord]:
-        """The study's jobs with states fresh from SLURM (one squeue, one sacct)."""
-        records = self.records(study)
-        if records and not all(r.terminal for r in records.values()):
-            fresh, _report = self.watcher().refresh(list(records.values()))
-            records = {r.job_id: r for r in fresh}
-        return records
-
-    def wait(self, study: StudyRecord, timeout_s: float | None) -> dict[str, JobRecord]:
-        """The study's jobs once every one has ended; raise after `timeout_s` seconds."""
-        records = self.records(study)
-        if not records or all(r.terminal for r in records.values()):
-            return records
-        fresh, left = self.watcher().wait_until_ended(list(records.values()), timeout_s)
-        if left:
-            ids = [r.job_id for r in left]
-            raise HpctrainError(
-                f"runs {', '.join(ids)} of study {study.name} still not ended after "
-                f"{timeout_s:g} s",
-                f"see them with `hpctrain status {' '.join(ids)}`; the table comes with "
-                f"`hpctrain scale-report {study.name}` once they end")
-        return {r.job_id: r for r in fresh}
-
-    def report(self, study: StudyRecord, records: dict[str, JobRecord],
-               target: scale.Target | None = None) -> tuple[dict[str, Any], list[str]]:
-        """The table (written with its plot once every run has ended) and the runs pending;
-        time to `target`, else to the study's own --target."""
-        target = target or scale.recorded_target(study.runs)
-        rows = scale.table(results(study, records, self._read), target)
-        pending = [r.job_id for r in records.values() if not r.terminal]
-        if pending:
-            return {"study": study.name, "mode": study.mode, "directory": study.directory,
-                    "plot": None, "target": target.label if target else None,
-                    "runs": rows}, pending
-        return scale.report(study.name, study.mode, rows, Path(study.directory),
-                            target), pending
-
-    def _read(self, path: Path) -> bytes | None:
-        """A run's file where the run is: on this machine, or at the login, over its master."""
-        found = self.place.read_file(path, None)
-        return found[0] if found else None
-
-
-def results(study: StudyRecord, records: dict[str, JobRecord],
-            read: Callable[[Path], bytes | None]) -> list[scale.RunResult]:
-    """Each run with its SLURM state, metrics and the monitor's mean GPU utilization (from
-    the summary the job writes as it ends), its files read through `read`."""
-    out = []
-    for run in study.runs:
-        rec = records.get(str(run.get("job_id")))
-        state = "NOT SUBMITTED" if not run.get("job_id") else rec.state if rec else "UNKNOWN"
-        summary = scale.read_json(read, run.get("run_dir"), rundir.MONITOR_SUMMARY)
-        out.append(scale.RunResult(run, state,
-                                   scale.read_json(read, run.get("run_dir"), rundir.METRICS),
-                                   (summary or {}).get("gpu_util_mean_pct")))
-    return out
 
 
 def check_topologies(plan: StudyPlan) -> None:
@@ -318,7 +230,7 @@ def prepare_study(plan: StudyPlan, workdir: Path) -> PreparedStudy:
 @dataclass(frozen=True)
 class StudyKind:
     """`scale`: `repeats` jobs per topology, recorded as a study; waiting and reporting are
-    Studies'."""
+    the reader's (studies/scaling_report.py)."""
 
     plan: StudyPlan
     name: str | None
@@ -338,7 +250,7 @@ class StudyKind:
 
     def execute(self, prepared: PreparedStudy, place: Place, history: History
                 ) -> StudyRecord:
-        studies = Studies(history, place)
+        studies = StudySubmission(history, place)
         # The plan as given: a login's adapted output_dir names a directory over there.
         study = studies.start(prepared.plan, self.name, self.plan.base.profile.output_dir)
         self.on_start(study)
