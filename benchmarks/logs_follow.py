@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpctrain.slurm.client import resolve_slurm_conf
+from hpctrain.slurm.runner import resolve_slurm_conf
 
 TARGET_MS = 20.0
 TARGET_END_S = 2.0

@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 from hpctrain.history import History, NewJob
-from hpctrain.slurm.client import SlurmClient, resolve_slurm_conf
+from hpctrain.slurm.client import SlurmClient
+from hpctrain.slurm.runner import resolve_slurm_conf
 
 HERE = Path(__file__).resolve().parent
 SUBMITIT_VENV = HERE / ".venv-submitit"

@@ -30,7 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from hpctrain.slurm.client import SlurmClient, resolve_slurm_conf
+from hpctrain.slurm.client import SlurmClient
+from hpctrain.slurm.runner import resolve_slurm_conf
 
 TARGET_S = 5.0
 TARGET_SBATCH = 6

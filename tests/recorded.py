@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpctrain.slurm.client import Result, SlurmClient
+from hpctrain.slurm.client import SlurmClient
+from hpctrain.slurm.runner import Result
 from hpctrain.slurm.transport import LocalTransport
 from hpctrain.slurm.versions import dialect_for
 

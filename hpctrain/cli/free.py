@@ -69,7 +69,6 @@ def _candidate(profile: Profile, partition: str, shape: Shape, time: str | None,
     """Plan the request in this partition and ask SLURM when it would start."""
     from hpctrain.cli.race import verdict_dict
     from hpctrain.plan import JobRequest
-    from hpctrain.slurm.client import sbatch_test_only
     from hpctrain.submission.kinds import submission
 
     nodes, gpus, _, _ = shape
@@ -82,7 +81,7 @@ def _candidate(profile: Profile, partition: str, shape: Shape, time: str | None,
         return Candidate(profile.name, partition, f"{nodes}x{'?' if gpus is None else gpus}", None,
                          first.removeprefix(f"{profile.name}: "))
     label = f"{script.plan.nodes}x{script.plan.gpus_per_node}"
-    verdict = sbatch_test_only(place.slurm_client(), script.text)
+    verdict = place.slurm_client().test_only(script.text)
     return Candidate(profile.name, partition, label, verdict_dict(verdict), None)
 
 
@@ -198,7 +197,7 @@ def _later_though_idle(c: Candidate, seen: Availability) -> str | None:
 def _devcluster_profile() -> str | None:
     """The profile the dev cluster emulates, when it runs and is the SLURM asked from here."""
     from hpctrain.devcluster import DevCluster
-    from hpctrain.slurm.client import resolve_slurm_conf
+    from hpctrain.slurm.runner import resolve_slurm_conf
 
     status = DevCluster().status(with_sinfo=False)
     # SLURM_CONF naming another cluster wins: free would ask that one, not the dev cluster.

@@ -12,7 +12,8 @@ from hpctrain.cli.output import Display, console, err_console, register_displays
 if TYPE_CHECKING:
     from hpctrain.places import Place
     from hpctrain.plan import JobPlan
-    from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
+    from hpctrain.slurm.client import SlurmClient
+    from hpctrain.slurm.testonly import TestOnlyVerdict
     from hpctrain.submission.pipeline import Outcome
     from hpctrain.submission.race import Race, RaceSubmitted
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from hpctrain.plan import JobPlan
     from hpctrain.profiles.model import Profile
-    from hpctrain.slurm.client import TestOnlyVerdict
+    from hpctrain.slurm.testonly import TestOnlyVerdict
     from hpctrain.submission.planned import Script
 
 # render's own options, after the job's and the trainer's (cli/options.py).

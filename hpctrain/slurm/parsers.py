@@ -6,7 +6,7 @@ Each is tested on output recorded from the dev cluster (tests/jobs/recorded/).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from hpctrain.errors import SlurmError
@@ -96,16 +96,19 @@ def parse_sbatch_parsable(stdout: str) -> tuple[str, str | None]:
     return job_id, (cluster or None)
 
 
+def _rows(stdout: str, n: int) -> Iterator[list[str]]:
+    """The lines of a '|'-separated table of `n` fields; the last, free text (a reason), keeps
+    any '|' it holds. Blank and short lines are left out."""
+    for line in stdout.splitlines():
+        parts = line.split("|", n - 1)
+        if len(parts) == n:
+            yield parts
+
+
 def parse_squeue(stdout: str) -> dict[str, JobInfo]:
     """Lines of `squeue --noheader --format SQUEUE_FORMAT`, keyed by job id."""
     out: dict[str, JobInfo] = {}
-    n = len(SQUEUE_FIELDS)
-    for line in stdout.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|", n - 1)
-        if len(parts) != n:
-            continue
+    for parts in _rows(stdout, len(SQUEUE_FIELDS)):
         job_id, state, elapsed, limit, nodes, node_list, reason = (p.strip() for p in parts)
         st = parse_state(state)
         out[job_id] = JobInfo(
@@ -128,17 +131,8 @@ def parse_squeue(stdout: str) -> dict[str, JobInfo]:
 def parse_sacct(stdout: str) -> dict[str, JobInfo]:
     """Lines of `sacct -X --parsable2 --noheader --format SACCT_FORMAT`, keyed by job id."""
     out: dict[str, JobInfo] = {}
-    n = len(SACCT_FIELDS)
-    for line in stdout.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|")
-        if len(parts) < n:
-            continue
-        # Reason is last and free text: put back any '|' it contained.
-        job_id, state, exit_code, elapsed, limit, nodes, node_list = parts[: n - 1]
-        info = _sacct_info(job_id, state, exit_code, elapsed, limit, nodes, node_list,
-                           "|".join(parts[n - 1:]))
+    for parts in _rows(stdout, len(SACCT_FIELDS)):
+        info = _sacct_info(*parts)
         # A requeued job has one row per run; the last one is the current run. The tasks of
         # an array that never started are one row (`123_[4-29%2]`): one entry per task here.
         out.update((one, replace(info, job_id=one)) for one in array_task_ids(info.job_id))

@@ -91,6 +91,11 @@ class QueueQuery:
         """sacct in this query's form, about `job_ids` (default: every id)."""
         return self.form.sacct_argv(self.ids if job_ids is None else job_ids)
 
+    def first_calls(self) -> int:
+        """The commands sent before any answer is read, so asked even when squeue fails:
+        squeue, with sacct where they travel together."""
+        return 0 if not self.ids else 2 if self.together else 1
+
 
 def plan(job_ids: Sequence[str], dialect: Dialect, *, batches: bool) -> QueueQuery:
     """The query for `job_ids` on the SLURM `dialect` names; `batches`: a round trip a command."""
@@ -132,3 +137,9 @@ class QueueResult:
     def needing_accounting(self) -> list[str]:
         """The ids sacct is asked about after squeue's answer."""
         return [j for j in self.query.ids if needs_accounting(self.jobs.get(j))]
+
+    def calls(self) -> int:
+        """The SLURM commands this answer took: the first ones, then sacct where it was asked
+        after squeue's answer."""
+        after = not self.query.together and bool(self.needing_accounting())
+        return self.query.first_calls() + after

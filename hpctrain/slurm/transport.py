@@ -1,4 +1,5 @@
-"""Where SLURM's commands run: here (LocalTransport) or on a login (hpctrain.remote's)."""
+"""Where SLURM's commands run, the one place that starts them: here (LocalTransport) or on a
+login (places/login.py's SshTransport, over remote/connection.py's ssh master)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Protocol
 
 from hpctrain.errors import SlurmUnavailableError
 from hpctrain.slurm import parsers
+from hpctrain.slurm.sbatch_options import INPUT_VARIABLES, sbatch_environment
 
 # Where slurm.conf is read from when SLURM_CONF is unset: Debian's default, older Debian's,
 # and the caches of configless sites (slurmd's, then sackd's).
@@ -167,6 +169,54 @@ class LocalTransport:
             return None
         return parsers.parse_cluster_name(text)
 
+
+@dataclass(frozen=True)
+class _LocalSbatch(LocalTransport):
+    """This machine's transport, its environment as sbatch should see it."""
+
+    def env(self) -> dict[str, str]:
+        return sbatch_environment(super().env())
+
+
+@dataclass(frozen=True)
+class _UnsetFirst:
+    """A login's transport whose commands run under `env -u NAME ...`: the login's shell
+    (its ~/.bashrc) may export SBATCH_ variables, which sbatch there would prefer."""
+
+    inner: Transport
+
+    @property
+    def batches(self) -> bool:
+        return self.inner.batches
+
+    def _unset(self, argv: tuple[str, ...]) -> tuple[str, ...]:
+        return ("env", *(w for name in sorted(INPUT_VARIABLES) for w in ("-u", name)), *argv)
+
+    def execute(self, argv: tuple[str, ...], input: str | None, limit: float,
+                cwd: str | Path | None) -> Answer:
+        return self.inner.execute(self._unset(argv), input, limit, cwd)
+
+    def execute_many(self, argvs: Sequence[tuple[str, ...]], limit: float) -> list[Answer]:
+        return self.inner.execute_many([self._unset(a) for a in argvs], limit)
+
+    def conf_path(self) -> str | None:
+        return self.inner.conf_path()
+
+    def controller_down(self, command: str) -> ControllerDownError | None:
+        return self.inner.controller_down(command)
+
+    def cluster_name(self) -> str | None:
+        return self.inner.cluster_name()
+
+    def slurm_version_text(self) -> str | None:
+        return self.inner.slurm_version_text()
+
+
+def for_sbatch(transport: Transport) -> Transport:
+    """`transport` for running sbatch: without the variables it would read as options."""
+    if isinstance(transport, LocalTransport):
+        return _LocalSbatch(transport.slurm_conf)
+    return _UnsetFirst(transport)
 
 def no_conf_error(path: str | None = None) -> SlurmUnavailableError:
     """The one diagnosis for "no slurm.conf here", whichever command met it first; `path`: the

@@ -10,7 +10,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from hpctrain.errors import SlurmError
-from hpctrain.slurm.client import controller_gone
+from hpctrain.slurm.runner import controller_gone
 
 if TYPE_CHECKING:
     from hpctrain.places import Place

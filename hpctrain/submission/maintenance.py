@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from hpctrain.errors import SlurmError
 from hpctrain.slurm import reservations
-from hpctrain.slurm.client import controller_gone
+from hpctrain.slurm.runner import controller_gone
 
 if TYPE_CHECKING:
     from hpctrain.places import Place

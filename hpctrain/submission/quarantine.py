@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from hpctrain.diagnosis import badnodes
 from hpctrain.errors import SlurmError
-from hpctrain.slurm.client import controller_gone
+from hpctrain.slurm.runner import controller_gone
 
 if TYPE_CHECKING:
     from hpctrain.diagnosis.badnodes import Quarantined

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
     from hpctrain.history import History, JobRecord
     from hpctrain.places import Place
-    from hpctrain.slurm.client import SlurmClient, TestOnlyVerdict
+    from hpctrain.slurm.client import SlurmClient
+    from hpctrain.slurm.testonly import TestOnlyVerdict
     from hpctrain.snapshots.spec import CodeSpec
 
 T = TypeVar("T")
@@ -206,9 +207,7 @@ def each_alternative(requests: Sequence[JobRequest], build: Callable[[JobRequest
 
 def ask_test_only(client: SlurmClient, scripts: Sequence[str]) -> list[TestOnlyVerdict]:
     """SLURM's verdict and start estimate for each script (`sbatch --test-only`)."""
-    from hpctrain.slurm.client import sbatch_test_only
-
-    return [sbatch_test_only(client, s) for s in scripts]
+    return [client.test_only(s) for s in scripts]
 
 
 def estimates(race: Race, client: SlurmClient) -> list[TestOnlyVerdict]:

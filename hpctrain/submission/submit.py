@@ -14,7 +14,7 @@ from hpctrain.errors import HistoryError, HpctrainError, SlurmError, SlurmUnavai
 from hpctrain.history import History, JobRecord, NewJob
 from hpctrain.places import GitState, Place
 from hpctrain.plan import JobPlan
-from hpctrain.slurm.client import SlurmTimeoutError
+from hpctrain.slurm.runner import SlurmTimeoutError
 from hpctrain.snapshots.model import Snapshot
 from hpctrain.submission.prepare import Prepared, segment_options
 from hpctrain.values import rundir

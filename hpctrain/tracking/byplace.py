@@ -51,8 +51,8 @@ def refresh(history: History, local: Place, records: Sequence[JobRecord], login:
         w = _watcher_of(history, place, group)
         rows, report = w.refresh(group)
         fresh.update((r.id, r) for r in rows)
-        if w.answer is not None:
-            starts.update(w.answer.starts)
+        if report.query is not None:
+            starts.update(report.query.starts)
         clusters.append(place.shown_cluster(w.cluster))
         total.asked += report.asked
         total.calls += report.calls

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hpctrain.errors import SlurmUnavailableError
     from hpctrain.history import JobRecord
+    from hpctrain.slurm.query import QueueResult
 
 
 @dataclass
@@ -18,6 +19,8 @@ class RefreshReport:
 
     asked: int = 0
     calls: int = 0
+    # What SLURM said to the refresh's queue query (None: it asked nothing, or squeue failed).
+    query: QueueResult | None = None
     warnings: list[str] = field(default_factory=list)
     # SLURM could not be asked (controller down, no configuration): the states are the last
     # ones seen, nothing was stored.

@@ -14,10 +14,12 @@ from enum import Enum
 
 from hpctrain.errors import SlurmError, SlurmUnavailableError
 from hpctrain.history import History, JobRecord, StateUpdate
-from hpctrain.slurm.client import AccountingUnavailableError, SlurmClient, SlurmTimeoutError
+from hpctrain.slurm.client import SlurmClient
 from hpctrain.slurm.parsers import JobInfo, array_of
-from hpctrain.slurm.query import QueueResult, needs_accounting
-from hpctrain.slurm.states import JobState, parse_state
+from hpctrain.slurm.query import needs_accounting
+from hpctrain.slurm.runner import AccountingUnavailableError, SlurmTimeoutError
+from hpctrain.slurm.states import parse_state
+from hpctrain.tracking.merge import kept, merge
 from hpctrain.tracking.report import RefreshReport
 
 # Without accounting, exit codes of finished jobs come from `scontrol show job`, one call per
@@ -80,55 +82,6 @@ class _Track:
     interval_s: float = POLL_INTERVAL_S
 
 
-def _kept(record: JobRecord, *, terminal: bool, stale: bool) -> StateUpdate:
-    """The last state seen, stored again with new flags."""
-    return StateUpdate(
-        id=record.id, state=record.state, terminal=terminal, stale=stale,
-        slurm_state=record.slurm_state, exit_code=record.exit_code, signal=record.signal,
-        reason=record.reason, node_list=record.node_list, elapsed_s=record.elapsed_s,
-        time_limit_s=record.time_limit_s,
-    )
-
-
-def _chosen(live: JobInfo | None, acct: JobInfo | None) -> JobInfo | None:
-    """Which answer to believe: squeue while the controller runs the job, else sacct's end."""
-    # A COMPLETING job has ended and only its nodes are still being cleaned up: its outcome
-    # (CANCELLED right after a cancel, FAILED, ...) is sacct's, once slurmdbd has it.
-    ended = acct is not None and acct.state.is_terminal
-    if live is not None and not live.state.is_terminal \
-            and not (live.state is JobState.COMPLETING and ended):
-        return live
-    if acct is not None and acct.state.is_terminal:
-        return acct
-    # Finished in squeue but not yet in slurmdbd (it lags a little), or no accounting.
-    return live if live is not None else acct
-
-
-def merge(
-    record: JobRecord, live: JobInfo | None, acct: JobInfo | None, *, accounting_ok: bool
-) -> StateUpdate:
-    """Combine squeue's and sacct's answers for one job into what the history stores.
-
-    squeue is the fresher source while the controller knows the job; sacct supplies exit
-    codes and remembers jobs the controller has purged (MinJobAge).
-    """
-    info = _chosen(live, acct)
-    if info is None:
-        # Nobody knows the job any more: keep the last state seen, marked stale.
-        return _kept(record, terminal=False, stale=True)
-    terminal = info.state.is_terminal
-    if terminal and info.source == "squeue" and info.state is not JobState.COMPLETED \
-            and accounting_ok:
-        # Ask sacct again next time for the exit code, rather than caching a state without it.
-        terminal = False
-    return StateUpdate(
-        id=record.id, state=info.state.value, terminal=terminal, stale=False,
-        slurm_state=info.slurm_state, exit_code=info.exit_code, signal=info.signal,
-        reason=info.reason, node_list=info.node_list or (record.node_list if terminal else None),
-        elapsed_s=info.elapsed_s, time_limit_s=info.time_limit_s,
-    )
-
-
 def _after_sacct(record: JobRecord, acct: JobInfo | None, track: _Track) -> Source | None:
     """Where to ask next once sacct has answered (None: nothing more to learn)."""
     if acct is not None and acct.state.is_terminal:
@@ -168,8 +121,6 @@ class JobWatcher:
         self.cluster = cluster
         self._final: dict[int, JobRecord] = {}
         self._tracks: dict[int, _Track] = {}
-        # What SLURM said in the last refresh's queue query (None: it asked nothing).
-        self.answer: QueueResult | None = None
 
     def is_final(self, record: JobRecord) -> bool:
         """True when the job has ended as far as the history or this watcher knows."""
@@ -184,26 +135,20 @@ class JobWatcher:
     def refresh(self, records: Sequence[JobRecord]) -> tuple[list[JobRecord], RefreshReport]:
         """Ask SLURM about the unfinished jobs of this cluster among `records`; store them.
 
-        At most two calls whatever the count while accounting works. When SLURM cannot be
-        asked the unfinished jobs come back as last seen, marked stale, with `report.error`.
+        At most two calls whatever the count while accounting works (`report.calls`; the
+        queue query's answer is `report.query`). When SLURM cannot be asked the unfinished jobs
+        come back as last seen, marked stale, with `report.error`.
         """
         report = RefreshReport()
-        self.answer = None
-        before = len(self.client.calls)
         try:
             ask = self._to_ask(records, report)
             report.asked = len(ask)
-            if ask:
-                # The output format: a local `sinfo --version` once, no question to slurmctld.
-                self.client.dialect()
-                before = len(self.client.calls)
             fresh = self._store(self._ask_all(ask, report)) if ask else {}
         except SlurmUnavailableError as e:
             # Nothing is stored: a failed squeue says nothing about the jobs (they may well
             # still run), and the history keeps what SLURM said last.
             report.error = e
             fresh = {r.id: replace(r, stale=True) for r in records if not self.is_final(r)}
-        report.calls = len(self.client.calls) - before
         return [fresh.get(r.id) or self.latest(r) for r in records], report
 
     def require_cluster(self) -> None:
@@ -226,8 +171,15 @@ class JobWatcher:
         """The whole squeue -> sacct -> scontrol chain now, each command once for all jobs."""
         tracks = {r.id: _Track() for r in ask}
         # One queue query: squeue about all, sacct about those it leaves without an end (over
-        # ssh both in one round trip); kept as the answer of this refresh.
-        self.answer = answer = self.client.queue([r.job_id for r in ask])
+        # ssh both in one round trip). Its plan costs at most a local `sinfo --version`, which
+        # is no question to slurmctld and not counted.
+        q = self.client.plan_queue([r.job_id for r in ask])
+        try:
+            report.query = answer = self.client.ask_queue(q)
+        except SlurmUnavailableError:
+            report.calls += q.first_calls()
+            raise
+        report.calls += answer.calls()
         updates = self._from_squeue(ask, tracks, answer.jobs)
         need = [r for r in ask if tracks[r.id].source is Source.SACCT]
         if need:
@@ -235,7 +187,7 @@ class JobWatcher:
                                             answer.accounting_error, report))
         fallback = [r for r in need if tracks[r.id].source is Source.SCONTROL]
         if fallback:
-            updates.update(self._ask_scontrol(fallback, tracks, shown_now=True))
+            updates.update(self._ask_scontrol(fallback, tracks, report, shown_now=True))
         return updates
 
     # --- the chain's steps: each reads one command's answer about all of its jobs ------------
@@ -274,7 +226,8 @@ class JobWatcher:
         return updates
 
     def _ask_scontrol(
-        self, jobs: Sequence[JobRecord], tracks: Mapping[int, _Track], *, shown_now: bool
+        self, jobs: Sequence[JobRecord], tracks: Mapping[int, _Track], report: RefreshReport,
+        *, shown_now: bool,
     ) -> dict[int, StateUpdate]:
         """Without accounting: exit codes from the controller's memory, for a bounded few."""
         # A job squeue did not show a moment ago is gone from the controller: scontrol would
@@ -283,8 +236,10 @@ class JobWatcher:
         asked = asked[:MAX_SCONTROL_PER_REFRESH]
         updates: dict[int, StateUpdate] = {}
         for r in jobs:
-            track = tracks[r.id]
-            info = self.client.scontrol_job(r.job_id) if r.id in asked else None
+            track, info = tracks[r.id], None
+            if r.id in asked:
+                report.calls += 1
+                info = self.client.scontrol_job(r.job_id)
             if info is not None and not info.state.is_terminal:
                 # The controller runs it (again): it is the live answer, squeue is asked next.
                 updates[r.id] = merge(r, info, None, accounting_ok=False)
@@ -320,8 +275,8 @@ class JobWatcher:
         if track.source is None and not fresh.terminal:
             # Nobody can say more: end with the last state seen (final if it was a final one).
             state = parse_state(fresh.state)
-            kept = _kept(fresh, terminal=state.is_terminal, stale=not state.is_terminal)
-            fresh = self._store({fresh.id: kept}).get(fresh.id, fresh)
+            last = kept(fresh, terminal=state.is_terminal, stale=not state.is_terminal)
+            fresh = self._store({fresh.id: last}).get(fresh.id, fresh)
         changed = (track.source, _shown(fresh)) != before
         track.interval_s = POLL_INTERVAL_S if changed else _backed_off(track.interval_s)
         done = track.source is None or fresh.terminal
@@ -338,7 +293,7 @@ class JobWatcher:
                 acct, error = {}, e
             # The warning shows in the end state (stale, no exit code), not as a message.
             return self._from_sacct([record], tracks, acct, error, RefreshReport())
-        return self._ask_scontrol([record], tracks, shown_now=False)
+        return self._ask_scontrol([record], tracks, RefreshReport(), shown_now=False)
 
     def wait_for_change(
         self, record: JobRecord, *, sleep: Callable[[float], None] = time.sleep

@@ -24,7 +24,8 @@ from hpctrain.diagnosis.pending import waits_for_nodes
 from hpctrain.errors import SlurmError
 from hpctrain.slurm import accounting, reservations
 from hpctrain.slurm.accounting import Accounting, Row, summary_row
-from hpctrain.slurm.client import AccountingUnavailableError, parse_pending, pending_argv
+from hpctrain.slurm.jobs import parse_pending, pending_argv
+from hpctrain.slurm.runner import AccountingUnavailableError
 from hpctrain.slurm.states import JobState, parse_state
 from hpctrain.values import rundir
 

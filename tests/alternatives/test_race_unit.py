@@ -19,7 +19,8 @@ from hpctrain.history import MIGRATIONS, History
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
 from hpctrain.slurm import starts
-from hpctrain.slurm.client import Result, parse_test_only
+from hpctrain.slurm.runner import Result
+from hpctrain.slurm.testonly import parse_test_only
 from hpctrain.submission import race as alt
 from hpctrain.tracking import selection as tracking
 from hpctrain.values import rundir

@@ -228,7 +228,7 @@ def test_hpctrain_finds_the_running_cluster_without_slurm_conf(
     devcluster: DevClusterHandle,
 ) -> None:
     env = {k: v for k, v in devcluster.env().items() if k != "SLURM_CONF"}
-    code = "from hpctrain.slurm.client import resolve_slurm_conf; print(resolve_slurm_conf())"
+    code = "from hpctrain.slurm.runner import resolve_slurm_conf; print(resolve_slurm_conf())"
 
     def resolved() -> str:
         res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

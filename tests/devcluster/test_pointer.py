@@ -9,7 +9,8 @@ import pytest
 from hpctrain.devcluster import DevCluster
 from hpctrain.devcluster.state import publish, withdraw
 from hpctrain.files import paths
-from hpctrain.slurm.client import SlurmClient, resolve_slurm_conf
+from hpctrain.slurm.client import SlurmClient
+from hpctrain.slurm.runner import resolve_slurm_conf
 from hpctrain.slurm.transport import LocalTransport
 
 

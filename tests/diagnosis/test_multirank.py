@@ -18,7 +18,7 @@ from hpctrain.diagnosis.causes import diagnose
 from hpctrain.diagnosis.logscan import Finding, scan
 from hpctrain.diagnosis.model import Evidence
 from hpctrain.slurm import accounting
-from hpctrain.slurm.client import Result
+from hpctrain.slurm.runner import Result
 from hpctrain.slurm.states import JobState
 from tests.recorded import check_replay
 

@@ -14,7 +14,7 @@ from hpctrain.diagnosis.causes import diagnose
 from hpctrain.diagnosis.logscan import scan
 from hpctrain.diagnosis.model import Evidence
 from hpctrain.slurm import accounting
-from hpctrain.slurm.client import Result
+from hpctrain.slurm.runner import Result
 from tests.recorded import check_replay
 
 RECORDED = Path(__file__).resolve().parent / "recorded"

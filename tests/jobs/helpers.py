@@ -12,7 +12,8 @@ from pathlib import Path
 
 from hpctrain.history import History, JobRecord, NewJob
 from hpctrain.places import LocalPlace
-from hpctrain.slurm.client import Result, SlurmClient
+from hpctrain.slurm.client import SlurmClient
+from hpctrain.slurm.runner import Result, plain_error
 from hpctrain.slurm.transport import LocalTransport
 from hpctrain.slurm.versions import dialect_for, parse_version
 from tests.recorded import SLURM, UnrecordedCommandError, check_replay, pick_recording
@@ -46,11 +47,13 @@ class ReplayClient(SlurmClient):
     Only `run` is replaced, so the client's own argv building, error handling and parsing
     are what the tests exercise. A recording answers only the command line it was recorded
     for (job ids aside): one the client builds otherwise fails as UnrecordedCommandError.
+    `calls` is the replay's own record of the command lines it answered, in order.
     """
 
     def __init__(self, answers: dict[str, Answer], slurm: str = SLURM) -> None:
         super().__init__(LocalTransport(None), timeout_s=5)
         self.answers = answers
+        self.calls: list[tuple[str, ...]] = []
         # The recordings' SLURM (their set's name) decides the output format, as the version
         # the real client asks `sinfo --version` for would.
         self._dialect = dialect_for(parse_version(slurm), {})
@@ -59,11 +62,8 @@ class ReplayClient(SlurmClient):
         self, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = None,
         check: bool = True, cwd: str | Path | None = None,
     ) -> Result:
-        from hpctrain.slurm.client import _error_for
-
         argv = tuple(argv)
         self.calls.append(argv)
-        self.call_times.append(0.0)
         if argv[0] not in self.answers:
             raise UnrecordedCommandError(f"no recording answers `{shlex.join(argv)}` "
                                          f"(this test replays {sorted(self.answers)} only)")
@@ -77,7 +77,7 @@ class ReplayClient(SlurmClient):
         check_replay(argv, res)
         res = Result(argv, res.returncode, res.stdout, res.stderr)
         if check and res.returncode != 0:
-            raise _error_for(res)
+            raise plain_error(res)
         return res
 
     def cluster_name(self) -> str | None:

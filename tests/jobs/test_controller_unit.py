@@ -17,13 +17,9 @@ from hpctrain.cli import app
 from hpctrain.errors import SlurmUnavailableError
 from hpctrain.history import History
 from hpctrain.slurm import controller
-from hpctrain.slurm.client import (
-    AccountingUnavailableError,
-    Result,
-    SlurmClient,
-    SlurmTimeoutError,
-)
+from hpctrain.slurm.client import SlurmClient
 from hpctrain.slurm.parsers import parse_cluster_name, parse_controllers
+from hpctrain.slurm.runner import AccountingUnavailableError, Result, SlurmTimeoutError
 from hpctrain.slurm.transport import ControllerDownError, LocalTransport
 from hpctrain.tracking import logs
 from hpctrain.tracking.watcher import JobWatcher

@@ -18,7 +18,7 @@ from hpctrain.history import History
 from hpctrain.places import LocalPlace
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
-from hpctrain.slurm.client import Result
+from hpctrain.slurm.runner import Result
 from hpctrain.submission.kinds import JobKind
 from hpctrain.submission.pipeline import run
 from hpctrain.submission.rerun import Changes, RerunKind

@@ -12,7 +12,7 @@ from hpctrain.cli.jobview import final_line
 from hpctrain.errors import HpctrainError
 from hpctrain.files.atomic import tail_bytes
 from hpctrain.history import History
-from hpctrain.slurm.client import Result
+from hpctrain.slurm.runner import Result
 from hpctrain.tracking import logs
 from hpctrain.tracking import selection as tracking
 from hpctrain.tracking.watcher import POLL_INTERVAL_S, JobWatcher

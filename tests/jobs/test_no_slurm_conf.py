@@ -11,7 +11,8 @@ import pytest
 
 from hpctrain.errors import SlurmUnavailableError
 from hpctrain.history import History
-from hpctrain.slurm.client import Result, SlurmClient
+from hpctrain.slurm.client import SlurmClient
+from hpctrain.slurm.runner import Result
 from hpctrain.slurm.transport import DOWN_FIX, SYSTEM_CONFS, LocalTransport
 
 from .helpers import hpctrain, track

@@ -12,7 +12,8 @@ import pytest
 
 from hpctrain.errors import SlurmError
 from hpctrain.slurm import parsers as p
-from hpctrain.slurm.client import Result, SlurmClient
+from hpctrain.slurm.client import SlurmClient
+from hpctrain.slurm.runner import Result
 from hpctrain.slurm.states import TERMINAL, JobState, parse_state
 from hpctrain.slurm.versions import dialect_for
 from tests.recorded import (

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from hpctrain.history import History
-from hpctrain.slurm.client import Result, SlurmClient
+from hpctrain.slurm.client import SlurmClient
 from hpctrain.slurm.query import Form, QueueResult, plan
+from hpctrain.slurm.runner import Result
 from hpctrain.slurm.transport import ControllerDownError
 from hpctrain.slurm.versions import dialect_for
 from hpctrain.tracking import byplace
@@ -109,12 +110,13 @@ def test_status_through_a_login_with_a_point_and_a_job_gone_from_squeue(
     assert got[gone].state == "COMPLETED" and got[gone].exit_code == 0 and got[gone].terminal
     # One round trip, both commands in text (JSON names a point by its own job id).
     assert login.round_trips == 1 and [a[0] for a in login.asked] == ["squeue", "sacct"]
+    assert report.calls == len(login.asked)
     assert all("--json" not in a for a in login.asked)
     # Stored in the history, not just returned.
     assert {r.job_id: r.state for r in history.all()} == {point: "RUNNING", gone: "COMPLETED"}
-    # The watcher keeps the query's answer: squeue's start of the point, sacct's of the job.
-    assert watcher.answer is not None and watcher.answer.starts[point]
-    assert set(watcher.answer.accounting) == {gone}
+    # The refresh returns the query's answer: squeue's start of the point, sacct's of the job.
+    assert report.query is not None and report.query.starts[point]
+    assert set(report.query.accounting) == {gone}
 
 
 def test_plain_jobs_through_a_login_on_24_11_ask_both_in_json(
@@ -195,8 +197,10 @@ def test_accounting_off_at_a_login_is_a_warning_not_a_failure(
     records, report = watcher.refresh(history.all())
     assert report.error is None
     assert any("accounting storage is disabled" in w for w in report.warnings)
-    assert watcher.answer is not None and watcher.answer.accounting == {}
+    assert report.query is not None and report.query.accounting == {}
     assert [a[0] for a in login.asked[:2]] == ["squeue", "sacct"]
     assert {a[0] for a in login.asked[2:]} <= {"scontrol"}
+    # Counted from what the refresh asked, as the login's transport saw it.
+    assert report.calls == len(login.asked)
     got = {r.job_id: r for r in records}
     assert got[jobs["timeout"]].state == "TIMEOUT" and got[jobs["timeout"]].terminal

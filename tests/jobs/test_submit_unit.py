@@ -17,7 +17,7 @@ from hpctrain.history import History
 from hpctrain.places import git_state
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
-from hpctrain.slurm.client import Result, SlurmTimeoutError
+from hpctrain.slurm.runner import Result, SlurmTimeoutError
 from hpctrain.submission import prepare as pre
 from hpctrain.submission import submit as sub
 from hpctrain.values import rundir

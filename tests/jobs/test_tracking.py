@@ -11,7 +11,7 @@ import pytest
 
 from hpctrain.cli.jobview import display_state
 from hpctrain.history import History, StateUpdate
-from hpctrain.slurm.client import Result
+from hpctrain.slurm.runner import Result
 from hpctrain.tracking.watcher import JobWatcher
 
 from .helpers import RECORDED, SETS, ReplayClient, recorded_jobs, recording, track

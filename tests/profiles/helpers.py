@@ -9,7 +9,7 @@ from typing import Any
 
 from hpctrain.profiles.discover import ClusterFacts, read_cluster
 from hpctrain.profiles.model import Partition, Profile
-from hpctrain.slurm.client import Result
+from hpctrain.slurm.runner import Result
 from hpctrain.slurm.versions import dialect_for
 from hpctrain.values.units import parse_time_seconds
 from tests.jobs.helpers import ReplayClient

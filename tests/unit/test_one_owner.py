@@ -17,7 +17,7 @@ from hpctrain.plan.sbatch import hpctrain_spelling
 from hpctrain.profiles import load_profile
 from hpctrain.profiles.loader import load_profile_file
 from hpctrain.render.script import render_script
-from hpctrain.slurm.client import SlurmClient, for_sbatch
+from hpctrain.slurm.client import SlurmClient
 from hpctrain.slurm.sbatch_options import (
     ASKS_FOR,
     INPUT_VARIABLES,
@@ -25,7 +25,7 @@ from hpctrain.slurm.sbatch_options import (
     parse_arg,
     sbatch_environment,
 )
-from hpctrain.slurm.transport import LocalTransport
+from hpctrain.slurm.transport import LocalTransport, for_sbatch
 
 
 def plan(profile: str, **kw: Any) -> JobPlan:
@@ -291,9 +291,9 @@ def test_sbatch_runs_without_the_shell_variables(tmp_path: Path,
     monkeypatch.setenv("SBATCH_TIMELIMIT", "2")
     monkeypatch.setenv("SBATCH_JOB_NAME", "stale")
     client = SlurmClient(LocalTransport(None), timeout_s=10)
-    seen = client.run(["sbatch", "--parsable", "job.sbatch"]).stdout
-    assert "SBATCH_" not in seen and "PATH=" in seen
-    assert client.calls == [("sbatch", "--parsable", "job.sbatch")]
+    ran = client.run(["sbatch", "--parsable", "job.sbatch"])
+    assert "SBATCH_" not in ran.stdout and "PATH=" in ran.stdout
+    assert ran.argv == ("sbatch", "--parsable", "job.sbatch")
     # Only sbatch reads them as options: other commands keep the environment.
     assert "SBATCH_TIMELIMIT=2" in client.run(["squeue"]).stdout
 

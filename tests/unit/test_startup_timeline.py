@@ -21,7 +21,7 @@ from hpctrain import progress, timeline
 from hpctrain.cli import app
 from hpctrain.diagnosis import startup
 from hpctrain.history import History, StateUpdate
-from hpctrain.slurm.client import Result
+from hpctrain.slurm.runner import Result
 from hpctrain.values import rundir
 from tests.jobs.helpers import ReplayClient, track
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from hpctrain.cli import app
 from hpctrain.history import History
-from hpctrain.slurm.client import Result
+from hpctrain.slurm.runner import Result
 from tests.jobs.helpers import ReplayClient, track
 
 runner = CliRunner()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from hpctrain.slurm.client import SlurmClient, sbatch_test_only  # noqa: E402
+from hpctrain.slurm.client import SlurmClient  # noqa: E402
 from tests.recorded import (  # noqa: E402
     Recorder,
     RecordingClient,
@@ -55,7 +55,7 @@ def main() -> int:
 
 def _record(c: RecordingClient, work: Path) -> None:
     with c.saving("test_only_idle", "the cluster idle"):
-        sbatch_test_only(c, JOB.format(n=2, g=1, s=1))
+        c.test_only(JOB.format(n=2, g=1, s=1))
     busy_script = work / "busy.sh"
     busy_script.write_text(JOB.format(n=2, g=1, s=120))
     with c.saving("sbatch_busy", "one emulated GPU taken on each node"):
@@ -63,11 +63,11 @@ def _record(c: RecordingClient, work: Path) -> None:
     _wait_running(c, busy)
     how = "while sbatch_busy's job runs"
     with c.saving("test_only_wait", how):
-        sbatch_test_only(c, JOB.format(n=1, g=2, s=1))
+        c.test_only(JOB.format(n=1, g=2, s=1))
     with c.saving("test_only_now", how):
-        sbatch_test_only(c, JOB.format(n=2, g=1, s=1))
+        c.test_only(JOB.format(n=2, g=1, s=1))
     with c.saving("test_only_refused", how):
-        sbatch_test_only(c, JOB.format(n=9, g=1, s=1))
+        c.test_only(JOB.format(n=9, g=1, s=1))
     pending_script = work / "pending.sh"
     pending_script.write_text(JOB.format(n=1, g=2, s=1))
     with c.saving("sbatch_pending", how):
