@@ -135,12 +135,12 @@ def _race_submitted(outcome: Outcome[Race, RaceSubmitted], place: Place) -> None
     console.print(f"cancel all:    hpctrain cancel {head}", highlight=False)
 
 
-
 def _displays() -> dict[type, Display]:
     """A race's values (one profile's: a race across profiles is cli/display.py's)."""
     from hpctrain.submission.race import Race, RaceSubmitted
 
     return {Race: Display(_race_dry_run, _race_dry_run_json),
             RaceSubmitted: Display(_race_submitted, result_json)}
+
 
 register_displays(_displays)

@@ -92,7 +92,6 @@ def parse_first_of(text: str) -> tuple[Alternative, ...]:
     return tuple(found)
 
 
-def race_requests(req: JobRequest, alternatives: Sequence[Alternative]
 def legs(alternatives: Sequence[Alternative], profile: str
          ) -> dict[str, tuple[Alternative, ...]]:
     """The alternatives by the profile each names (`profile`: the one given with -P), in the
@@ -107,6 +106,7 @@ def is_across(alternatives: Sequence[Alternative], profile: str) -> bool:
     return len(legs(alternatives, profile)) > 1
 
 
+def race_requests(req: JobRequest, alternatives: Sequence[Alternative]
                   ) -> tuple[JobRequest, ...]:
     """One request per alternative: the same job on each topology (and partition), marked as
     racing."""
