@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, StudyRecord
     from hpctrain.places import Place
     from hpctrain.studies.scaling_report import Studies
-    from hpctrain.submission.scaling_study import PreparedStudy
     from hpctrain.submission.pipeline import Outcome
+    from hpctrain.submission.scaling_study import PreparedStudy
 
 _COLUMNS = ("TOPOLOGY", "GPUS", "TIME", "SAMPLES/S", "MIN..MAX", "PER GPU", "SPEEDUP",
             "EFFICIENCY", "GPU UTIL", "STATE")
@@ -188,9 +188,9 @@ def scale(
     from dataclasses import replace
 
     from hpctrain.studies.scaling_table import parse_target
-    from hpctrain.submission.scaling_study import StudyKind, StudyPlan, plan_runs
     from hpctrain.submission.pipeline import run
     from hpctrain.submission.questions import before_submit
+    from hpctrain.submission.scaling_study import StudyKind, StudyPlan, plan_runs
 
     goal = parse_target(target) if target else None
     runs = plan_runs(topologies, strong=strong, batch_size=batch_size, trainer=job.trainer)
