@@ -130,7 +130,7 @@ lane_b_tests=(
 )
 lane_cluster() {
   local ignore=() f
-  for f in "${lane_b_tests[@]}"; do ignore+=("--ignore=$f"); done
+  for f in "${lane_b_tests[@]}" "${slurm24_only[@]}"; do ignore+=("--ignore=$f"); done
   HPCTRAIN_TEST_TIMES="$logs/cluster-22.05-a.times.json" pytest_stage cluster-22.05-a \
     "$venv/pytest" -p no:cacheprovider -m "cluster and not quiet" "${ignore[@]}" \
     $(report_args cluster-22.05-a)
@@ -144,10 +144,15 @@ lane_cluster_b() {
 # Lane 3: what differs by SLURM version, on 24.11: every command hpctrain reads or sends
 # (squeue, sacct, scontrol, sinfo, sacctmgr, sbatch's refusals), arrays, requeue and chains, the
 # environment srun gives a rank, `status` through a login (squeue and sacct in one round trip,
-# whose form is the version's). Not the training that lane 2 checks: the packaged trainer's
-# runs, the timer-driven requeue, the scaling study, Lightning's tutorials. Not torchrun:
-# Debian's torch lacks the libuv its rendezvous asks for. docs/development.md lists each file.
+# whose form is the version's), a real time limit crossed (slurm24_only). Not the training that
+# lane 2 checks: the packaged trainer's runs, the 2-node timer-driven requeue to the end, the
+# scaling study, Lightning's tutorials. Not torchrun: Debian's torch lacks the libuv its
+# rendezvous asks for. docs/development.md lists each file.
+# Run here alone, where they cost no wall time (this lane ends minutes before lane a): a real
+# 1-minute limit crossed by one rank (22.05's is the quiet stage's 2-node test_requeue.py).
+slurm24_only=(tests/cluster/test_time_limit.py)
 slurm24_tests=(
+  "${slurm24_only[@]}"
   tests/jobs/test_jobs_cluster.py tests/cluster/test_check.py
   tests/profiles/test_profiles_cluster.py tests/alternatives/test_race_cluster.py
   tests/sweeps/test_sweep_cluster.py tests/cluster/test_requeue.py
