@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 HPCTRAIN = [sys.executable, "-m", "hpctrain"]
 PROGRAM = Path(__file__).resolve().parents[1] / "examples" / "faults" / "ddp_faults.py"
@@ -142,7 +142,7 @@ def _epoch(stamp: str) -> float:
 def _monitor_cost(run_dir: Path) -> dict[str, float]:
     """Per node: CPU s per minute after the first sample, and the start-up's CPU s."""
     out = {}
-    for path in sorted((run_dir / rundir.MONITOR_DIR).glob("*.jsonl")):
+    for path in sorted(RunDir(run_dir).monitor_dir.glob("*.jsonl")):
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         timed = [r for r in rows if r.get("kind") in ("sample", "end")
                  and isinstance(r.get("self_cpu_s"), int | float)]
@@ -188,7 +188,7 @@ def _hang(project: Path, window: int, args: list[str], last_progress: Callable[[
     row = _wait([str(job["job_id"])], 600,
                 (lambda: each(run_dir)) if each else None)[str(job["job_id"])]
     last = last_progress(run_dir)
-    stall = run_dir / rundir.STALL_REPORT
+    stall = RunDir(run_dir).stall_report
     report = json.loads(stall.read_text()) if stall.exists() else {}
     verdict = report.get("verdict") or {}
     return {"job": job["job_id"], "state": row["State"].split()[0], "window_s": window,
@@ -217,7 +217,7 @@ class _StepLines:
 
 def _last_report(run_dir: Path) -> float:
     return max(float(json.loads(p.read_text())["t"])
-               for p in (run_dir / rundir.PROGRESS_DIR).glob("*.json"))
+               for p in RunDir(run_dir).progress_dir.glob("*.json"))
 
 
 def hangs(project: Path, window: int) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 WRITE_EVERY_S = 1.0
 STACK_SIGNAL = signal.SIGQUIT
@@ -160,7 +160,7 @@ def report(step: int) -> None:
         if not run_dir:
             _disabled = True
             return
-        _reporter = Reporter(Path(run_dir) / rundir.PROGRESS_DIR, node_name(),
+        _reporter = Reporter(RunDir(run_dir).progress_dir, node_name(),
                              rank_from_environment())
     _reporter.report(step)
 
@@ -256,6 +256,6 @@ def log_metrics(epoch: int, max_epochs: int | None = None, **metrics: Any) -> No
             _metrics_off = True
             return
         # The first epoch's time counts from the import (its start-up included).
-        _metrics = MetricsLog(Path(run_dir) / rundir.METRICS, _STARTED)
+        _metrics = MetricsLog(RunDir(run_dir).metrics, _STARTED)
     values = {name: _number(name, value) for name, value in metrics.items()}
     _metrics.log(epoch, max_epochs, values, time.time())

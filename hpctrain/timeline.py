@@ -23,7 +23,7 @@ from importlib import machinery
 from pathlib import Path
 from typing import Any
 
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 # The batch script's marks (templates/sbatch.sh.j2 spells them), then the trainer's.
 JOB_STARTED = "job started"
@@ -113,7 +113,7 @@ def _record(run_dir: Path) -> Path:
     from hpctrain import progress
 
     name = progress.record_name(progress.node_name(), progress.rank_from_environment())
-    return run_dir / rundir.STARTUP_DIR / f"{name}.jsonl"
+    return RunDir(run_dir).startup_dir / f"{name}.jsonl"
 
 
 _timeline = _Timeline()

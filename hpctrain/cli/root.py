@@ -15,7 +15,7 @@ import typer
 from typer.core import TyperGroup
 
 from hpctrain import __version__
-from hpctrain.cli import MODULE_OF, MODULES, SUMMARY, _state, top_level
+from hpctrain.cli.commands import MODULE_OF, MODULES, SUMMARY, state, top_level
 
 
 def _version(value: bool) -> None:
@@ -32,7 +32,7 @@ def _root(
         False, "--debug",
         help="Show tracebacks for errors, and every SLURM command with the output format used."),
 ) -> None:
-    _state["debug"] = debug
+    state["debug"] = debug
     if debug:
         import logging
 

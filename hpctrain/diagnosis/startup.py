@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hpctrain import timeline
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 # A phase is named by the mark that ends it; a mark of a user's own is its own phase.
 PHASES = {
@@ -247,7 +247,7 @@ def build(rows: Iterable[Any], job_id: str | None = None) -> Startup | None:
 def read_rows(run_dir: Path) -> list[Any]:
     """Every mark in a run directory's startup/ (a line that does not parse is skipped)."""
     rows: list[Any] = []
-    for path in sorted((run_dir / rundir.STARTUP_DIR).glob("*.jsonl")):
+    for path in sorted(RunDir(run_dir).startup_dir.glob("*.jsonl")):
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:

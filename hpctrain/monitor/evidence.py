@@ -17,7 +17,7 @@ from typing import Any
 from hpctrain.monitor import collectives
 from hpctrain.monitor.ranks import RankProgress
 from hpctrain.progress import STACK_SIGNAL, record_name, safe_name
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 DUMP_TIMEOUT_S = 30.0
 SIGNAL_DUMP_WAIT_S = 5.0
@@ -76,14 +76,14 @@ def collect_node(run_dir: Path, node: str, ranks: Sequence[RankProgress], now: f
                  ) -> dict[str, Any]:
     """This node's ranks' stacks into the evidence folder, and the node's view as JSON (with
     each rank's CPU share and /proc state, `usage` by pid, where read)."""
-    folder = run_dir / rundir.STALL_DIR
+    folder = RunDir(run_dir).stall_dir
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
     for r in sorted((r for r in ranks if r.node == node), key=lambda r: r.rank):
         name = record_name(r.node, r.rank)
         text, method = dump_with_py_spy(r.pid), "py-spy"
         if text is None:
-            stack = run_dir / rundir.PROGRESS_DIR / f"{name}.stack"
+            stack = RunDir(run_dir).progress_dir / f"{name}.stack"
             text, method = dump_with_signal(r.pid, stack), "faulthandler"
         if text is not None:
             write_file(folder / f"{name}.txt", text)
@@ -100,7 +100,7 @@ def gather(run_dir: Path, nodes: int, wait_s: float, since: float = 0.0
            ) -> list[dict[str, Any]]:
     """Every node's view collected at or after `since`, waiting up to `wait_s` for all
     `nodes` of them."""
-    folder = run_dir / rundir.STALL_DIR
+    folder = RunDir(run_dir).stall_dir
     deadline = time.monotonic() + wait_s
     while True:
         views = []
@@ -118,15 +118,15 @@ def gather(run_dir: Path, nodes: int, wait_s: float, since: float = 0.0
 
 def ask_flight_records(run_dir: Path, request: str) -> None:
     """Ask every rank's hook for its flight record (it looks once a second)."""
-    folder = run_dir / rundir.STALL_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    write_file(folder / rundir.FLIGHT_REQUEST, request + "\n")
+    where = RunDir(run_dir)
+    where.stall_dir.mkdir(parents=True, exist_ok=True)
+    write_file(where.flight_request, request + "\n")
 
 
 def read_flight_records(run_dir: Path, request: str, ranks: Sequence[int], wait_s: float
                         ) -> collectives.CollectiveView:
     """The ranks' answers to `request`, waiting up to `wait_s` for every rank of `ranks`."""
-    folder = run_dir / rundir.STALL_DIR / rundir.FLIGHT_DIR
+    folder = RunDir(run_dir).flight_dir
     deadline = time.monotonic() + wait_s
     while True:
         records: dict[int, Any] = {}
@@ -143,7 +143,7 @@ def read_flight_records(run_dir: Path, request: str, ranks: Sequence[int], wait_
 
 
 def stack_texts(run_dir: Path, views: Sequence[dict[str, Any]]) -> dict[str, str]:
-    folder = run_dir / rundir.STALL_DIR
+    folder = RunDir(run_dir).stall_dir
     names = {str(row["stack"]) for view in views for row in view.get("ranks") or []
              if row.get("stack")}
     return {n: (folder / n).read_text(encoding="utf-8", errors="replace") for n in names

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpctrain.monitor.silence import CEILING_S, FLOOR_S, STEP_FACTOR
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class RankProgress:
 def read_progress(run_dir: Path, since: float) -> list[RankProgress]:
     """Every rank's last record written at or after `since` (an earlier segment's are stale)."""
     out = []
-    for path in sorted((run_dir / rundir.PROGRESS_DIR).glob("*.json")):
+    for path in sorted(RunDir(run_dir).progress_dir.glob("*.json")):
         try:
             row = json.loads(path.read_text(encoding="utf-8"))
             rank = RankProgress(str(row["node"]), int(row["rank"]), int(row["pid"]),
@@ -51,7 +51,7 @@ def read_ranks(run_dir: Path, since: float) -> list[RankProgress]:
 def registered_ranks(run_dir: Path, since: float) -> list[RankProgress]:
     """The ranks the rank hook registered at or after `since` (rank-registry/)."""
     out = []
-    for path in sorted((run_dir / rundir.RANKS_DIR).glob("*.json")):
+    for path in sorted(RunDir(run_dir).ranks_dir.glob("*.json")):
         try:
             row = json.loads(path.read_text(encoding="utf-8"))
             rank = RankProgress(str(row["node"]), int(row["rank"]), int(row["pid"]), 0,

@@ -13,7 +13,7 @@ from typing import IO, Any
 from hpctrain.monitor import host, stall
 from hpctrain.monitor.gpu import GpuSource, open_source
 from hpctrain.progress import node_name, safe_name
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 DEFAULT_INTERVAL_S = 10.0
 # A last, partial interval shorter than this says nothing about utilization.
@@ -22,7 +22,7 @@ _MIN_FINAL_S = 0.5
 
 def rows_path(run_dir: Path, node: str) -> Path:
     """`<run dir>/monitor/<node>.jsonl`; a node name is made safe as a file name."""
-    return run_dir / rundir.MONITOR_DIR / f"{safe_name(node)}.jsonl"
+    return RunDir(run_dir).monitor_dir / f"{safe_name(node)}.jsonl"
 
 
 class Sampler:

@@ -43,6 +43,7 @@ from hpctrain.monitor.ranks import (
 )
 from hpctrain.monitor.silence import FLOOR_S, OutputRhythm, output_files
 from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 CHECK_EVERY_S = 5.0
 # The rank hook looks for a request once a second; a stopped rank never answers.
@@ -163,7 +164,7 @@ class StallWatch:
                   "collectives": flight.describe() if flight.newest else None,
                   "job_id": os.environ.get("SLURM_JOB_ID"), "gpus": self.gpus,
                   "suspect_node": suspect, "retries_left": self.retries_left, "nodes": views}
-        write_file(self.run_dir / rundir.STALL_REPORT, json.dumps(report, indent=1) + "\n")
+        write_file(RunDir(self.run_dir).stall_report, json.dumps(report, indent=1) + "\n")
         self.act(action, report)
         return True
 
@@ -212,7 +213,7 @@ def _retry(job: str, node: str, left: int) -> bool:
     """The job's own script submitted again, after this one, without `node`; its id is kept
     in the run directory for `status` (one job's attempts). False: sbatch refused it."""
     run_dir = Path(os.environ.get("HPCTRAIN_RUN_DIR", "."))
-    script = Path(os.environ.get("HPCTRAIN_SCRIPT") or run_dir / rundir.SCRIPT)
+    script = Path(os.environ.get("HPCTRAIN_SCRIPT") or RunDir(run_dir).script)
     done = _run(["sbatch", "--parsable", f"--exclude={node}", f"--dependency=afterany:{job}",
                  f"--export=ALL,HPCTRAIN_RETRIES_LEFT={left - 1}", str(script)])
     new = done.stdout.strip().split(";")[0] if done and done.returncode == 0 else ""
@@ -220,7 +221,7 @@ def _retry(job: str, node: str, left: int) -> bool:
         print(f"hpctrain monitor: the retry was not submitted: "
               f"{(done.stderr if done else '').strip()}", file=sys.stderr)
         return False
-    with (run_dir / rundir.RETRIES).open("a", encoding="utf-8") as fh:
+    with RunDir(run_dir).retries.open("a", encoding="utf-8") as fh:
         fh.write(f"{new} {job} stall {node}\n")
     print(f"hpctrain monitor: retry submitted as job {new}, without node {node}",
           file=sys.stderr)

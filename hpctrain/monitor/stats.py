@@ -9,7 +9,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 IDLE_UTIL_PCT = 5.0  # below this a GPU counts as idle in a sample
 IDLE_SHARE_PCT = 50.0  # a GPU idle this share of the time gets a note
@@ -68,7 +68,7 @@ class Rows:
 def read_rows(run_dir: Path) -> Rows:
     """Every row of `<run dir>/monitor/*.jsonl`; a torn last line or a bad one is counted."""
     out = Rows([])
-    folder = run_dir / rundir.MONITOR_DIR
+    folder = RunDir(run_dir).monitor_dir
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
         out.files += 1
         with path.open(encoding="utf-8", errors="replace") as f:
@@ -250,7 +250,7 @@ def write_summary(run_dir: Path) -> Path | None:
         return None
     # Which node each rank ran on (the rank hook's registry): `why` names a rank's node so.
     summary["ranks"] = _rank_nodes(run_dir)
-    path = run_dir / rundir.MONITOR_SUMMARY
+    path = RunDir(run_dir).monitor_summary
     write_atomic(path, json.dumps(summary, indent=2) + "\n")
     return path
 

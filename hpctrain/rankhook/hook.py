@@ -37,7 +37,7 @@ from types import ModuleType
 from typing import Any
 
 from hpctrain.progress import node_name, record_name
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 C10D = "torch.distributed.distributed_c10d"
 FR_BUFFER = "2000"  # collectives the flight recorder keeps (entries of about 1 KB)
@@ -156,7 +156,7 @@ def _started(c10d: ModuleType) -> None:
     node = node_name()
     row = {"node": node, "rank": _state.rank, "world": _state.world, "pid": os.getpid(),
            "t": round(time.time(), 3), "backend": str(c10d.get_backend())}
-    _write(_run_dir() / rundir.RANKS_DIR / f"{record_name(node, _state.rank)}.json",
+    _write(RunDir(_run_dir()).ranks_dir / f"{record_name(node, _state.rank)}.json",
            json.dumps(row) + "\n")
     threading.Thread(target=_answer_requests, args=(node, _state.rank), daemon=True,
                      name="hpctrain-flight-recorder").start()
@@ -186,9 +186,9 @@ def _write(path: Path, text: str) -> None:
 
 def _answer_requests(node: str, rank: int) -> None:
     """Each new request of the watcher: this rank's flight record, into the evidence."""
-    folder = _run_dir() / rundir.STALL_DIR
-    request, answered = folder / rundir.FLIGHT_REQUEST, ""
-    target = folder / rundir.FLIGHT_DIR / f"{record_name(node, rank)}.json"
+    where = RunDir(_run_dir())
+    request, answered = where.flight_request, ""
+    target = where.flight_dir / f"{record_name(node, rank)}.json"
     while True:
         time.sleep(LOOK_EVERY_S)
         try:

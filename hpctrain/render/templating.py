@@ -1,7 +1,7 @@
 """The one way hpctrain sets up Jinja: strict, no HTML escaping, whitespace as written.
 
 Importing Jinja and compiling the sbatch template cost a login node ~35 ms on every `render`
-and `submit`, so that template also ships as plain Python: hpctrain/render/_compiled/ holds a module,
+and `submit`, so that template also ships as plain Python: render/_compiled/ holds a module,
 generated from the template's syntax tree by `python -m hpctrain.render`, whose `render`
 writes the same text with the same filters and imports nothing. That module is used only while
 it was made from the template text as it is now; an edited template is rendered by Jinja as
@@ -201,7 +201,8 @@ class _Generator:
         }
         if kind not in simple:
             raise NotImplementedError(f"{kind} (line {node.lineno}) is not compiled: "
-                                      "teach hpctrain/render/templating.py, or render it with Jinja")
+                                      "teach hpctrain/render/templating.py, or render it with "
+                                      "Jinja")
         return simple[kind]()
 
     def call(self, func: str, args: list[Any], node: Any) -> str:

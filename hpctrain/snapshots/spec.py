@@ -15,7 +15,7 @@ from hpctrain.snapshots.listing import check_project
 from hpctrain.snapshots.model import Listing, Snapshot, SnapshotError
 from hpctrain.snapshots.workdir import link_code
 from hpctrain.startup import ahead
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 # The store beside the run directories, on the file system every job writes to.
 STORE_DIR = ".snapshots"
@@ -60,7 +60,7 @@ def store_of(run_dir: Path) -> Path:
 
 def code_spec(project: Path, run_dir: Path, in_place: tuple[str, ...]) -> CodeSpec:
     """The spec of a job whose run directory is `run_dir` (its store: `<output_dir>/.snapshots`)."""
-    return CodeSpec(project=project, store=store_of(run_dir), code_dir=run_dir / rundir.CODE,
+    return CodeSpec(project=project, store=store_of(run_dir), code_dir=RunDir(run_dir).code,
                     keep_out=_keep_out(project, run_dir.parent), in_place=_paths(in_place))
 
 

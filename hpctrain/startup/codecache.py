@@ -100,8 +100,9 @@ def install(argv: Sequence[str]) -> CodeCache | None:
 
 
 def _save(cache: CodeCache, command: str) -> None:
-    # A mistyped command would leave a file named after each typo.
-    known = getattr(sys.modules.get("hpctrain.cli"), "MODULE_OF", {})
+    # A mistyped command would leave a file named after each typo. The command table is read
+    # from the module the command line loaded: start-up sits below the CLI and imports none of it.
+    known = getattr(sys.modules.get("hpctrain.cli.commands"), "MODULE_OF", {})
     if command == "root" or command in known:
         cache.save()
 

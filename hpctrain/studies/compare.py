@@ -17,6 +17,7 @@ from hpctrain.history import JobRecord
 from hpctrain.snapshots.objects import object_path
 from hpctrain.snapshots.spec import store_of
 from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 # A file's text, or None where it does not exist.
 Reader = Callable[[Path], bytes | None]
@@ -93,19 +94,19 @@ def read_facts(record: JobRecord, read: Reader) -> RunFacts:
         raise HpctrainError(f"job {record.job_id} has no run directory in the history",
                             "diff compares jobs submitted by hpctrain")
     run_dir = Path(record.run_dir)
-    info = _json(read, run_dir / rundir.RUN_INFO)
+    info = _json(read, RunDir(run_dir).run_info)
     if info is None:
-        raise HpctrainError(f"job {record.job_id}: {run_dir / rundir.RUN_INFO} is missing",
+        raise HpctrainError(f"job {record.job_id}: {RunDir(run_dir).run_info} is missing",
                             "the run directory was removed or never completed")
     store = store_of(run_dir) if record.snapshot else None
     manifest = (_json(read, store / "manifests" / f"{record.snapshot}.json")
                 if store is not None else None)
-    profile = read(run_dir / rundir.PROFILE)
+    profile = read(RunDir(run_dir).profile)
     return RunFacts(job_id=record.job_id, plan=dict(info.get("plan") or {}),
                     snapshot=record.snapshot, manifest=manifest,
-                    environment=_json(read, run_dir / rundir.ENVIRONMENT),
+                    environment=_json(read, RunDir(run_dir).environment),
                     profile=profile.decode("utf-8", "replace") if profile is not None else None,
-                    store=store, imports=_json(read, run_dir / rundir.IMPORTS))
+                    store=store, imports=_json(read, RunDir(run_dir).imports))
 
 
 def trainer_settings(command: Sequence[str]) -> dict[str, str] | None:

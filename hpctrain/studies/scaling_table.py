@@ -17,6 +17,7 @@ from hpctrain.errors import ConfigError, HpctrainError
 from hpctrain.slurm.states import JobState, parse_state
 from hpctrain.values import rundir, units
 from hpctrain.values.batching import split_batch
+from hpctrain.values.rundir import RunDir
 from hpctrain.values.units import Topology
 
 
@@ -314,12 +315,12 @@ def report(name: str, mode: str, rows: list[dict[str, Any]], directory: Path,
     directory.mkdir(parents=True, exist_ok=True)
     from hpctrain.studies import plot
 
-    png = plot.scaling(rows, directory / rundir.SCALING_PLOT,
+    png = plot.scaling(rows, RunDir(directory).scaling_plot,
                        f"study {name} ({mode} scaling)" + plot_notes(rows))
     data = {"study": name, "mode": mode, "directory": str(directory),
             "plot": str(png) if png else None, "target": target.label if target else None,
             "runs": rows}
-    write_atomic(directory / rundir.SCALING_REPORT, json.dumps(data, indent=2) + "\n")
+    write_atomic(RunDir(directory).scaling_report, json.dumps(data, indent=2) + "\n")
     return data
 
 

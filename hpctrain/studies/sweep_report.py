@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from hpctrain.errors import HpctrainError
 from hpctrain.studies import scaling_table
 from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, StudyRecord
@@ -219,9 +220,9 @@ def write_report(data: dict[str, Any], directory: Path, keys: Sequence[str]) -> 
     png = None
     if data["metric"]:
         png = plot.sweep(data["points"], keys, f"{data['metric']} (best, {data['mode']})",
-                         directory / rundir.SWEEP_PLOT, f"sweep {data['study']}")
+                         RunDir(directory).sweep_plot, f"sweep {data['study']}")
     written = {"plot": str(png) if png else None,
-               "report": str(directory / rundir.SWEEP_REPORT)}
-    write_atomic(directory / rundir.SWEEP_REPORT, json.dumps({**data, **written}, indent=1)
+               "report": str(RunDir(directory).sweep_report)}
+    write_atomic(RunDir(directory).sweep_report, json.dumps({**data, **written}, indent=1)
                  + "\n")
     return written

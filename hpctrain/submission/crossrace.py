@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from hpctrain.plan import JobRequest
     from hpctrain.submission.kinds import RaceKind
     from hpctrain.submission.pipeline import Outcome
-    from hpctrain.submission.planned import RunDir, Script
+    from hpctrain.submission.planned import RunDirPlan, Script
     from hpctrain.submission.race import Race, RaceSubmitted
 
 # How often the watcher asks; a cancelled loser may have started within this long.
@@ -79,7 +79,7 @@ class CrossRace:
     def scripts(self) -> tuple[Script, ...]:
         return tuple(s for leg in self.legs for s in leg.outcome.prepared.scripts())
 
-    def run_dirs(self) -> tuple[RunDir, ...]:
+    def run_dirs(self) -> tuple[RunDirPlan, ...]:
         # Each leg's are at its own place, checked there as it was planned: not at this one.
         return ()
 

@@ -32,7 +32,7 @@ class Script:
 
 
 @dataclass(frozen=True)
-class RunDir:
+class RunDirPlan:
     """A run directory a submission would make, with every file it would write there."""
 
     path: Path
@@ -46,7 +46,7 @@ class Planned(Protocol):
         """The scripts in the order they would be queued."""
         ...
 
-    def run_dirs(self) -> tuple[RunDir, ...]:
+    def run_dirs(self) -> tuple[RunDirPlan, ...]:
         """The run directories with their files (checked at the place before the dry run)."""
         ...
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 from hpctrain.plan import JobPlan, JobRequest
 from hpctrain.render.script import LogPatterns, log_patterns, plan_script
 from hpctrain.snapshots.spec import CodeSpec, code_spec
-from hpctrain.submission.planned import RunDir, Script
+from hpctrain.submission.planned import RunDirPlan, Script
 from hpctrain.values import rundir
-from hpctrain.values.rundir import RunFile
+from hpctrain.values.rundir import RunDir, RunFile
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -74,8 +74,8 @@ class Prepared:
         return (Script(self.plan.race or self.script_name, self.script_path, self.script,
                        self.plan),)
 
-    def run_dirs(self) -> tuple[RunDir, ...]:
-        return (RunDir(self.run_dir, self.files),)
+    def run_dirs(self) -> tuple[RunDirPlan, ...]:
+        return (RunDirPlan(self.run_dir, self.files),)
 
     def frozen_code(self) -> CodeSpec | None:
         return self.code if self.again is None else None
@@ -122,10 +122,10 @@ def _run_files(req: JobRequest, run_dir: Path, workdir: Path, script: str,
     check_no_secrets(request, environ or {})
     files = [
         RunFile(run_dir / script_name, text=script, mode=0o755),
-        RunFile(run_dir / rundir.PROFILE,
+        RunFile(RunDir(run_dir).profile,
                 text=yamlwrite.dump(dataclasses.asdict(req.profile))),
         # A race's alternatives share it: the first one's, the topology aside.
-        RunFile(run_dir / rundir.REQUEST, text=request),
+        RunFile(RunDir(run_dir).request, text=request),
     ]
     if req.config:
         config = workdir / req.config
@@ -142,7 +142,7 @@ def prepare(
     run_dir = run_dir_for(req.profile.output_dir, req.job_name, workdir, now, token)
     code = code_spec(workdir, run_dir, tuple(req.in_place)) if req.snapshot else None
     # A sweep's array tasks log into one folder; each point's run directory is its own.
-    logs = run_dir / rundir.SWEEP_LOGS if req.array else run_dir
+    logs = RunDir(run_dir).sweep_logs if req.array else run_dir
     req = dataclasses.replace(req, log_dir=str(logs), run_dir=str(run_dir),
                               code_dir=str(code.code_dir) if code else None)
     plan, script = plan_script(req, environ=environ)

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 from hpctrain.errors import HpctrainError, PlanError
 from hpctrain.plan import JobPlan, JobRequest
-from hpctrain.submission.planned import RunDir, Script
+from hpctrain.submission.planned import RunDirPlan, Script
 from hpctrain.submission.prepare import Prepared, listed, prepare, segment_options
-from hpctrain.values import rundir, units
-from hpctrain.values.rundir import RunFile
+from hpctrain.values import units
+from hpctrain.values.rundir import RunDir, RunFile
 from hpctrain.values.units import Topology
 
 if TYPE_CHECKING:
@@ -151,8 +151,8 @@ class Race:
     def scripts(self) -> tuple[Script, ...]:
         return tuple(s for p in self.alternatives for s in p.scripts())
 
-    def run_dirs(self) -> tuple[RunDir, ...]:
-        return (RunDir(self.run_dir, self.files()),)
+    def run_dirs(self) -> tuple[RunDirPlan, ...]:
+        return (RunDirPlan(self.run_dir, self.files()),)
 
     def frozen_code(self) -> CodeSpec | None:
         # The run directory (and its code) is the first alternative's, for all of them.
@@ -260,12 +260,12 @@ def _queue_held(race: Race, place: Place) -> list[str]:
 def _write_ids(race: Race, ids: Sequence[str], cluster: str, place: Place) -> None:
     lines = "".join(f"{j} {p.plan.race}\n" for j, p in zip(ids, race.alternatives, strict=True))
     # Written before any alternative is released: none starts without knowing its siblings.
-    place.write(race.run_dir / rundir.ALTERNATIVES, lines)
+    place.write(RunDir(race.run_dir).alternatives, lines)
     info = {"first_of": race.labels, "cluster": cluster, "job_ids": list(ids),
             "alternatives": [{"topology": p.plan.race, "job_id": j, "plan": p.plan.summary()}
                              for j, p in zip(ids, race.alternatives, strict=True)]}
     with contextlib.suppress(OSError, HpctrainError):
-        place.write(race.run_dir / rundir.RUN_INFO, json.dumps(info, indent=2) + "\n")
+        place.write(RunDir(race.run_dir).run_info, json.dumps(info, indent=2) + "\n")
 
 
 def submit_race(race: Race, place: Place, history: History) -> RaceSubmitted:

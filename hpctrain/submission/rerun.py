@@ -20,7 +20,7 @@ from hpctrain.errors import HpctrainError
 from hpctrain.places import GitState
 from hpctrain.submission.prepare import Again, Prepared, prepare
 from hpctrain.values import rundir
-from hpctrain.values.rundir import RunFile
+from hpctrain.values.rundir import RunDir, RunFile
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
@@ -72,17 +72,17 @@ def stored_request(record: JobRecord, place: Place, changes: Changes) -> JobRequ
     from hpctrain.profiles.loader import profile_from_text
 
     old = Path(record.run_dir or "")
-    profile = _read(place, old / rundir.PROFILE)
+    profile = _read(place, RunDir(old).profile)
     if profile is None:
-        raise HpctrainError(f"{old / rundir.PROFILE} is missing", "the run directory was "
+        raise HpctrainError(f"{RunDir(old).profile} is missing", "the run directory was "
                             "removed; submit the job again from the project")
-    request = _read(place, old / rundir.REQUEST)
+    request = _read(place, RunDir(old).request)
     if request is None:
         raise HpctrainError(
             f"job {record.job_id} kept no {rundir.REQUEST} (submitted by an older hpctrain): "
             "it cannot be planned again", "submit it again from the project")
-    req = request_from_json(request, profile_from_text(profile, str(old / rundir.PROFILE)),
-                            str(old / rundir.REQUEST))
+    req = request_from_json(request, profile_from_text(profile, str(RunDir(old).profile)),
+                            str(RunDir(old).request))
     # A race's alternatives keep the first one's request: the topology (and the partition,
     # which an alternative may name) is the record's.
     nodes, gpus = ((record.nodes, record.gpus_per_node) if record.race_of

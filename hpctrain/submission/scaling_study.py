@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from hpctrain.errors import HpctrainError
 from hpctrain.studies import scaling_table
 from hpctrain.studies.scaling_report import Studies
-from hpctrain.submission.planned import RunDir, Script
+from hpctrain.submission.planned import RunDirPlan, Script
 from hpctrain.values.units import Topology
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class PreparedStudy:
         return tuple(Script(r.label, r.job.script_path, r.job.script, r.job.plan)
                      for r in self.runs)
 
-    def run_dirs(self) -> tuple[RunDir, ...]:
+    def run_dirs(self) -> tuple[RunDirPlan, ...]:
         return tuple(d for r in self.runs for d in r.job.run_dirs())
 
     def frozen_code(self) -> CodeSpec | None:

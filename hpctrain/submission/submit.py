@@ -18,6 +18,7 @@ from hpctrain.slurm.runner import SlurmTimeoutError
 from hpctrain.snapshots.model import Snapshot
 from hpctrain.submission.prepare import Prepared, segment_options
 from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 
 def expand_log_pattern(pattern: str, job_id: str, job_name: str, user: str,
@@ -181,7 +182,7 @@ def create_run_dir(prep: Prepared, place: Place) -> Origin:
         git = place.git()
         if git is not None and git.dirty and (diff := place.git_diff()):
             # What the commit in run.json lacks, in git's words (the snapshot holds it too).
-            place.write(prep.run_dir / rundir.GIT_DIFF, diff)
+            place.write(RunDir(prep.run_dir).git_diff, diff)
     except (HpctrainError, OSError) as e:
         # Nothing is queued yet: leave no run directory behind that looks like a run.
         place.discard(prep.run_dir)
@@ -208,7 +209,7 @@ def _sbatch(prep: Prepared, place: Place, previous: str | None = None) -> str:
     except SlurmTimeoutError as e:
         # sbatch may have queued the job before it timed out; its logs need the directory.
         with contextlib.suppress(OSError, HpctrainError):
-            place.write(prep.run_dir / rundir.UNCONFIRMED, f"{e.what}\n")
+            place.write(RunDir(prep.run_dir).unconfirmed, f"{e.what}\n")
         raise SlurmTimeoutError(
             f"{e.what} (run directory {prep.run_dir} kept, marked {rundir.UNCONFIRMED})", e.fix
         ) from None
@@ -273,7 +274,7 @@ def _write_run_info(prep: Prepared, done: Queued, place: Place) -> None:
     }
     # The history row holds the same facts; the job is queued either way.
     with contextlib.suppress(OSError, HpctrainError):
-        place.write(prep.run_dir / rundir.RUN_INFO, json.dumps(info, indent=2) + "\n")
+        place.write(RunDir(prep.run_dir).run_info, json.dumps(info, indent=2) + "\n")
 
 
 def new_job(prep: Prepared, done: Queued, place: Place, head: str | None, segment: int

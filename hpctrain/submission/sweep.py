@@ -21,9 +21,9 @@ from hpctrain.errors import HpctrainError, SlurmError
 from hpctrain.plan import sweep as points_of
 from hpctrain.plan.model import SweepArray
 from hpctrain.plan.sweep import Point, Sweep
-from hpctrain.submission.planned import RunDir, Script
+from hpctrain.submission.planned import RunDirPlan, Script
 from hpctrain.values import rundir
-from hpctrain.values.rundir import RunFile
+from hpctrain.values.rundir import RunDir, RunFile
 
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord, NewJob, StudyRecord
@@ -68,8 +68,8 @@ class PreparedSweep:
         return tuple(Script(p.plan.array.spec if p.plan.array else p.script_name,
                             p.script_path, p.script, p.plan) for p in self.arrays)
 
-    def run_dirs(self) -> tuple[RunDir, ...]:
-        return (RunDir(self.run_dir, self.files),)
+    def run_dirs(self) -> tuple[RunDirPlan, ...]:
+        return (RunDirPlan(self.run_dir, self.files),)
 
     def frozen_code(self) -> CodeSpec | None:
         return self.arrays[0].code
@@ -82,7 +82,7 @@ class PreparedSweep:
 
     def point_dir(self, index: int) -> Path:
         count = len(self.sweep.points)
-        return self.run_dir / rundir.POINTS / points_of.point_dir_name(index, count)
+        return RunDir(self.run_dir).point(points_of.point_dir_name(index, count)).root
 
     @property
     def gpu_hours(self) -> float:
@@ -221,12 +221,13 @@ def _files(prepared: Sequence[Prepared], args: Sequence[Sequence[str]]
     run_dir = prepared[0].run_dir
     count = len(args)
     files: dict[Path, RunFile] = {f.path: f for p in prepared for f in p.files}
-    files[run_dir / rundir.SWEEP_LOGS / "README"] = RunFile(
-        run_dir / rundir.SWEEP_LOGS / "README",
+    readme = RunDir(run_dir).sweep_logs / "README"
+    files[readme] = RunFile(
+        readme,
         text="SLURM's output of each array task: <job name>-<array job id>_<task id>.out and "
              f".err;\nthe point each task ran is in ../{rundir.SWEEP_INFO}.\n")
     for n, point in enumerate(args):
-        path = run_dir / rundir.POINTS / points_of.point_dir_name(n, count) / rundir.POINT_ARGS
+        path = RunDir(run_dir).point(points_of.point_dir_name(n, count)).point_args
         files[path] = RunFile(path, text="".join(f"{a}\n" for a in point))
     return tuple(files.values())
 
@@ -353,7 +354,7 @@ def _write_info(prep: PreparedSweep, queued: Sequence[Sequence[str]], place: Pla
                "spec": p.plan.array.spec if p.plan.array else None}
               for ids, p in zip(queued, prep.arrays, strict=True)]
     info = {"study": prep.name, **prep.sweep.as_dict(), "arrays": arrays}
-    place.write(prep.run_dir / rundir.SWEEP_INFO, json.dumps(info, indent=1) + "\n")
+    place.write(RunDir(prep.run_dir).sweep_info, json.dumps(info, indent=1) + "\n")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any
 from hpctrain.errors import HpctrainError
 from hpctrain.history import History, JobRecord, StudyRecord
 from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 RECENT = 20
 
@@ -141,7 +142,7 @@ def restarts(record: JobRecord) -> int | None:
     """How often the job was requeued, as its trainer recorded it; None when unknown."""
     if not record.run_dir:
         return None
-    path = Path(record.run_dir) / rundir.METRICS
+    path = RunDir(record.run_dir).metrics
     try:
         if path.stat().st_size > _MAX_METRICS_BYTES:
             return None
@@ -175,7 +176,7 @@ def winner(run_dir: str | None) -> tuple[str, str] | None:
     if not run_dir:
         return None
     try:
-        text = (Path(run_dir) / rundir.RACE_CLAIM / rundir.RACE_WINNER).read_text(encoding="utf-8")
+        text = RunDir(run_dir).race_winner.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     parts = text.split()

@@ -28,6 +28,7 @@ from hpctrain.slurm.jobs import parse_pending, pending_argv
 from hpctrain.slurm.runner import AccountingUnavailableError
 from hpctrain.slurm.states import JobState, parse_state
 from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 if TYPE_CHECKING:
     from hpctrain.diagnosis.startup import Startup
@@ -172,7 +173,7 @@ def _stall_stacks(record: JobRecord, place: Place, stall: dict[str, Any] | None
                     if isinstance(row, dict) and row.get("stack")})
     if not names or not record.run_dir:
         return {}
-    folder = Path(record.run_dir) / rundir.STALL_DIR
+    folder = RunDir(record.run_dir).stall_dir
     _, got = place.ask_and_read([], [(folder / n, LOG_TAIL_LINES) for n in names])
     return {n: g[0].decode("utf-8", "replace") for n, g in zip(names, got, strict=True) if g}
 
@@ -260,7 +261,7 @@ def _adopt_retries(history: History, judged: Sequence[tuple[JobRecord, Diagnosis
     for r, d, ev in judged:
         if d.cause != "stalled" or (ev.stall or {}).get("action") != "retry" or not r.run_dir:
             continue
-        got = place.read_file(Path(r.run_dir) / rundir.RETRIES, None)
+        got = place.read_file(RunDir(r.run_dir).retries, None)
         for line in (got[0].decode("utf-8", "replace") if got else "").splitlines():
             new, old = (line.split() + ["", ""])[:2]
             if old == r.job_id and new.isdigit() and not history.by_job_ids([new]):
@@ -284,7 +285,7 @@ def _stall_reports(group: Sequence[JobRecord], place: Place) -> dict[int, dict[s
              and parse_state(r.state) in (JobState.CANCELLED, JobState.TIMEOUT)]
     if not ended:
         return {}
-    _, got = place.ask_and_read([], [(Path(str(r.run_dir)) / rundir.STALL_REPORT, None)
+    _, got = place.ask_and_read([], [(RunDir(str(r.run_dir)).stall_report, None)
                                      for r in ended])
     reports = {r.id: _json_text(g[0].decode("utf-8", "replace")) for r, g in
                zip(ended, got, strict=True) if g is not None}
@@ -316,7 +317,7 @@ def _verdict(record: JobRecord, place: Place, stall: dict[str, Any] | None
     if place.free_reads:
         findings = _logs(record, place, VERDICT_TAIL_LINES)[0]
         if record.run_dir:
-            metrics = _json(place, Path(record.run_dir) / rundir.METRICS)
+            metrics = _json(place, RunDir(record.run_dir).metrics)
     acct = _runs(record, place, metrics, row)
     evidence = Evidence(job_id=record.job_id, accounting=acct, findings=tuple(findings),
                         metrics=metrics, stall=stall, user_names=_user_names(acct, place),

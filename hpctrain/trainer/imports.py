@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from hpctrain.trainer.callbacks import atomic_write_text
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 
 def imported_distributions(modules: Iterable[str]) -> dict[str, str]:
@@ -31,6 +31,6 @@ def imported_distributions(modules: Iterable[str]) -> dict[str, str]:
 def write_imports(run_dir: Path) -> None:
     """Record what this process has imported so far (the task, its data, Lightning, torch)."""
     packages = imported_distributions(list(sys.modules))
-    atomic_write_text(run_dir / rundir.IMPORTS,
+    atomic_write_text(RunDir(run_dir).imports,
                       json.dumps({"python": sys.version.split()[0], "packages": packages},
                                  indent=1) + "\n")

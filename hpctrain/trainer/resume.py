@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from hpctrain.errors import ConfigError
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 # Lightning's SLURM requeue handler saves hpc_ckpt_<n>.ckpt in the run directory.
 _HPC = re.compile(r"^hpc_ckpt_(\d+)\.ckpt$")
@@ -36,7 +36,7 @@ def choose_checkpoint(mode: str, run_dir: Path) -> Path | None:
             )
         return None
     if mode == "auto":
-        candidates = [run_dir / rundir.LAST_CKPT, *requeue_checkpoints(run_dir)]
+        candidates = [RunDir(run_dir).last_ckpt, *requeue_checkpoints(run_dir)]
         existing = [p for p in candidates if p.is_file()]
         return max(existing, key=lambda p: p.stat().st_mtime_ns) if existing else None
     path = Path(mode).expanduser()

@@ -43,7 +43,7 @@ from hpctrain.trainer.signals import StopSignals, clear_stale_markers, segment_s
 from hpctrain.trainer.startmarks import MarkedDDPStrategy, StartupMarks
 from hpctrain.trainer.startup import Origin
 from hpctrain.trainer.stopping import SafeStop, hand_signals_to_hpctrain
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 # When torch, Lightning and the trainer's modules were imported: start-up's largest part.
 IMPORTED_AT = time.time()
@@ -301,7 +301,7 @@ def _finish(trainer: L.Trainer, recorder: RunRecorder, path: Path) -> None:
         return
     metrics = recorder.finish(trainer)
     done = f"{metrics.epochs_completed} of {metrics.max_epochs}\n"
-    atomic_write_text(path / rundir.TRAINING_COMPLETE, done)
+    atomic_write_text(RunDir(path).training_complete, done)
     print(done_line(metrics, path), flush=True)
 
 
@@ -347,7 +347,7 @@ def _run(
     since = segment_start(os.environ, signals.started)
     path.mkdir(parents=True, exist_ok=True)
     if topo.is_rank_zero:
-        atomic_write_text(path / rundir.CONFIG, dump_config(config))
+        atomic_write_text(RunDir(path).config, dump_config(config))
         clear_stale_markers(path, since)
     loggers = build_loggers(config.logging, path, config.task, resuming=checkpoint is not None)
     for logger in loggers:
@@ -355,7 +355,7 @@ def _run(
 
     progress = config.logging.progress
     bar = progress == "bar" or (progress == "auto" and sys.stdout.isatty())
-    history = run_history(path / rundir.METRICS, resume, checkpoint, header, os.environ)
+    history = run_history(RunDir(path).metrics, resume, checkpoint, header, os.environ)
     recorder = _recorder(config, topo, path, resume_text, checkpoint, not bar, history,
                          _startup_origin(signals.started))
     stop = SafeStop(signals, recorder, config.trainer.stop_check_every_n_steps, since,

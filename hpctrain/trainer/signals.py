@@ -16,7 +16,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from hpctrain.errors import HpctrainError
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 # EX_TEMPFAIL from sysexits.h: "try again later", what a job that should requeue reports.
 EXIT_REQUEUE = 75
@@ -95,10 +95,10 @@ def read_stop_file(path: Path, since: float) -> tuple[str, float] | None:
 
 def clear_stale_markers(run_dir: Path, since: float) -> None:
     """Remove what an earlier segment left: its stop request, stop record and completion mark."""
-    if read_stop_file(run_dir / rundir.STOP_REQUESTED, since) is None:
-        (run_dir / rundir.STOP_REQUESTED).unlink(missing_ok=True)
-    (run_dir / rundir.STOP_SAVED).unlink(missing_ok=True)
-    (run_dir / rundir.TRAINING_COMPLETE).unlink(missing_ok=True)
+    if read_stop_file(RunDir(run_dir).stop_requested, since) is None:
+        RunDir(run_dir).stop_requested.unlink(missing_ok=True)
+    RunDir(run_dir).stop_saved.unlink(missing_ok=True)
+    RunDir(run_dir).training_complete.unlink(missing_ok=True)
 
 
 def stop_exit_code(launch: str, global_rank: int) -> int:

@@ -25,6 +25,7 @@ from hpctrain.trainer.signals import (
     stop_exit_code,
 )
 from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 
 class _NoSignalConnector(_SignalConnector):
@@ -102,7 +103,7 @@ class SafeStop(Checkpoint):
     def _local_request(self) -> tuple[int, float]:
         reason, when = self.signals.reason, self.signals.time
         if self.check_file:
-            found = read_stop_file(self.run_dir / rundir.STOP_REQUESTED, self.since)
+            found = read_stop_file(RunDir(self.run_dir).stop_requested, self.since)
             if found is not None:
                 reason = max(reason, BY_FILE)
                 when = found[1] if when is None else min(when, found[1])
@@ -126,13 +127,13 @@ class SafeStop(Checkpoint):
         decided = time.time()
         mid_epoch = batches_done is not None
         if not self.recorder.saved_at(trainer.global_step, mid_epoch):
-            trainer.save_checkpoint(self.run_dir / rundir.LAST_CKPT, weights_only=False)
+            trainer.save_checkpoint(RunDir(self.run_dir).last_ckpt, weights_only=False)
         on_disk = time.time()
         done = trainer.num_training_batches if batches_done is None else batches_done
         end = self._end_record(trainer, reason, requested, decided, on_disk, done)
         if trainer.is_global_zero:
             self.recorder.record_stop(trainer, end)
-            atomic_write_text(self.run_dir / rundir.STOP_SAVED, _stop_line(end))
+            atomic_write_text(RunDir(self.run_dir).stop_saved, _stop_line(end))
             print(f"stop: {_stop_line(end).rstrip()}", flush=True)
         # Every rank leaves only once rank 0's records are on disk: srun --kill-on-bad-exit ends
         # the whole step as soon as the first rank exits.
@@ -164,7 +165,7 @@ class SafeStop(Checkpoint):
             signal_to_checkpoint_s=on_disk - requested if known else None,
             decision_s=decided - requested if known else None,
             save_s=on_disk - decided,
-            checkpoint=str(self.run_dir / rundir.LAST_CKPT),
+            checkpoint=str(RunDir(self.run_dir).last_ckpt),
         )
 
 

@@ -23,7 +23,7 @@ from hpctrain.slurm.runner import Result
 from hpctrain.slurm.testonly import parse_test_only
 from hpctrain.submission import race as alt
 from hpctrain.tracking import selection as tracking
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 from tests.jobs.helpers import ReplayClient, here, track
 from tests.recorded import SLURM
 
@@ -201,8 +201,8 @@ def race_rows(history: History, run_dir: Path) -> list[tracking.JobRecord]:
 def test_status_folds_a_race_into_its_winner(history: History, tmp_path: Path) -> None:
     rows = race_rows(history, tmp_path)
     assert [r.job_id for r in one_row_per_chain(rows)] == ["40", "42"]
-    (tmp_path / rundir.RACE_CLAIM).mkdir()
-    (tmp_path / rundir.RACE_CLAIM / "winner").write_text("41 2x1\n")
+    RunDir(tmp_path).race_claim.mkdir()
+    (RunDir(tmp_path).race_claim / "winner").write_text("41 2x1\n")
     shown = one_row_per_chain(rows)
     assert [r.job_id for r in shown] == ["41", "42"]
     line = plain_table(shown).splitlines()[1]
@@ -216,8 +216,8 @@ def test_cancel_takes_every_alternative(history: History, tmp_path: Path) -> Non
 
 
 def test_winner_ignores_a_garbled_claim(tmp_path: Path) -> None:
-    (tmp_path / rundir.RACE_CLAIM).mkdir()
-    (tmp_path / rundir.RACE_CLAIM / "winner").write_bytes(b"\xff\xfe")
+    RunDir(tmp_path).race_claim.mkdir()
+    (RunDir(tmp_path).race_claim / "winner").write_bytes(b"\xff\xfe")
     assert tracking.winner(str(tmp_path)) is None
     assert tracking.winner(None) is None
 
@@ -252,8 +252,8 @@ def test_logs_and_stats_of_any_alternative_are_the_winners(history: History,
                                                            tmp_path: Path) -> None:
     race_rows(history, tmp_path)
     assert tracking.pick(history, "40").job_id == "40"
-    (tmp_path / rundir.RACE_CLAIM).mkdir()
-    (tmp_path / rundir.RACE_CLAIM / "winner").write_text("41 2x1\n")
+    RunDir(tmp_path).race_claim.mkdir()
+    (RunDir(tmp_path).race_claim / "winner").write_text("41 2x1\n")
     assert tracking.pick(history, "40").job_id == "41"
     assert tracking.pick(history, "42").job_id == "42"
 
@@ -266,7 +266,7 @@ def test_a_race_whose_ids_cannot_be_written_is_cancelled_and_removed(
 
     def sbatch(argv: tuple[str, ...]) -> Result:
         # Something already holds the ids file's name: it cannot be written.
-        (race.run_dir / rundir.ALTERNATIVES).mkdir(exist_ok=True)
+        RunDir(race.run_dir).alternatives.mkdir(exist_ok=True)
         return jobs_recording("sbatch_parsable")
 
     client = ReplayClient({"sbatch": sbatch, "scancel": jobs_recording("scancel_done")})

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 from tests.conftest import DevClusterHandle
 from tests.jobs.test_jobs_cluster import Cli
 
@@ -133,9 +133,9 @@ def test_a_rank_asleep_before_the_gradient_all_reduce_is_ended_and_named(cli: Cl
     job = _train(cli, "sleep:1:3", "--time", "4", "--stall-window", str(WINDOW_S), epochs=20)
     assert job["state"] == "CANCELLED" and job["verdict"] == "stalled", job
     run_dir = Path(job["run_dir"])
-    report = json.loads((run_dir / rundir.STALL_REPORT).read_text())
+    report = json.loads(RunDir(run_dir).stall_report.read_text())
     last = max(json.loads(p.read_text())["t"]
-               for p in (run_dir / rundir.PROGRESS_DIR).glob("*.json"))
+               for p in RunDir(run_dir).progress_dir.glob("*.json"))
     took = _end_time(cli, str(job["job_id"])) - last
     assert took <= ENDED_WITHIN_S + 1, (took, report)  # sacct's End is whole seconds
     assert report["verdict"]["stalled"] and report["verdict"]["rank"] == 1, report["verdict"]
@@ -157,7 +157,7 @@ def test_a_correct_run_completes(cli: Cli) -> None:
     assert job["state"] == "COMPLETED" and job["exit_code"] == 0, job
     err = Path(job["stderr"]).read_text()
     assert "terminate called without an active exception" not in err, err[-2000:]
-    assert not (Path(job["run_dir"]) / rundir.STALL_REPORT).exists()
+    assert not RunDir(job["run_dir"]).stall_report.exists()
 
 
 def test_no_row_quarantines_a_node(cli: Cli) -> None:

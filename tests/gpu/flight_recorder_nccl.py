@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from hpctrain.monitor import collectives  # noqa: E402
 from hpctrain.rankhook import SITE_DIR  # noqa: E402
-from hpctrain.values import rundir  # noqa: E402
+from hpctrain.values.rundir import RunDir  # noqa: E402
 
 RANK = """
 import os, time, torch, torch.distributed as dist
@@ -62,18 +62,18 @@ def _start(run_dir: Path, world: int) -> list[subprocess.Popen[bytes]]:
 
 def _records(run_dir: Path, world: int) -> dict[int, object]:
     """Ask every rank's hook for its record once the ranks are in place; their answers."""
-    folder = run_dir / rundir.STALL_DIR
+    where = RunDir(run_dir)
     deadline = time.monotonic() + 120
-    while len(list((run_dir / rundir.RANKS_DIR).glob("*.json"))) < world:
+    while len(list(where.ranks_dir.glob("*.json"))) < world:
         assert time.monotonic() < deadline, "the ranks never registered"
         time.sleep(0.5)
     time.sleep(15)  # the first three all_reduces, then the wait
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / rundir.FLIGHT_REQUEST).write_text("gpu-check\n")
+    where.stall_dir.mkdir(parents=True, exist_ok=True)
+    where.flight_request.write_text("gpu-check\n")
     found: dict[int, object] = {}
     while len(found) < world and time.monotonic() < deadline:
         time.sleep(0.5)
-        for path in (folder / rundir.FLIGHT_DIR).glob("*.json"):
+        for path in where.flight_dir.glob("*.json"):
             row = json.loads(path.read_text())
             found[int(row["rank"])] = row["trace"]
     return found

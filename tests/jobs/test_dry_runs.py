@@ -23,6 +23,7 @@ from hpctrain.submission.kinds import JobKind
 from hpctrain.submission.pipeline import run
 from hpctrain.submission.rerun import Changes, RerunKind
 from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 from .helpers import ReplayClient, here, recorded_jobs, recording
 
@@ -145,9 +146,9 @@ def test_rerun_runs_the_snapshot_in_a_new_run_directory(tmp_path: Path) -> None:
     assert new != done.run_dir and new.parent == done.run_dir.parent
     assert (new / "code" / "pkg" / "mark.py").read_text() == "VERSION = 'v1'\n"
     assert (new / f"{rundir.CONFIG_COPY}.yaml").read_text() == "seed: 3\n"
-    assert json.loads((new / rundir.RUN_INFO).read_text())["rerun_of"] == done.job_id
+    assert json.loads(RunDir(new).run_info.read_text())["rerun_of"] == done.job_id
     assert "#SBATCH --time=00:04:00" in (new / "job.sbatch").read_text()
-    kept = json.loads((new / rundir.REQUEST).read_text())["request"]
+    kept = json.loads(RunDir(new).request.read_text())["request"]
     assert (kept["time"], kept["command"]) == ("4", ["python3", "-m", "pkg.mark"])
     row = history.by_job_ids(["4242"])[0]
     assert row.snapshot == done.snapshot.id and row.time_limit_s == 240

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 from tests.cluster.test_requeue import assert_every_epoch_once, metrics
 from tests.conftest import DevClusterHandle
 from tests.jobs.test_jobs_cluster import Cli
@@ -102,7 +102,7 @@ def test_an_exception_in_the_users_code_is_not_retried(
                      "raise ValueError('the code is wrong')")
     ended = cli.wait(str(job["job_id"]), lambda j: j["terminal"], 180)
     assert ended["state"] == "FAILED" and "ValueError" in ended["verdict"], ended
-    assert not (Path(job["run_dir"]) / rundir.RETRIES).exists()
+    assert not RunDir(job["run_dir"]).retries.exists()
     runs = devcluster.client().run(["sacct", "--duplicates", "-X", "-n", "-P", "-j",
                                     str(job["job_id"]), "-o", "State"]).stdout.split()
     assert runs == ["FAILED"], runs

@@ -20,7 +20,7 @@ from hpctrain.profiles import load_profile
 from hpctrain.slurm.runner import Result, SlurmTimeoutError
 from hpctrain.submission import prepare as pre
 from hpctrain.submission import submit as sub
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 from .helpers import ReplayClient, here, recorded_jobs, recording
 
@@ -135,7 +135,7 @@ def test_sbatch_timeout_keeps_the_run_dir_marked(tmp_path: Path) -> None:
     with pytest.raises(SlurmTimeoutError, match="may have been queued") as e:
         sub.submit(prep, here(ReplayClient({"sbatch": hang}), tmp_path), history)
     assert "squeue --me" in str(e.value.fix)
-    assert (prep.run_dir / rundir.UNCONFIRMED).is_file() and history.all() == []
+    assert RunDir(prep.run_dir).unconfirmed.is_file() and history.all() == []
 
 
 def test_missing_config_is_refused_before_anything(tmp_path: Path) -> None:

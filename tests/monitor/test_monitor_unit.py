@@ -15,7 +15,7 @@ import pytest
 
 from hpctrain.monitor import gpu, host, stats
 from hpctrain.monitor.sampler import Sampler, rows_path
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 RECORDED = Path(__file__).parent / "recorded"
 
@@ -143,7 +143,7 @@ def test_recorded_devcluster_rows_of_a_killed_job(tmp_path: Path) -> None:
     assert summary["gpu_util_mean_pct"] is None
     assert summary["notes"][0].startswith("node1, node2: no GPU readings (")
     assert any("2 unreadable line(s) skipped" in n for n in summary["notes"])
-    assert stats.write_summary(tmp_path) == tmp_path / rundir.MONITOR_SUMMARY
+    assert stats.write_summary(tmp_path) == RunDir(tmp_path).monitor_summary
     assert stats.job_summary(tmp_path / "nothing") is None
 
 

@@ -8,15 +8,15 @@ import json
 from pathlib import Path
 
 from hpctrain import progress
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 from tests.waits import wait_for
 
 
 def test_the_last_step_is_written_after_the_throttle(tmp_path: Path) -> None:
-    reporter = progress.Reporter(tmp_path / rundir.PROGRESS_DIR, "nodeA", 0)
+    reporter = progress.Reporter(RunDir(tmp_path).progress_dir, "nodeA", 0)
     for step in range(1800):
         reporter.report(step)
-    record = tmp_path / rundir.PROGRESS_DIR / "nodeA-0.json"
+    record = RunDir(tmp_path).progress_dir / "nodeA-0.json"
 
     def last_step() -> bool:
         return bool(json.loads(record.read_text())["step"] == 1799)
@@ -25,10 +25,10 @@ def test_the_last_step_is_written_after_the_throttle(tmp_path: Path) -> None:
 
 
 def test_an_older_pending_report_never_overwrites_a_newer_one(tmp_path: Path) -> None:
-    reporter = progress.Reporter(tmp_path / rundir.PROGRESS_DIR, "nodeA", 0)
+    reporter = progress.Reporter(RunDir(tmp_path).progress_dir, "nodeA", 0)
     reporter.report(1, now=100.0)
     reporter.report(2, now=100.5)  # pending
     reporter.report(3, now=101.5)  # written at once
     reporter._write(2, 100.5)  # the flusher, late
-    record = json.loads((tmp_path / rundir.PROGRESS_DIR / "nodeA-0.json").read_text())
+    record = json.loads((RunDir(tmp_path).progress_dir / "nodeA-0.json").read_text())
     assert (record["step"], record["t"]) == (3, 101.5)

@@ -19,7 +19,7 @@ import pytest
 
 from hpctrain.monitor import collectives
 from hpctrain.rankhook import SITE_DIR
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 pytest.importorskip("torch")
 NODE = "nodeA"
@@ -125,7 +125,7 @@ class Ranks:
         return (self.out / f"stderr-{rank}").read_text()
 
     def registered(self) -> list[dict[str, object]]:
-        folder = self.run_dir / rundir.RANKS_DIR
+        folder = RunDir(self.run_dir).ranks_dir
         return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] \
             if folder.is_dir() else []
 
@@ -172,7 +172,7 @@ def test_a_clean_run_ends_together_with_its_files_flushed(tmp_path: Path) -> Non
         assert [(r["node"], r["rank"], r["world"], r["backend"]) for r in rows] == [
             (NODE, 0, 2, "gloo"), (NODE, 1, 2, "gloo")]
         assert [r["pid"] for r in rows] == [p.pid for p in ranks.procs]
-        assert sorted(p.name for p in (ranks.run_dir / rundir.RANKS_DIR).iterdir()) == [
+        assert sorted(p.name for p in RunDir(ranks.run_dir).ranks_dir.iterdir()) == [
             "nodeA-0.json", "nodeA-1.json"]  # no temporary file left
         for rank in (0, 1):
             # Python's own end ran (the hook skips only torch's C++ teardown after it): the
@@ -228,7 +228,7 @@ def test_the_environments_own_sitecustomize_runs_first(tmp_path: Path, site: str
 def test_the_hook_turned_off_does_nothing(tmp_path: Path) -> None:
     with _ranks(tmp_path, BARE, HPCTRAIN_RANK_HOOK="off") as ranks:
         assert ranks.wait() == [0, 0], (ranks.stderr(0), ranks.stderr(1))
-        assert not (ranks.run_dir / rundir.RANKS_DIR).exists()
+        assert not RunDir(ranks.run_dir).ranks_dir.exists()
         for rank in (0, 1):
             assert (ranks.out / f"bare-{rank}").read_text() == "False None"
 
@@ -241,10 +241,10 @@ def test_the_flight_record_on_request_names_the_rank_behind(tmp_path: Path) -> N
             assert all(p.poll() is None for p in ranks.procs), "a rank ended"
             time.sleep(0.1)
         time.sleep(0.5)  # rank 0: into all_reduce #3
-        evidence = ranks.run_dir / rundir.STALL_DIR
-        evidence.mkdir()
-        (evidence / rundir.FLIGHT_REQUEST).write_text("req-1\n")
-        answers = [evidence / rundir.FLIGHT_DIR / f"{NODE}-{r}.json" for r in (0, 1)]
+        where = RunDir(ranks.run_dir)
+        where.stall_dir.mkdir()
+        where.flight_request.write_text("req-1\n")
+        answers = [where.flight_dir / f"{NODE}-{r}.json" for r in (0, 1)]
         deadline = time.monotonic() + 5
         while not all(p.exists() for p in answers):
             assert time.monotonic() < deadline, "no flight record within 5 s"

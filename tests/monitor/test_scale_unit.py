@@ -14,7 +14,7 @@ from hpctrain.history import History, StudyRecord
 from hpctrain.studies import scaling_table
 from hpctrain.submission.scaling_study import plan_runs
 from hpctrain.trainconfig.options import TrainerCall
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 RECORDED = Path(__file__).parent / "recorded"
 
@@ -245,7 +245,7 @@ def test_report_writes_json_and_a_png(tmp_path: Path) -> None:
     data = scaling_table.report("s1", "weak", rows, tmp_path / "study", target)
     png = Path(data["plot"])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
-    saved = json.loads((tmp_path / "study" / rundir.SCALING_REPORT).read_text())
+    saved = json.loads(RunDir(tmp_path / "study").scaling_report.read_text())
     assert saved["target"] == "val_acc>=0.4" and saved["runs"][0]["target_reached"] == 1
     assert [r["state"] for r in saved["runs"]] == ["COMPLETED"] * 3 + ["TIMEOUT"]
     # 125 % is shown apart, not as a point of the measured line.

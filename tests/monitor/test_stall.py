@@ -19,6 +19,7 @@ import pytest
 from hpctrain import progress
 from hpctrain.monitor import evidence, ranks, silence, stacks, stall
 from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 pytest.importorskip("torch")
 PROGRAM = Path(__file__).resolve().parents[2] / "examples" / "stall" / "hang_in_collective.py"
@@ -65,8 +66,8 @@ def _watch(run_dir: Path, acted: list[str]) -> stall.StallWatch:
 
 
 def _ranks(run_dir: Path) -> list[stacks.RankStack]:
-    report = json.loads((run_dir / rundir.STALL_REPORT).read_text())
-    folder = run_dir / rundir.STALL_DIR
+    report = json.loads(RunDir(run_dir).stall_report.read_text())
+    folder = RunDir(run_dir).stall_dir
     return [stacks.read_rank(row, (folder / row["stack"]).read_text() if row["stack"] else None)
             for view in report["nodes"] for row in view["ranks"]]
 
@@ -88,7 +89,7 @@ def test_the_hung_rank_is_named_with_its_frame(hung: Path, method: str,
     acted: list[str] = []
     _check_until_stalled(_watch(hung, acted))
     assert acted == ["cancel"]
-    report = json.loads((hung / rundir.STALL_REPORT).read_text())
+    report = json.loads(RunDir(hung).stall_report.read_text())
     assert report["gpus"] == 4 and report["window_s"] == 2.0
     assert {r["method"] for r in report["nodes"][0]["ranks"]} == {method}
     text = stacks.describe(_ranks(hung))
@@ -98,7 +99,7 @@ def test_the_hung_rank_is_named_with_its_frame(hung: Path, method: str,
 
 
 def test_no_stall_while_the_ranks_progress(tmp_path: Path) -> None:
-    reporter = progress.Reporter(tmp_path / rundir.PROGRESS_DIR, "nodeA", 0)
+    reporter = progress.Reporter(RunDir(tmp_path).progress_dir, "nodeA", 0)
     acted: list[str] = []
     watch = _watch(tmp_path, acted)
     now = time.time()
@@ -107,12 +108,12 @@ def test_no_stall_while_the_ranks_progress(tmp_path: Path) -> None:
     assert not watch.check(now + 1.5)
     reporter.report(2, now=now + 1.5)
     assert not watch.check(now + 3.0)
-    assert acted == [] and not (tmp_path / rundir.STALL_REPORT).exists()
+    assert acted == [] and not RunDir(tmp_path).stall_report.exists()
 
 
 def test_an_earlier_segments_records_are_stale(tmp_path: Path) -> None:
     """A requeued job's new monitor ignores what ranks reported before it started."""
-    progress.Reporter(tmp_path / rundir.PROGRESS_DIR, "nodeA", 0).report(7, now=100.0)
+    progress.Reporter(RunDir(tmp_path).progress_dir, "nodeA", 0).report(7, now=100.0)
     assert ranks.read_progress(tmp_path, since=99.0)[0].step == 7
     assert ranks.read_progress(tmp_path, since=101.0) == []
 
@@ -131,7 +132,7 @@ def test_the_window_follows_the_step_time() -> None:
 
 
 def test_the_reporter_writes_once_a_second_with_the_step_time(tmp_path: Path) -> None:
-    folder = tmp_path / rundir.PROGRESS_DIR
+    folder = RunDir(tmp_path).progress_dir
     r = progress.Reporter(folder, "node/1 x", 3)
     r.report(0, now=10.0)
     r.report(1, now=10.5)  # within the second: not written

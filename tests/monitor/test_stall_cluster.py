@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 from tests.conftest import DevClusterHandle
 from tests.jobs.test_jobs_cluster import Cli
 
@@ -32,9 +32,9 @@ def test_a_rank_hung_outside_the_collective_is_caught_named_and_ended(
     # Found within its window (20 s after the last report, checked every 5 s), not at 10 min.
     assert ended["elapsed_s"] < 180, ended
     run_dir = Path(job["run_dir"])
-    report = json.loads((run_dir / rundir.STALL_REPORT).read_text())
+    report = json.loads(RunDir(run_dir).stall_report.read_text())
     assert len(report["nodes"]) == 2 and report["action"] == "cancel"
-    stacks = sorted(p.name for p in (run_dir / rundir.STALL_DIR).glob("*.txt"))
+    stacks = sorted(p.name for p in RunDir(run_dir).stall_dir.glob("*.txt"))
     assert len(stacks) == 2, stacks
 
     got = json.loads(cli.ok("why", str(job["job_id"]), "--json").stdout)
@@ -62,9 +62,9 @@ def test_retries_submit_the_job_again_without_the_stalled_node(
                      "--retries", "1", "--", "python", PROGRAM.name)
     first = cli.wait(str(job["job_id"]), lambda j: j["terminal"], 300)
     assert first["state"] == "CANCELLED" and first["verdict"] == "stalled", first
-    report = json.loads((Path(job["run_dir"]) / rundir.STALL_REPORT).read_text())
+    report = json.loads(RunDir(job["run_dir"]).stall_report.read_text())
     assert report["action"] == "retry" and report["suspect_node"] == first["node_list"]
-    new, old, reason, node = (Path(job["run_dir"]) / rundir.RETRIES).read_text().split()
+    new, old, reason, node = RunDir(job["run_dir"]).retries.read_text().split()
     assert (old, reason, node) == (str(job["job_id"]), "stall", first["node_list"])
     retry = cli.wait(new, lambda j: j["terminal"], 300)
     assert retry["state"] == "COMPLETED", retry

@@ -17,7 +17,7 @@ from hpctrain import timeline
 from hpctrain.diagnosis import startup
 from hpctrain.trainconfig.options import TrainerCall
 from hpctrain.trainer import entry, lean, workers
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 from .helpers import TINY_SPIRAL, clean_env
 
@@ -59,7 +59,7 @@ def test_one_import_then_two_workers_train_together(tmp_path: Path) -> None:
     assert len(imported) == 1
     assert "fork" in [p.name for p in got.phases()]
     # metrics.json times the first step from the node trainer's start, imports included.
-    metrics = json.loads((run / rundir.METRICS).read_text())
+    metrics = json.loads(RunDir(run).metrics.read_text())
     assert metrics["launch"] == "per-node"
     rank0 = got.ranks[0]
     first, began = rank0.at("first step"), rank0.at("process started")
@@ -85,7 +85,7 @@ def test_a_stop_signal_to_the_node_reaches_its_workers_which_save_and_exit_75(
     finally:
         node.kill()
     assert node.returncode == 75, err
-    assert (run / rundir.STOP_SAVED).exists() and (run / "last.ckpt").exists()
+    assert RunDir(run).stop_saved.exists() and (run / "last.ckpt").exists()
     assert "epoch 1000/1000" not in out
 
 
@@ -109,7 +109,7 @@ def test_where_cuda_has_started_the_workers_are_new_trainer_processes(
     call = entry.build_parser().parse_args(
         ["--task", "spiral", "--max-epochs", "2", *[f"--set={o}" for o in TINY_SPIRAL]])
     assert entry.run(TrainerCall.from_values(vars(call))) == 0
-    metrics = json.loads((run / rundir.METRICS).read_text())
+    metrics = json.loads(RunDir(run).metrics.read_text())
     assert metrics["status"] == "completed" and len(metrics["epochs"]) == 2
     assert metrics["settings"]["data"]["samples"] == 4096  # the settings reached the workers
     assert metrics["world_size"] == 2

@@ -17,7 +17,7 @@ import torch
 from hpctrain.trainconfig.load import load_config
 from hpctrain.trainer.runner import run_training
 from hpctrain.trainer.signals import EXIT_REQUEUE, TrainingStopped
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 from .helpers import ONE_BATCH_PER_CALL, TINY_SPIRAL, epochs_in
 
@@ -78,7 +78,7 @@ def _stop_then_resume(
         run_training(config, run, callbacks=[*also, _At(action, **at)])
     returned = time.time()
     assert stopped.value.exit_code == EXIT_REQUEUE
-    assert (run / "last.ckpt").is_file() and (run / rundir.STOP_SAVED).is_file()
+    assert (run / "last.ckpt").is_file() and RunDir(run).stop_saved.is_file()
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["status"] == "stopped"
     end = metrics["restarts"][-1]["end"]
@@ -91,7 +91,7 @@ def _stop_then_resume(
     out = capsys.readouterr().out
     assert [e["epoch"] for e in summary["epochs"]] == [1, 2, 3]
     assert summary["status"] == "completed" and (run / "training-complete").is_file()
-    assert not (run / rundir.STOP_SAVED).exists()
+    assert not RunDir(run).stop_saved.exists()
     return end, summary, out
 
 
@@ -136,7 +136,7 @@ def test_stop_file_and_sigterm_stop_the_same_way(
         # Stamped with the moment fit began: after the segment's start, so not stale, and
         # earlier than now, so the recorded delay shows it came from the file.
         assert fit.at is not None
-        (tmp_path / "a" / rundir.STOP_REQUESTED).write_text(f"USR1 {fit.at:.6f}\n")
+        RunDir(tmp_path / "a").stop_requested.write_text(f"USR1 {fit.at:.6f}\n")
         written.append(time.time())
 
     end, summary, _ = _stop_then_resume(tmp_path / "a", write_stop_file, capsys, also=(fit,))
@@ -198,11 +198,11 @@ def test_custom_module_stops_and_resumes_exactly(
 def test_stale_stop_file_is_ignored_and_removed(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    (run / rundir.STOP_REQUESTED).write_text(f"USR1 {time.time() - 3600:.6f}\n")
-    (run / rundir.STOP_SAVED).write_text("left from an earlier segment\n")
+    RunDir(run).stop_requested.write_text(f"USR1 {time.time() - 3600:.6f}\n")
+    RunDir(run).stop_saved.write_text("left from an earlier segment\n")
     summary = run_training(load_config(task="spiral", overrides=SPIRAL), run)
     assert summary["status"] == "completed" and summary["epochs_completed"] == 3
-    assert not (run / rundir.STOP_REQUESTED).exists() and not (run / rundir.STOP_SAVED).exists()
+    assert not RunDir(run).stop_requested.exists() and not RunDir(run).stop_saved.exists()
 
 
 def test_complete_checkpoint_exits_at_once_and_marks_the_run(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hpctrain.trainer.signals import EXIT_REQUEUE
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 from .helpers import ONE_BATCH_PER_CALL, clean_env
 from .test_trainer_ddp import run_ranks
@@ -84,10 +84,10 @@ def test_torchrun_workers_stop_on_the_stop_file_and_resume(tmp_path: Path) -> No
     )
     _wait_for_epoch(run, [agent])
     # The batch shell's trap: torchrun's agent does not pass SIGUSR1 on to its workers.
-    (run / rundir.STOP_REQUESTED).write_text(f"USR1 {time.time():.6f}\n")
+    RunDir(run).stop_requested.write_text(f"USR1 {time.time():.6f}\n")
     [code] = _finish([agent])
     # torchrun reports any failed worker as 1; the stop-saved marker tells a stop apart.
-    assert code == 1 and (run / rundir.STOP_SAVED).is_file()
+    assert code == 1 and RunDir(run).stop_saved.is_file()
     [(rc, _, err)] = run_ranks([(cmd, env)])
     assert rc == 0, err[-2000:]
     _check_resumed(run, samples=40000)

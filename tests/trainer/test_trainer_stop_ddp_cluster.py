@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hpctrain.trainer.signals import EXIT_REQUEUE
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 from .slurm_ranks import RanksJob, start_ranks
 from .test_trainer_stop_ddp import BLOBS, SPIRAL
@@ -58,13 +58,13 @@ def test_srun_ranks_stop_on_a_request_and_resume(
     job = _ranks(devcluster, tmp_path / "stopped", run, LONG_SPIRAL)
     job.wait_for_epoch(run)
     if how == "file":
-        (run / rundir.STOP_REQUESTED).write_text(f"USR1 {time.time():.6f}\n")
+        RunDir(run).stop_requested.write_text(f"USR1 {time.time():.6f}\n")
     else:  # what scancel --signal=USR1, or a preemption's SIGTERM, delivers to the ranks
         job.signal_step(how)
     assert job.wait() == STOPPED, job.describe()
     end = json.loads((run / "metrics.json").read_text())["restarts"][0]["end"]
     assert end["reason"] == {"USR1": "SIGUSR1", "TERM": "SIGTERM", "file": "stop file"}[how]
-    assert (run / rundir.STOP_SAVED).is_file() and (run / "last.ckpt").is_file()
+    assert RunDir(run).stop_saved.is_file() and (run / "last.ckpt").is_file()
 
     again = _ranks(devcluster, tmp_path / "resumed", run, LONG_SPIRAL)
     assert again.wait() == FINISHED, again.describe()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hpctrain.diagnosis import startup
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 from .helpers import TINY_SPIRAL, clean_env, run_module
 
@@ -24,7 +24,7 @@ def test_each_rank_marks_its_start_up(tmp_path: Path) -> None:
                        "--set", "trainer.devices=2", *[f"--set={o}" for o in TINY_SPIRAL]],
                       env=clean_env({"OMP_NUM_THREADS": "1"}), timeout=300)
     assert done.returncode == 0, done.stderr
-    files = sorted(p.name for p in (run / rundir.STARTUP_DIR).iterdir())
+    files = sorted(p.name for p in RunDir(run).startup_dir.iterdir())
     assert len(files) == 2 and files[0].endswith("-0.jsonl") and files[1].endswith("-1.jsonl")
     got = startup.read(run)
     assert got is not None and [t.rank for t in got.ranks] == [0, 1] and got.batch == ()
@@ -35,7 +35,7 @@ def test_each_rank_marks_its_start_up(tmp_path: Path) -> None:
         packages = [p.name for p in track.marks[1].packages]
         assert len(packages) == 3 and "torch" in packages
     # The first step is the one metrics.json times from the process start.
-    metrics = json.loads((run / rundir.METRICS).read_text())
+    metrics = json.loads(RunDir(run).metrics.read_text())
     rank0 = got.ranks[0]
     first, began = rank0.at("first step"), rank0.at("process started")
     assert first is not None and began is not None

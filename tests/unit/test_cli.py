@@ -227,10 +227,11 @@ def test_command_table_matches_the_modules() -> None:
     import typer.main
 
     from hpctrain import cli
+    from hpctrain.cli import commands
 
     whole = typer.main.get_command(cli.build_app())
-    assert set(whole.commands) == set(cli.MODULE_OF)  # type: ignore[attr-defined]
-    for command, module in cli.MODULE_OF.items():
+    assert set(whole.commands) == set(commands.MODULE_OF)  # type: ignore[attr-defined]
+    for command, module in commands.MODULE_OF.items():
         alone = typer.main.get_command(cli.build_app([command, "--help"]))
         assert command in alone.commands, f"{command} is not in cli/{module}.py"  # type: ignore[attr-defined]
 
@@ -242,9 +243,10 @@ def test_the_root_help_lists_every_command_without_importing_one() -> None:
     from typer.testing import CliRunner
 
     from hpctrain import cli
+    from hpctrain.cli import commands
 
     whole = typer.main.get_command(cli.build_app())
-    assert cli.top_level() == list(whole.commands)  # type: ignore[attr-defined]
+    assert commands.top_level() == list(whole.commands)  # type: ignore[attr-defined]
     full = CliRunner().invoke(cli.build_app(), ["--help"]).output
     lazy = CliRunner().invoke(cli.build_app(["--help"]), ["--help"]).output
     assert lazy == full and "scale-report  The table and plot" in lazy
@@ -257,7 +259,7 @@ def test_the_root_help_lists_every_command_without_importing_one() -> None:
                            timeout=60)
         assert shown in r.stdout + r.stderr
         loaded = r.stdout.strip().splitlines()[-1]
-        assert not [m for m in cli.MODULES if f"hpctrain.cli.{m}'" in loaded], loaded
+        assert not [m for m in commands.MODULES if f"hpctrain.cli.{m}'" in loaded], loaded
 
 
 def test_only_the_invoked_command_module_is_imported() -> None:

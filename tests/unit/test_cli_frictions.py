@@ -58,7 +58,8 @@ def test_command_lists_cut_nothing(group: tuple[str, ...], columns: str) -> None
 def test_every_command_has_a_summary_that_fits() -> None:
     import typer.main
 
-    from hpctrain.cli import SUMMARY, build_app
+    from hpctrain.cli import build_app
+    from hpctrain.cli.commands import SUMMARY
 
     def paths(group: object, prefix: str) -> list[str]:
         found = []

@@ -14,7 +14,7 @@ CLI_ONLY = ("typer", "rich", "click")
 
 
 def _modules() -> list[tuple[Path, ast.Module]]:
-    # hpctrain/render/_compiled/ is Jinja's output (hpctrain/render/templating.py), not code anyone writes.
+    # hpctrain/render/_compiled/ is Jinja's output (render/templating.py), not code anyone writes.
     return [(p, ast.parse(p.read_text(encoding="utf-8"), str(p)))
             for p in sorted(PACKAGE.rglob("*.py")) if "_compiled" not in p.parts]
 

@@ -1,4 +1,4 @@
-"""The run directory has one definition (hpctrain/values/rundir.py): nothing else spells its names."""
+"""The run directory has one definition (hpctrain/values/rundir.py): no module spells its names."""
 
 from __future__ import annotations
 

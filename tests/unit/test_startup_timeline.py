@@ -22,7 +22,7 @@ from hpctrain.cli import app
 from hpctrain.diagnosis import startup
 from hpctrain.history import History, StateUpdate
 from hpctrain.slurm.runner import Result
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 from tests.jobs.helpers import ReplayClient, track
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,7 +56,7 @@ def test_a_mark_goes_to_the_ranks_file_after_the_process_start(
     before = time.time()
     timeline.mark("data ready", rows=12)
     timeline.mark("first step")
-    rows = _rows(tmp_path / rundir.STARTUP_DIR / "node2-3.jsonl")
+    rows = _rows(RunDir(tmp_path).startup_dir / "node2-3.jsonl")
     assert [r["mark"] for r in rows] == ["process started", "data ready", "first step"]
     assert rows[0]["t"] < before <= rows[1]["t"] <= rows[2]["t"]
     assert rows[1] == {**rows[1], "node": "node2", "rank": 3, "job": "77", "restart": 1,
@@ -65,17 +65,17 @@ def test_a_mark_goes_to_the_ranks_file_after_the_process_start(
 
 def test_marks_wait_for_a_run_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     timeline.mark("imports done")
-    assert not (tmp_path / rundir.STARTUP_DIR).exists()
+    assert not RunDir(tmp_path).startup_dir.exists()
     timeline.attach(tmp_path / "run")
     timeline.mark("first step")
-    rows = _rows(tmp_path / "run" / rundir.STARTUP_DIR / f"{_node()}-0.jsonl")
+    rows = _rows(RunDir(tmp_path / "run").startup_dir / f"{_node()}-0.jsonl")
     assert [r["mark"] for r in rows] == ["process started", "imports done", "first step"]
     # A job's run directory wins over the trainer's --run-dir: the batch script's marks are there.
     monkeypatch.setattr(timeline, "_timeline", timeline._Timeline())
     monkeypatch.setenv("HPCTRAIN_RUN_DIR", str(tmp_path / "job"))
     timeline.attach(tmp_path / "elsewhere")
     timeline.mark("first step")
-    assert (tmp_path / "job" / rundir.STARTUP_DIR / f"{_node()}-0.jsonl").is_file()
+    assert (RunDir(tmp_path / "job").startup_dir / f"{_node()}-0.jsonl").is_file()
     assert not (tmp_path / "elsewhere").exists()
 
 
@@ -246,7 +246,7 @@ def test_the_attempt_shown_is_the_jobs_last_requeue_else_the_latest() -> None:
 
 def test_a_rank_started_again_counts_from_its_last_start_and_bad_lines_are_skipped(
         tmp_path: Path) -> None:
-    folder = tmp_path / rundir.STARTUP_DIR
+    folder = RunDir(tmp_path).startup_dir
     folder.mkdir()
     rows = [_row(1, "process started", job=None), _row(2, "first step", job=None),
             _row(50, "process started", job=None), _row(52, "imports done", job=None,
@@ -274,7 +274,7 @@ def test_many_ranks_show_each_nodes_slowest() -> None:
 
 def _job_run_dir(tmp_path: Path) -> Path:
     run = tmp_path / "run"
-    folder = run / rundir.STARTUP_DIR
+    folder = RunDir(run).startup_dir
     folder.mkdir(parents=True)
     rows = [_row(100, "job started", rank=None), _row(100.5, "environment activated", rank=None),
             _row(101, "ranks launched", rank=None), _row(101.2, "process started"),
@@ -309,9 +309,9 @@ def test_status_of_one_job_shows_its_start_up(tmp_path: Path) -> None:
 
 def test_stats_shows_every_ranks_marks(tmp_path: Path) -> None:
     run = _job_run_dir(tmp_path)
-    (run / rundir.MONITOR_DIR).mkdir()
+    RunDir(run).monitor_dir.mkdir()
     shutil.copy(REPO / "tests" / "monitor" / "recorded" / "devcluster-node1.jsonl",
-                run / rundir.MONITOR_DIR / "node1.jsonl")
+                RunDir(run).monitor_dir / "node1.jsonl")
     res = runner.invoke(app, ["stats", str(run)], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     assert "Start-up (seconds from the job's start)" in res.stdout

@@ -13,7 +13,7 @@ from hpctrain.trainer.best import BestChoice
 from hpctrain.trainer.callbacks import atomic_copy
 from hpctrain.trainer.logged import has_validation
 from hpctrain.trainsettings.sections import CheckpointSection
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -96,10 +96,10 @@ class BestCheckpoint:
         better, score = trainer.strategy.broadcast((self._better(score), score), src=0)
         if better:
             self.score, self.epoch = score, epoch
-        trainer.save_checkpoint(self.run_dir / rundir.LAST_CKPT, weights_only=False)
+        trainer.save_checkpoint(RunDir(self.run_dir).last_ckpt, weights_only=False)
         self._saved_step = trainer.global_step
         if better:
             if trainer.is_global_zero:
                 # A copy of the checkpoint just written: same state, no second serialization.
-                atomic_copy(self.run_dir / rundir.LAST_CKPT, self.run_dir / rundir.BEST_CKPT)
+                atomic_copy(RunDir(self.run_dir).last_ckpt, RunDir(self.run_dir).best_ckpt)
             trainer.strategy.barrier("hpctrain.best_checkpoint")

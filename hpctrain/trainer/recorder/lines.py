@@ -7,7 +7,7 @@ from pathlib import Path
 from hpctrain.trainer.recorder.metrics_file import MetricsFile
 from hpctrain.trainer.records import UNKNOWN, EpochRecord
 from hpctrain.trainer.startup import StartupRecord
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 
 def fmt(value: float | None) -> str:
@@ -42,4 +42,4 @@ def done_line(metrics: MetricsFile, run_dir: Path) -> str:
     metric = metrics.best_val_metric
     shown = f"{metric}={fmt(metrics.final.get(metric))}, " if metric else ""
     return (f"done: {metrics.epochs_completed} epoch(s), {shown}metrics in "
-            f"{run_dir / rundir.METRICS}")
+            f"{RunDir(run_dir).metrics}")

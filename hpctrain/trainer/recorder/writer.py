@@ -20,7 +20,7 @@ from hpctrain.trainer.recorder.metrics_file import (
 )
 from hpctrain.trainer.records import EpochRecord, Facts, RestartRecord
 from hpctrain.trainer.startup import StartupRecord
-from hpctrain.values import rundir
+from hpctrain.values.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -94,5 +94,5 @@ class MetricsWriter:
 
     def write(self, trainer: L.Trainer, state: RunState) -> MetricsFile:
         self.latest = self.build(trainer, state)
-        atomic_write_text(self.identity.run_dir / rundir.METRICS, self.latest.dumps())
+        atomic_write_text(RunDir(self.identity.run_dir).metrics, self.latest.dumps())
         return self.latest
