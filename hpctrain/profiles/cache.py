@@ -69,14 +69,8 @@ def _stamp(path: Path) -> list[int] | None:
 
 def read_by_sources(key: list[Any]) -> Profile | None:
     """The cached profile for a source key, if no file of its `extends:` chain has changed."""
-    raw = read_own_file(_sources_file(key), _MAX_BYTES)
-    if raw is None:
-        return None
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-        if not _sources_ok(doc, key):
-            return None
-    except (ValueError, RecursionError):
+    doc = _read_json(_sources_file(key))
+    if not _sources_ok(doc, key):
         return None
     if any(_stamp(Path(name)) != stamp for name, stamp in doc["files"]):
         return None
@@ -109,14 +103,22 @@ def write_sources(key: list[Any], files: list[Path], content_key: str) -> None:
 
 def read_cached(key: str) -> Profile | None:
     """The cached profile for `key`, or None when there is no usable cache file."""
-    raw = read_own_file(cache_file(key), _MAX_BYTES)
+    doc = _read_json(cache_file(key))
+    if not _envelope_ok(doc, key):
+        return None
+    try:
+        return from_plain(Profile, doc["profile"])
+    except (ValueError, RecursionError):
+        return None
+
+
+def _read_json(path: Path) -> Any:
+    """The document in one of the user's own cache files; None: missing, not ours, not JSON."""
+    raw = read_own_file(path, _MAX_BYTES)
     if raw is None:
         return None
     try:
-        doc = json.loads(raw.decode("utf-8"))
-        if not _envelope_ok(doc, key):
-            return None
-        return from_plain(Profile, doc["profile"])
+        return json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError):  # includes UnicodeDecodeError and JSONDecodeError
         return None
 
