@@ -173,15 +173,9 @@ class RestartRecord:
     end: SegmentEnd | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "start": self.start,
-            "started_at": self.started_at,
-            "slurm_job_id": self.slurm_job_id,
-            "slurm_restart_count": self.slurm_restart_count,
-            "resumed_from": asdict(self.resumed_from) if self.resumed_from else None,
-            "previous_end": end_to_json(self.previous_end),
-            "end": end_to_json(self.end),
-        }
+        # asdict makes the plain fields and resumed_from; an end says how it ended as well.
+        return {**asdict(self), "previous_end": end_to_json(self.previous_end),
+                "end": end_to_json(self.end)}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> RestartRecord:
@@ -212,14 +206,7 @@ class PartialEpoch:
     step_means: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def to_state(self) -> dict[str, Any]:
-        return {
-            "epoch": self.epoch,
-            "samples": self.samples,
-            "uncounted": self.uncounted,
-            "train_time_s": self.train_time_s,
-            "loss": list(self.loss),
-            "step_means": dict(self.step_means),
-        }
+        return {**asdict(self), "loss": list(self.loss)}
 
     @classmethod
     def from_state(cls, raw: Any) -> PartialEpoch | None:
