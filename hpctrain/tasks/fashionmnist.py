@@ -7,20 +7,18 @@ Compute nodes have no internet: fetch the files on a login node with
 from __future__ import annotations
 
 from hpctrain.tasks import mnist
-from hpctrain.tasks.registry import CLASSIFIER_METRICS, DataFiles, Task
+from hpctrain.tasks.registry import DataFiles, classifier_task
 
 # The mean and standard deviation of FashionMNIST's training pixels (in [0, 1]).
 NORMALIZATION = (0.2860, 0.3530)
 
-TASK = Task(
+TASK = classifier_task(
     name="fashionmnist",
     summary="clothing images (FashionMNIST IDX files, `hpctrain data fetch fashionmnist`), "
     "the tutorial CNN",
     settings=mnist.SETTINGS,
     build=mnist.build_on_idx_files(NORMALIZATION),
-    metrics=CLASSIFIER_METRICS,
-    best=("val_acc", "max"),
-    auto_batches_per_call=mnist.batches_per_call,
+    batches_per_call=mnist.batches_per_call,
     # The checksums of the official files, as published with torchvision's datasets.
     data_files=DataFiles(
         base_url="https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpctrain.tasks.registry import CLASSIFIER_METRICS, DataFiles, Task
+from hpctrain.tasks.registry import DataFiles, classifier_task
 
 if TYPE_CHECKING:
     from hpctrain.tasks.registry import Built
@@ -61,14 +61,12 @@ def build_on_idx_files(
     return build
 
 
-TASK = Task(
+TASK = classifier_task(
     name="mnist",
     summary="handwritten digits (MNIST IDX files, `hpctrain data fetch mnist`), the tutorial CNN",
     settings=SETTINGS,
     build=build_on_idx_files(NORMALIZATION),
-    metrics=CLASSIFIER_METRICS,
-    best=("val_acc", "max"),
-    auto_batches_per_call=batches_per_call,
+    batches_per_call=batches_per_call,
     # The checksums of the official files, as published with torchvision's datasets.
     data_files=DataFiles(
         base_url="https://ossci-datasets.s3.amazonaws.com/mnist/",

@@ -76,6 +76,16 @@ class Task:
         return layer
 
 
+def classifier_task(name: str, summary: str, settings: Mapping[str, Any],
+                    build: Callable[[TrainSettings, float, int], Built],
+                    batches_per_call: Callable[[int, str], int],
+                    data_files: DataFiles | None = None) -> Task:
+    """A task hpctrain's Classifier trains: its metrics, and best.ckpt by validation accuracy."""
+    return Task(name, summary, settings, build, metrics=CLASSIFIER_METRICS,
+                best=("val_acc", "max"), auto_batches_per_call=batches_per_call,
+                data_files=data_files)
+
+
 def _copy(value: Any) -> Any:
     # Each load merges into its own copy: the declaration stays as shipped.
     if isinstance(value, Mapping):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hpctrain.tasks.registry import CLASSIFIER_METRICS, Task
+from hpctrain.tasks.registry import classifier_task
 
 if TYPE_CHECKING:
     from hpctrain.tasks.registry import Built
@@ -44,7 +44,7 @@ def build(config: TrainSettings, lr: float, chunk: int) -> Built:
     return classifier_for(spiral_mlp(config.model.hidden), config, lr), data
 
 
-TASK = Task(
+TASK = classifier_task(
     name="spiral",
     summary="two spiral arms in 2-D, generated from the seed, classified by the tutorial MLP",
     settings={
@@ -55,7 +55,5 @@ TASK = Task(
         "trainer": {"max_epochs": 20, "batch_size": 8192},
     },
     build=build,
-    metrics=CLASSIFIER_METRICS,
-    best=("val_acc", "max"),
-    auto_batches_per_call=batches_per_call,
+    batches_per_call=batches_per_call,
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hpctrain.tasks.registry import CLASSIFIER_METRICS, Task
+from hpctrain.tasks.registry import classifier_task
 
 if TYPE_CHECKING:
     import torch
@@ -84,7 +84,7 @@ def build(config: TrainSettings, lr: float, chunk: int) -> Built:
     return classifier_for(small_cnn(), config, lr), data
 
 
-TASK = Task(
+TASK = classifier_task(
     name="synthcifar",
     summary="CIFAR-10-shaped synthetic images (3x32x32, 10 classes) from the seed, a small CNN",
     settings={
@@ -95,7 +95,5 @@ TASK = Task(
         "trainer": {"max_epochs": 5, "batch_size": 64},
     },
     build=build,
-    metrics=CLASSIFIER_METRICS,
-    best=("val_acc", "max"),
-    auto_batches_per_call=batches_per_call,
+    batches_per_call=batches_per_call,
 )
