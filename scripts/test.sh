@@ -23,8 +23,9 @@ venv=.venv/bin
 logs=.cache/test-logs
 # shellcheck source=scripts/cache-dir.sh
 source scripts/cache-dir.sh
-# Lane 2b's dev cluster (below): a home and ports of its own.
+# Lanes 2b's and 2c's dev clusters (below): a home and ports of their own.
 lane_b_env=(HPCTRAIN_HOME="$PWD/.cache/devcluster-b" HPCTRAIN_DEVCLUSTER_PORT_OFFSET=500)
+lane_c_env=(HPCTRAIN_HOME="$PWD/.cache/devcluster-c" HPCTRAIN_DEVCLUSTER_PORT_OFFSET=1500)
 nargs=$#
 skip_cluster=0
 [ "${HPCTRAIN_SKIP_CLUSTER:-0}" = 0 ] || skip_cluster=1
@@ -78,6 +79,7 @@ cleanup() {
   fi
   if [ "$skip_cluster" = 0 ] && [ "$nargs" = 0 ]; then
     env "${lane_b_env[@]}" "$venv/hpctrain" devcluster down >/dev/null 2>&1 || true
+    env "${lane_c_env[@]}" "$venv/hpctrain" devcluster down >/dev/null 2>&1 || true
   fi
   if [ "$with_24" = 1 ]; then
     bash scripts/in-slurm-root.sh hpctrain devcluster down >/dev/null 2>&1 || true
@@ -110,35 +112,45 @@ lane_local() {
   return "$rc"
 }
 
-# Lanes 2a and 2b: the cluster tests on two dev clusters of the host's SLURM 22.05, side by side
-# (they mostly wait: for SLURM, for jobs, for daemons). 2b's cluster lives under .cache/ with
-# every port moved up by 500, its jobs numbered from 5001 and a hosts line of its own, so
-# neither sees the other; it takes the modules that switch profiles and a share of the rest,
-# each whole. A new module goes to 2a unless listed here.
+# Lanes 2a, 2b and 2c: the cluster tests on three dev clusters of the host's SLURM 22.05, side
+# by side (they mostly wait: for SLURM, for jobs, for daemons; the three use less CPU together
+# than the local lane). 2b's and 2c's clusters live under .cache/ with every port moved up by
+# 500 and 1500, their jobs numbered from 5001 and 15001 and a hosts line each, so none sees
+# another; they take the modules that switch profiles and a share of the rest, each whole. A new
+# module goes to 2a unless listed here.
 lane_b_tests=(
   tests/cluster/test_check.py tests/cluster/test_gilbreth_tutorial.py
-  tests/cluster/test_training_jobs.py tests/cluster/test_tutorial_patterns.py
+  tests/cluster/test_training_jobs.py
   tests/devcluster/test_profiles_cluster.py tests/options/test_devcluster_options.py
   tests/options/test_profiles_options.py tests/options/test_scale_options.py
   tests/profiles/test_profiles_cluster.py tests/trainer/test_trainer_custom_cluster.py
   tests/trainer/test_trainer_ddp_cluster.py tests/trainer/test_trainer_stop_ddp_cluster.py
-  tests/diagnosis/test_why_cluster.py tests/monitor/test_monitor_cluster.py
-  tests/alternatives/test_global_batch_runs.py tests/monitor/test_stall_cluster.py
+  tests/diagnosis/test_why_cluster.py
+  tests/alternatives/test_global_batch_runs.py
   tests/alternatives/test_race_partitions_cluster.py tests/alternatives/test_race_profiles_cluster.py
   tests/diagnosis/test_faults_trainer_cluster.py tests/sweeps/test_sweep_requeue_cluster.py
   tests/cluster/test_requeue_per_node.py
 )
+lane_c_tests=(
+  tests/diagnosis/test_faults_cluster.py tests/jobs/test_dead_controller.py
+  tests/cluster/test_tutorial_patterns.py tests/monitor/test_stall_cluster.py
+  tests/monitor/test_monitor_cluster.py
+)
 lane_cluster() {
   local ignore=() f
-  for f in "${lane_b_tests[@]}" "${slurm24_only[@]}"; do ignore+=("--ignore=$f"); done
+  for f in "${lane_b_tests[@]}" "${lane_c_tests[@]}" "${slurm24_only[@]}"; do
+    ignore+=("--ignore=$f")
+  done
   HPCTRAIN_TEST_TIMES="$logs/cluster-22.05-a.times.json" pytest_stage cluster-22.05-a \
     "$venv/pytest" -p no:cacheprovider -m "cluster and not quiet" "${ignore[@]}" \
     $(report_args cluster-22.05-a)
 }
-lane_cluster_b() {
-  HPCTRAIN_TEST_TIMES="$logs/cluster-22.05-b.times.json" pytest_stage cluster-22.05-b \
-    env "${lane_b_env[@]}" "$venv/pytest" -p no:cacheprovider -m "cluster and not quiet" \
-    $(report_args cluster-22.05-b) "${lane_b_tests[@]}"
+lane_cluster_other() {  # lane_cluster_other NAME ENV_ARRAY TESTS_ARRAY
+  local name="$1"
+  local -n env_of="$2" tests_of="$3"
+  HPCTRAIN_TEST_TIMES="$logs/$name.times.json" pytest_stage "$name" \
+    env "${env_of[@]}" "$venv/pytest" -p no:cacheprovider -m "cluster and not quiet" \
+    $(report_args "$name") "${tests_of[@]}"
 }
 
 # Lane 3: what differs by SLURM version, on 24.11: every command hpctrain reads or sends
@@ -187,7 +199,8 @@ pids=()
 lane_local & pids+=($!)
 if [ "$skip_cluster" = 0 ]; then
   lane_cluster & pids+=($!)
-  lane_cluster_b & pids+=($!)
+  lane_cluster_other cluster-22.05-b lane_b_env lane_b_tests & pids+=($!)
+  lane_cluster_other cluster-22.05-c lane_c_env lane_c_tests & pids+=($!)
 fi
 if [ "$with_24" = 1 ]; then
   lane_24 & pids+=($!)

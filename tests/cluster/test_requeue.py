@@ -22,9 +22,11 @@ from tests.waits import wait_for
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
 
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 # quiet: SLURM's time-limit timer and requeues of 2-node gloo runs; under three other lanes'
-# load a resumed segment's rendezvous failed once (connection reset, address in use).
-pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.quiet]
+# load a resumed segment's rendezvous failed once (connection reset, address in use). The
+# chain's cancel and a dependency never met train nothing: they run in the lanes.
+quiet = pytest.mark.quiet
 
 # A spiral that trains longer than one segment. A segment trains for 12 to 42 s (the warning
 # comes 20 to 50 s into a 1-minute job, after start-up); 2-node epochs of 16384 samples take
@@ -68,6 +70,7 @@ def assert_every_epoch_once(m: dict[str, Any], max_epochs: int) -> None:
 
 # SLURM's own timer, end to end: the limit's warning must come and the run must span segments;
 # most runs show two or more requeues, a resumed segment stopped again.
+@quiet
 def test_long_training_survives_the_limit_by_requeueing(
     devcluster: DevClusterHandle, tmp_path: Path
 ) -> None:
@@ -99,6 +102,7 @@ def test_long_training_survives_the_limit_by_requeueing(
     assert json.loads(shown)["jobs"][0]["restarts"] == len(stops)
 
 
+@quiet
 def test_torchrun_ranks_are_requeued_by_the_warning(
     devcluster: DevClusterHandle, tmp_path: Path
 ) -> None:
@@ -125,6 +129,7 @@ def test_torchrun_ranks_are_requeued_by_the_warning(
     assert m["restarts"][1]["resumed_from"]["global_step"] == first_end["global_step"]
 
 
+@quiet
 def test_external_requeue_mid_epoch_resumes_from_that_step(
     devcluster: DevClusterHandle, tmp_path: Path
 ) -> None:
@@ -160,6 +165,7 @@ def hpctrain(dc: DevClusterHandle, cwd: Path, *args: str) -> subprocess.Complete
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+@quiet
 def test_chain_without_requeue_carries_the_run_on(
     devcluster: DevClusterHandle, tmp_path: Path
 ) -> None:
