@@ -41,8 +41,29 @@ hpctrain_clock hpctrain_environment_ready
 MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST")"
 export MASTER_ADDR="${MASTER_ADDR%%[[:space:]]*}"
 # The port from the job id, below 32768 where Linux's ephemeral ports begin (ip_local_port_range
-# 32768-60999): an outgoing connection of the first node never holds it.
-export MASTER_PORT="$((20000 + ${SLURM_JOB_ID:-0} % 12000))"
+# 32768-60999): an outgoing connection of the first node never holds it. A program of the
+# node's own may (a daemon, another cluster's slurmd): the batch script runs on the first node,
+# so it takes the first port from there on that it can bind, and a taken port never fails a job.
+MASTER_PORT="$((20000 + ${SLURM_JOB_ID:-0} % 12000))"
+if [ "${SLURMD_NODENAME:-}" = "$MASTER_ADDR" ]; then
+  MASTER_PORT="$(python3 - "$MASTER_PORT" 2>/dev/null <<'HPCTRAIN_PORT' || echo "$MASTER_PORT"
+import socket, sys
+first = int(sys.argv[1])
+for n in range(12000):
+    port = 20000 + (first - 20000 + n) % 12000
+    with socket.socket() as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            continue
+    print(port)
+    break
+else:
+    print(first)
+HPCTRAIN_PORT
+)"
+fi
+export MASTER_PORT
 # srun does not inherit --cpus-per-task on SLURM 22.05-23.02.
 export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-2}"
 # Threads: torch, MKL and OpenBLAS start one thread per CPU they can see: the whole node's where
