@@ -22,7 +22,7 @@ from hpctrain.slurm import starts
 from hpctrain.slurm.runner import Result
 from hpctrain.slurm.testonly import parse_test_only
 from hpctrain.submission import race as alt
-from hpctrain.tracking import selection as tracking
+from hpctrain.tracking import selection
 from hpctrain.values.rundir import RunDir
 from tests.jobs.helpers import ReplayClient, here, track
 from tests.recorded import SLURM
@@ -190,7 +190,7 @@ def history(tmp_path: Path) -> History:
     return History(tmp_path / "history.sqlite3")
 
 
-def race_rows(history: History, run_dir: Path) -> list[tracking.JobRecord]:
+def race_rows(history: History, run_dir: Path) -> list[selection.JobRecord]:
     return [*track(history, "40", run_dir=str(run_dir), race_head="40", race_of="1x2,2x1",
                    nodes=1, gpus_per_node=2),
             *track(history, "41", run_dir=str(run_dir), race_head="40", race_of="1x2,2x1",
@@ -211,15 +211,15 @@ def test_status_folds_a_race_into_its_winner(history: History, tmp_path: Path) -
 
 def test_cancel_takes_every_alternative(history: History, tmp_path: Path) -> None:
     rows = race_rows(history, tmp_path)
-    assert [r.job_id for r in tracking.with_races(history, rows[1:2])] == ["40", "41"]
-    assert [r.job_id for r in tracking.with_races(history, rows[2:])] == ["42"]
+    assert [r.job_id for r in selection.with_races(history, rows[1:2])] == ["40", "41"]
+    assert [r.job_id for r in selection.with_races(history, rows[2:])] == ["42"]
 
 
 def test_winner_ignores_a_garbled_claim(tmp_path: Path) -> None:
     RunDir(tmp_path).race_claim.mkdir()
     (RunDir(tmp_path).race_claim / "winner").write_bytes(b"\xff\xfe")
-    assert tracking.winner(str(tmp_path)) is None
-    assert tracking.winner(None) is None
+    assert selection.winner(str(tmp_path)) is None
+    assert selection.winner(None) is None
 
 
 def test_dry_run_without_slurm_shows_the_plans_and_says_why_no_estimates(
@@ -251,11 +251,11 @@ def test_pending_rows_show_slurms_expected_start(history: History) -> None:
 def test_logs_and_stats_of_any_alternative_are_the_winners(history: History,
                                                            tmp_path: Path) -> None:
     race_rows(history, tmp_path)
-    assert tracking.pick(history, "40").job_id == "40"
+    assert selection.pick(history, "40").job_id == "40"
     RunDir(tmp_path).race_claim.mkdir()
     (RunDir(tmp_path).race_claim / "winner").write_text("41 2x1\n")
-    assert tracking.pick(history, "40").job_id == "41"
-    assert tracking.pick(history, "42").job_id == "42"
+    assert selection.pick(history, "40").job_id == "41"
+    assert selection.pick(history, "42").job_id == "42"
 
 
 def test_a_race_whose_ids_cannot_be_written_is_cancelled_and_removed(
@@ -310,7 +310,7 @@ def test_the_watcher_cancels_every_other_profile_once_one_started(tmp_path: Path
     orders = Watch("1x1@a,2x1@a,1x1@b", (("a", (a1.id, a2.id)), ("b", (b1.id,))))
     assert Watch.from_json(orders.to_json()) == orders
 
-    def now() -> dict[int, tracking.JobRecord]:
+    def now() -> dict[int, selection.JobRecord]:
         return {r.id: r for r in history.by_row_ids([a1.id, a2.id, b1.id])}
 
     waiting = decide(orders, now())

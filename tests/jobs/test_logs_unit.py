@@ -13,8 +13,7 @@ from hpctrain.errors import HpctrainError
 from hpctrain.files.atomic import tail_bytes
 from hpctrain.history import History
 from hpctrain.slurm.runner import Result
-from hpctrain.tracking import logs
-from hpctrain.tracking import selection as tracking
+from hpctrain.tracking import logs, selection
 from hpctrain.tracking.watcher import POLL_INTERVAL_S, JobWatcher
 
 from .helpers import ReplayClient, recorded_jobs, recording, track
@@ -51,12 +50,12 @@ def test_file_follower_reads_only_new_bytes(tmp_path: Path) -> None:
 
 def test_pick_defaults_to_last_job(history: History) -> None:
     with pytest.raises(HpctrainError, match="no job has been submitted"):
-        tracking.pick(history, None)
+        selection.pick(history, None)
     track(history, "1", "2")
-    assert tracking.pick(history, None).job_id == "2"
-    assert tracking.pick(history, "1").job_id == "1"
+    assert selection.pick(history, None).job_id == "2"
+    assert selection.pick(history, "1").job_id == "1"
     with pytest.raises(HpctrainError, match="not in the history"):
-        tracking.pick(history, "77")
+        selection.pick(history, "77")
 
 
 class FakeTime:

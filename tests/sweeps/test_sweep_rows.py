@@ -14,7 +14,7 @@ from hpctrain.profiles import load_profile
 from hpctrain.studies import plot
 from hpctrain.studies import sweep_report as report
 from hpctrain.submission.sweep import point_args
-from hpctrain.tracking import selection as tracking
+from hpctrain.tracking import selection
 from hpctrain.trainconfig.options import TrainerCall, config_args, parse_call
 from tests.jobs.helpers import new_job
 
@@ -40,8 +40,8 @@ def test_a_sweep_is_one_row_counted_over_all_its_points(history: History) -> Non
     _points(history, study.id, ["COMPLETED", "COMPLETED", "RUNNING", "PENDING", "FAILED",
                                 "CANCELLED"])
     alone = history.add(new_job("900"))
-    records = tracking.with_studies(history, [alone, history.study_jobs(study.id)[2]])
-    rows = tracking.one_row_per_study(records, tracking.study_labels(history))
+    records = selection.with_studies(history, [alone, history.study_jobs(study.id)[2]])
+    rows = selection.one_row_per_study(records, selection.study_labels(history))
     assert [r.job_id for r in rows] == ["500", "900"] or [r.job_id for r in rows] == ["900",
                                                                                       "500"]
     (row,) = [r for r in rows if r.job_id == "500"]
@@ -49,9 +49,9 @@ def test_a_sweep_is_one_row_counted_over_all_its_points(history: History) -> Non
                             "1 failed]")
     assert row.state == "RUNNING" and not row.terminal
     assert row.run_dir == "/runs/sw"
-    assert tracking.study_points(history, "lr") == history.study_jobs(study.id)
+    assert selection.study_points(history, "lr") == history.study_jobs(study.id)
     with pytest.raises(HpctrainError, match="no study"):
-        tracking.study_points(history, "nope")
+        selection.study_points(history, "nope")
 
 
 def test_add_all_records_points_in_one_go_and_a_study_can_be_forgotten(
@@ -129,11 +129,11 @@ def test_each_report_finds_only_its_own_kind_of_study(history: History) -> None:
                                   runs=[]))
     history.add_study(StudyRecord(name="lr", profile="local", mode="grid", directory="/b",
                                   runs=[], kind="sweep"))
-    assert tracking.find_study(history, None, "scale", "scaling study", "x").name == "s1"
-    assert tracking.find_study(history, None, "sweep", "sweep", "x").name == "lr"
+    assert selection.find_study(history, None, "scale", "scaling study", "x").name == "s1"
+    assert selection.find_study(history, None, "sweep", "sweep", "x").name == "lr"
     with pytest.raises(HpctrainError, match="no scaling study 'lr'"):
-        tracking.find_study(history, "lr", "scale", "scaling study", "hpctrain scale")
+        selection.find_study(history, "lr", "scale", "scaling study", "hpctrain scale")
     with pytest.raises(HpctrainError, match="no sweep yet") as e:
-        tracking.find_study(History(history.path.parent / "other.sqlite3"), None, "sweep",
+        selection.find_study(History(history.path.parent / "other.sqlite3"), None, "sweep",
                             "sweep", "hpctrain sweep")
     assert e.value.fix == "start one with `hpctrain sweep`"
