@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -38,6 +39,23 @@ def atomic_write_bytes(path: Path, write: Callable[[Any], None]) -> None:
         _fsync_directory(path.parent)
     finally:
         Path(tmp_name).unlink(missing_ok=True)
+
+
+# What atomic_write_bytes names its temporary sibling: mkstemp's 8 random characters.
+_TORN = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp$")
+
+
+def clear_torn_writes(directory: Path, names: frozenset[str]) -> list[Path]:
+    """Remove the temporary siblings that a process killed while writing one of `names` left:
+    a checkpoint's is as large as the checkpoint. Only at a segment's start, when nothing of
+    the run writes."""
+    removed = []
+    for p in directory.glob(".*.tmp"):
+        found = _TORN.match(p.name)
+        if found and found["name"] in names and p.is_file():
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -94,11 +94,18 @@ def read_stop_file(path: Path, since: float) -> tuple[str, float] | None:
 
 
 def clear_stale_markers(run_dir: Path, since: float) -> None:
-    """Remove what an earlier segment left: its stop request, stop record and completion mark."""
-    if read_stop_file(RunDir(run_dir).stop_requested, since) is None:
-        RunDir(run_dir).stop_requested.unlink(missing_ok=True)
-    RunDir(run_dir).stop_saved.unlink(missing_ok=True)
-    RunDir(run_dir).training_complete.unlink(missing_ok=True)
+    """Remove what an earlier segment left: its stop request, stop record and completion mark,
+    and the half-written files of a process killed in a write (a checkpoint's as large as it)."""
+    from hpctrain.trainer.callbacks import clear_torn_writes
+
+    where = RunDir(run_dir)
+    if read_stop_file(where.stop_requested, since) is None:
+        where.stop_requested.unlink(missing_ok=True)
+    where.stop_saved.unlink(missing_ok=True)
+    where.training_complete.unlink(missing_ok=True)
+    clear_torn_writes(run_dir, frozenset(p.name for p in (
+        where.last_ckpt, where.best_ckpt, where.metrics, where.config, where.imports,
+        where.stop_saved, where.training_complete)))
 
 
 def stop_exit_code(launch: str, global_rank: int) -> int:

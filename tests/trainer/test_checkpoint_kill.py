@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from hpctrain.trainer.resume import choose_checkpoint
+from hpctrain.trainer.signals import clear_stale_markers
 from hpctrain.values.rundir import RunDir
 
 SAVER = """
@@ -58,5 +59,12 @@ def test_a_kill_during_the_save_leaves_the_last_checkpoint_whole(tmp_path: Path)
         assert partial.exists()
         assert torch.load(run.last_ckpt, weights_only=False) == {"epoch": 1}
         assert choose_checkpoint("auto", run.root) == run.last_ckpt
+        # The next segment's start removes the torn write, and only that.
+        mine = [run.root / ".data.k2j3h4g5.tmp", run.root / "last.ckpt.notes.tmp"]
+        for p in mine:
+            p.write_text("the user's")
+        clear_stale_markers(run.root, time.time())
+        assert not partial.exists() and run.last_ckpt.is_file()
+        assert all(p.read_text() == "the user's" for p in mine)
     finally:
         partial.unlink(missing_ok=True)
