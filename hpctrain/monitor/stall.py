@@ -42,7 +42,6 @@ from hpctrain.monitor.ranks import (
     window_s,
 )
 from hpctrain.monitor.silence import FLOOR_S, OutputRhythm, output_files
-from hpctrain.values import rundir
 from hpctrain.values.rundir import RunDir
 
 CHECK_EVERY_S = 5.0
@@ -151,7 +150,7 @@ class StallWatch:
         look = {"t": round(now, 3), "silent_s": round(quiet, 1), "window_s": window,
                 "source": source, "verdict": found.as_dict()}
         if not found.stalled:
-            with rundir.RunDir(self.run_dir).stall_looks.open("a") as fh:
+            with RunDir(self.run_dir).stall_looks.open("a") as fh:
                 fh.write(json.dumps(look) + "\n")
             return False
         suspect = stacks.suspect_node(rank_stacks)

@@ -93,20 +93,20 @@ def read_facts(record: JobRecord, read: Reader) -> RunFacts:
     if not record.run_dir:
         raise HpctrainError(f"job {record.job_id} has no run directory in the history",
                             "diff compares jobs submitted by hpctrain")
-    run_dir = Path(record.run_dir)
-    info = _json(read, RunDir(run_dir).run_info)
+    run_dir = RunDir(record.run_dir)
+    info = _json(read, run_dir.run_info)
     if info is None:
-        raise HpctrainError(f"job {record.job_id}: {RunDir(run_dir).run_info} is missing",
+        raise HpctrainError(f"job {record.job_id}: {run_dir.run_info} is missing",
                             "the run directory was removed or never completed")
-    store = store_of(run_dir) if record.snapshot else None
+    store = store_of(run_dir.root) if record.snapshot else None
     manifest = (_json(read, store / "manifests" / f"{record.snapshot}.json")
                 if store is not None else None)
-    profile = read(RunDir(run_dir).profile)
+    profile = read(run_dir.profile)
     return RunFacts(job_id=record.job_id, plan=dict(info.get("plan") or {}),
                     snapshot=record.snapshot, manifest=manifest,
-                    environment=_json(read, RunDir(run_dir).environment),
+                    environment=_json(read, run_dir.environment),
                     profile=profile.decode("utf-8", "replace") if profile is not None else None,
-                    store=store, imports=_json(read, RunDir(run_dir).imports))
+                    store=store, imports=_json(read, run_dir.imports))
 
 
 def trainer_settings(command: Sequence[str]) -> dict[str, str] | None:

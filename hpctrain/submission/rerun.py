@@ -71,18 +71,18 @@ def stored_request(record: JobRecord, place: Place, changes: Changes) -> JobRequ
     from hpctrain.plan.stored import request_from_json
     from hpctrain.profiles.loader import profile_from_text
 
-    old = Path(record.run_dir or "")
-    profile = _read(place, RunDir(old).profile)
+    old = RunDir(record.run_dir or "")
+    profile = _read(place, old.profile)
     if profile is None:
-        raise HpctrainError(f"{RunDir(old).profile} is missing", "the run directory was "
+        raise HpctrainError(f"{old.profile} is missing", "the run directory was "
                             "removed; submit the job again from the project")
-    request = _read(place, RunDir(old).request)
+    request = _read(place, old.request)
     if request is None:
         raise HpctrainError(
             f"job {record.job_id} kept no {rundir.REQUEST} (submitted by an older hpctrain): "
             "it cannot be planned again", "submit it again from the project")
-    req = request_from_json(request, profile_from_text(profile, str(RunDir(old).profile)),
-                            str(RunDir(old).request))
+    req = request_from_json(request, profile_from_text(profile, str(old.profile)),
+                            str(old.request))
     # A race's alternatives keep the first one's request: the topology (and the partition,
     # which an alternative may name) is the record's.
     nodes, gpus = ((record.nodes, record.gpus_per_node) if record.race_of

@@ -96,10 +96,11 @@ class BestCheckpoint:
         better, score = trainer.strategy.broadcast((self._better(score), score), src=0)
         if better:
             self.score, self.epoch = score, epoch
-        trainer.save_checkpoint(RunDir(self.run_dir).last_ckpt, weights_only=False)
+        where = RunDir(self.run_dir)
+        trainer.save_checkpoint(where.last_ckpt, weights_only=False)
         self._saved_step = trainer.global_step
         if better:
             if trainer.is_global_zero:
                 # A copy of the checkpoint just written: same state, no second serialization.
-                atomic_copy(RunDir(self.run_dir).last_ckpt, RunDir(self.run_dir).best_ckpt)
+                atomic_copy(where.last_ckpt, where.best_ckpt)
             trainer.strategy.barrier("hpctrain.best_checkpoint")
