@@ -64,6 +64,14 @@ FLIGHT_DIR = "flight-recorder"
 FLIGHT_REQUEST = "flight-request"
 # `--retries`: each attempt the job's faults started, "NEW_ID OLD_ID REASON NODE" a line.
 RETRIES = "retries.txt"
+# `--restarts` (hpctrain.supervisor, on the batch node): one JSON line an attempt of the launch
+# step inside this job (its start, end, exit, cause, what followed); the monitor's stall watch
+# asks for a restart by writing RESTART_REQUEST (the stall's report), which the supervisor takes.
+ATTEMPTS = "attempts.jsonl"
+RESTART_REQUEST = "restart-request.json"
+# The trainer's tracker run: one id for every start of the run (in-job restarts, requeues, a
+# chain's segments, retries), which resumable trackers (W&B, MLflow, Comet) are given.
+TRACKER_RUN = "tracker-run.json"
 # Not a file: the monitor's srun step name, by which `why` tells its steps from the job's.
 MONITOR_STEP = "hpctrain-monitor"
 
@@ -144,6 +152,9 @@ class RunDir:
     flight_dir = _In(STALL_DIR, FLIGHT_DIR)
     flight_request = _In(STALL_DIR, FLIGHT_REQUEST)
     retries = _In(RETRIES)
+    attempts = _In(ATTEMPTS)
+    restart_request = _In(RESTART_REQUEST)
+    tracker_run = _In(TRACKER_RUN)
     points = _In(POINTS)
     point_args = _In(POINT_ARGS)
     sweep_logs = _In(SWEEP_LOGS)
