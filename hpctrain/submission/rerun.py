@@ -11,6 +11,7 @@ through a login is rerun there; a dry run shows the script and writes nothing.""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,5 +128,20 @@ def _carried(record: JobRecord, place: Place, prep: Prepared) -> tuple[RunFile, 
     names = (*(f"{rundir.CONFIG_COPY}{suffix}" for suffix in (".yaml", ".yml", ".json")),
              rundir.GIT_DIFF)
     found = ((name, _read(place, old / name)) for name in names)
-    return tuple(RunFile(prep.run_dir / name, text=text) for name, text in found
-                 if text is not None)
+    tracker = RunFile(RunDir(prep.run_dir).tracker_run, text=rerun_origin(
+        record.job_id, old, _read(place, RunDir(old).tracker_run)))
+    return (*(RunFile(prep.run_dir / name, text=text) for name, text in found
+              if text is not None), tracker)
+
+
+def rerun_origin(job_id: str, run_dir: Path, tracker_text: str | None) -> str:
+    """The rerun's tracker file before its first start: the run it repeats, by job, run
+    directory and tracker run id. The trainer adds the rerun's own id: a rerun is a new run."""
+    try:
+        old = json.loads(tracker_text) if tracker_text else {}
+    except ValueError:
+        old = {}
+    old_id = old.get("id") if isinstance(old, dict) else None
+    origin = {"job_id": job_id, "run_dir": str(run_dir),
+              "tracker_run_id": old_id if isinstance(old_id, str) else None}
+    return json.dumps({"rerun_of": origin}, indent=2) + "\n"

@@ -1,4 +1,5 @@
-"""Loggers: CSV always (no network), TensorBoard when installed, Comet ML when a key is set."""
+"""Loggers: CSV always (no network), TensorBoard when installed, Comet ML, W&B and MLflow when
+installed and configured; every start of a run continues the same tracker run (tracker.py)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,22 @@ import csv
 import importlib.util
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
 from hpctrain.errors import ConfigError
+from hpctrain.trainer.tracker import read_tracker_run, trim_csv, write_tracker_run
 from hpctrain.trainsettings.sections import LoggingSection
 
 COMET_KEY_ENV = "COMET_API_KEY"
+WANDB_KEY_ENV = "WANDB_API_KEY"
+WANDB_MODE_ENV = "WANDB_MODE"
+MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
+# The tracker file's key for MLflow's own run id (MLflow makes its ids; it takes none).
+MLFLOW_RUN_KEY = "mlflow_run_id"
 
 
 class _AppendingWriter(ExperimentWriter):
@@ -44,46 +52,133 @@ class ResumableCSVLogger(CSVLogger):
         return experiment
 
 
+@dataclass(frozen=True)
+class LogStart:
+    """Where this start of a run stands for its loggers."""
+
+    run_id: str | None = None  # the tracker run's id (tracker-run.json)
+    # The loggers' steps the checkpoint covers: logged again from here (None: a fresh start).
+    resumed_at: int | None = None
+    rank_zero: bool = True
+    mlflow_run_id: str | None = None
+
+    @classmethod
+    def of(cls, tracker: Mapping[str, object], resumed_at: int | None,
+           rank_zero: bool) -> LogStart:
+        """The start a tracker file (tracker.py) and a checkpoint's header describe."""
+        run_id, mlflow_id = tracker.get("id"), tracker.get(MLFLOW_RUN_KEY)
+        return cls(run_id if isinstance(run_id, str) else None, resumed_at, rank_zero,
+                   mlflow_id if isinstance(mlflow_id, str) else None)
+
+
 def _importable(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
+
+
+def _wanted(setting: bool | str, name: str, missing: str | None, fix: str) -> bool:
+    """Whether logger `name` runs: `missing` says what it lacks here (None: nothing)."""
+    if setting is True and missing is not None:
+        raise ConfigError(f"logging.{name} is true, but {missing}", fix)
+    return setting is True or (setting == "auto" and missing is None)
+
+
+def _csv(run_dir: Path, start: LogStart) -> Logger:
+    logger = ResumableCSVLogger(save_dir=run_dir, name="csv", version="",
+                                append=start.resumed_at is not None)
+    if start.resumed_at is not None and start.rank_zero:
+        # Steps past the checkpoint are trained, and logged, again: each step once.
+        trim_csv(Path(logger.log_dir) / ExperimentWriter.NAME_METRICS_FILE, start.resumed_at)
+    return logger
+
+
+def _tensorboard(run_dir: Path, start: LogStart) -> Logger:
+    resumed: dict[str, object] = {}
+    if start.resumed_at is not None:
+        # purge_step: TensorBoard hides the earlier starts' events from this step on. No second
+        # hp_metric placeholder: the first start wrote it at step 0.
+        resumed = {"purge_step": start.resumed_at, "default_hp_metric": False}
+    return TensorBoardLogger(save_dir=run_dir, name="tensorboard", version="",
+                             **resumed)  # type: ignore[arg-type]
+
+
+def _comet(cfg: LoggingSection, task: str, start: LogStart) -> Logger:
+    from lightning.pytorch.loggers import CometLogger
+
+    # No api_key argument: comet_ml reads it from the environment itself, so the key never
+    # passes through hpctrain's config, hyperparameters or files. The tracker run's id is the
+    # experiment's key: every start continues the one experiment.
+    resume = {"experiment_key": start.run_id, "mode": "get_or_create"} if start.run_id else {}
+    return CometLogger(project=cfg.comet_project or f"hpctrain-{task}",
+                       **resume)  # type: ignore[arg-type]
+
+
+def _wandb(cfg: LoggingSection, run_dir: Path, task: str, start: LogStart) -> Logger:
+    from lightning.pytorch.loggers import WandbLogger
+
+    # The key, like Comet's, stays in the environment, where wandb reads it.
+    return WandbLogger(project=cfg.wandb_project or f"hpctrain-{task}", name=run_dir.name,
+                       save_dir=str(run_dir), id=start.run_id, resume="allow")
+
+
+def _mlflow(cfg: LoggingSection, run_dir: Path, task: str, start: LogStart,
+            env: Mapping[str, str]) -> Logger:
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    return MLFlowLogger(
+        experiment_name=cfg.mlflow_experiment or f"hpctrain-{task}", run_name=run_dir.name,
+        tracking_uri=env[MLFLOW_URI_ENV], run_id=start.mlflow_run_id,
+        tags={"hpctrain.tracker_run": start.run_id} if start.run_id else None)
+
+
+def _missing(module: str, *settings: tuple[str, bool]) -> str | None:
+    """What a tracker lacks: its package, or the first setting of the environment not made."""
+    if not _importable(module):
+        return f"{module} is not installed"
+    return next((what for what, made in settings if not made), None)
 
 
 def build_loggers(
     cfg: LoggingSection,
     run_dir: Path,
     task: str,
-    resuming: bool = False,
+    start: LogStart | None = None,
     env: Mapping[str, str] | None = None,
 ) -> list[Logger]:
     """The loggers this config asks for and this environment supports."""
     env = os.environ if env is None else env
-    loggers: list[Logger] = []
-    if cfg.csv:
-        loggers.append(
-            ResumableCSVLogger(save_dir=run_dir, name="csv", version="", append=resuming)
-        )
-
-    has_tb = _importable("tensorboard") or _importable("tensorboardX")
-    if cfg.tensorboard is True and not has_tb:
-        raise ConfigError(
-            "logging.tensorboard is true, but neither tensorboard nor tensorboardX is installed",
-            "pip install tensorboard, or set logging.tensorboard: auto",
-        )
-    if cfg.tensorboard is True or (cfg.tensorboard == "auto" and has_tb):
-        loggers.append(TensorBoardLogger(save_dir=run_dir, name="tensorboard", version=""))
-
-    has_key = bool(env.get(COMET_KEY_ENV))
-    has_comet = _importable("comet_ml")
-    if cfg.comet is True and not (has_key and has_comet):
-        missing = "comet_ml is not installed" if not has_comet else f"${COMET_KEY_ENV} is not set"
-        raise ConfigError(
-            f"logging.comet is true, but {missing}",
-            f"pip install comet_ml and export {COMET_KEY_ENV}, or set logging.comet: auto",
-        )
-    if cfg.comet is True or (cfg.comet == "auto" and has_key and has_comet):
-        from lightning.pytorch.loggers import CometLogger
-
-        # No api_key argument: comet_ml reads it from the environment itself, so the key never
-        # passes through hpctrain's config, hyperparameters or files.
-        loggers.append(CometLogger(project=cfg.comet_project or f"hpctrain-{task}"))
+    start = LogStart() if start is None else start
+    loggers: list[Logger] = [_csv(run_dir, start)] if cfg.csv else []
+    tb = None if _importable("tensorboard") or _importable("tensorboardX") else \
+        "neither tensorboard nor tensorboardX is installed"
+    if _wanted(cfg.tensorboard, "tensorboard", tb,
+               "pip install tensorboard, or set logging.tensorboard: auto"):
+        loggers.append(_tensorboard(run_dir, start))
+    comet = _missing("comet_ml", (f"${COMET_KEY_ENV} is not set", bool(env.get(COMET_KEY_ENV))))
+    if _wanted(cfg.comet, "comet", comet,
+               f"pip install comet_ml and export {COMET_KEY_ENV}, or set logging.comet: auto"):
+        loggers.append(_comet(cfg, task, start))
+    wandb_set = bool(env.get(WANDB_KEY_ENV)) or env.get(WANDB_MODE_ENV) == "offline"
+    wandb = _missing("wandb", (f"${WANDB_KEY_ENV} is not set (nor {WANDB_MODE_ENV}=offline)",
+                               wandb_set))
+    if _wanted(cfg.wandb, "wandb", wandb, f"pip install wandb and export {WANDB_KEY_ENV} "
+               f"(or {WANDB_MODE_ENV}=offline), or set logging.wandb: auto"):
+        loggers.append(_wandb(cfg, run_dir, task, start))
+    mlflow = _missing("mlflow", (f"${MLFLOW_URI_ENV} is not set", bool(env.get(MLFLOW_URI_ENV))))
+    if _wanted(cfg.mlflow, "mlflow", mlflow, f"pip install mlflow and export {MLFLOW_URI_ENV} "
+               "(a server, or sqlite:///<file> for a store of your own), or set logging.mlflow: "
+               "auto"):
+        loggers.append(_mlflow(cfg, run_dir, task, start, env))
     return loggers
+
+
+def remember_mlflow_run(loggers: list[Logger], tracker_file: Path, start: LogStart) -> None:
+    """Keep the MLflow run id its first start made in the tracker file (rank 0), so that the
+    later starts continue that run: MLflow makes its run ids and takes none of ours."""
+    if not start.rank_zero or start.mlflow_run_id is not None:
+        return
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    for logger in loggers:
+        if isinstance(logger, MLFlowLogger) and logger.run_id:
+            data = read_tracker_run(tracker_file)
+            write_tracker_run(tracker_file, {**data, MLFLOW_RUN_KEY: logger.run_id})

@@ -103,4 +103,19 @@ def validate_checkpoint(path: Path, module: nn.Module, task: str) -> dict[str, A
         "epochs_finished": finished,
         "mid_epoch": finished <= int(checkpoint["epoch"]),
         "global_step": int(checkpoint["global_step"]),
+        "logged_steps": logged_steps(fit_loop),
     }
+
+
+def logged_steps(fit_loop: dict[str, Any]) -> int:
+    """The loggers' steps a checkpoint covers: the resumed run logs from this step on.
+
+    Loggers count training_step calls (Lightning's `_batches_that_stepped`), not optimizer steps
+    (global_step). Saved at a batch's end (a mid-epoch stop) the count lacks that batch, which
+    Lightning adds back when it resumes; saved at an epoch's end it is whole.
+    """
+    stepped = fit_loop.get("epoch_loop.state_dict", {}).get("_batches_that_stepped", 0)
+    total = fit_loop.get("epoch_loop.batch_progress", {}).get("total", {})
+    at_batch_end = (total.get("started") == total.get("ready") == total.get("processed")
+                    and total.get("completed") == (total.get("processed") or 0) - 1)
+    return int(stepped) + (1 if at_batch_end else 0)

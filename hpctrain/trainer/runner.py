@@ -30,7 +30,7 @@ from hpctrain.trainconfig.model import TrainConfig
 from hpctrain.trainer.callbacks import AtomicCheckpointIO, atomic_write_text
 from hpctrain.trainer.cluster import ProcessLayout, detect_topology, resolve_run_dir
 from hpctrain.trainer.imports import write_imports
-from hpctrain.trainer.loggers import build_loggers
+from hpctrain.trainer.loggers import LogStart, build_loggers, remember_mlflow_run
 from hpctrain.trainer.midepoch import ExactResume
 from hpctrain.trainer.recorder.console import Console
 from hpctrain.trainer.recorder.lines import done_line
@@ -43,6 +43,7 @@ from hpctrain.trainer.signals import StopSignals, clear_stale_markers, segment_s
 from hpctrain.trainer.startmarks import MarkedDDPStrategy, StartupMarks
 from hpctrain.trainer.startup import Origin
 from hpctrain.trainer.stopping import SafeStop, hand_signals_to_hpctrain
+from hpctrain.trainer.tracker import start_tracker_run
 from hpctrain.values.rundir import RunDir
 
 # When torch, Lightning and the trainer's modules were imported: start-up's largest part.
@@ -349,7 +350,13 @@ def _run(
     if topo.is_rank_zero:
         atomic_write_text(RunDir(path).config, dump_config(config))
         clear_stale_markers(path, since)
-    loggers = build_loggers(config.logging, path, config.task, resuming=checkpoint is not None)
+    # One tracker run across every start of this run directory (tracker.py); the loggers
+    # continue it from the checkpoint's step.
+    resumed_at = header["logged_steps"] if header else None
+    tracker = start_tracker_run(RunDir(path).tracker_run, topo.is_rank_zero, resumed_at)
+    start = LogStart.of(tracker, resumed_at, topo.is_rank_zero)
+    loggers = build_loggers(config.logging, path, config.task, start)
+    remember_mlflow_run(loggers, RunDir(path).tracker_run, start)
     for logger in loggers:
         logger.log_hyperparams(config.model_dump(mode="json"))
 

@@ -142,6 +142,15 @@ class LoggingSection(_Section):
     tensorboard: bool | Literal["auto"] = "auto"
     comet: bool | Literal["auto"] = "auto"
     comet_project: str | None = None
+    wandb: bool | Literal["auto"] = Field(
+        default="auto", description="auto: when wandb is installed and WANDB_API_KEY is set "
+        "or WANDB_MODE=offline"
+    )
+    wandb_project: str | None = None
+    mlflow: bool | Literal["auto"] = Field(
+        default="auto", description="auto: when mlflow is installed and MLFLOW_TRACKING_URI is set"
+    )
+    mlflow_experiment: str | None = None
     progress: Literal["auto", "bar", "lines"] = Field(
         default="auto", description="auto: progress bar on a terminal, per-epoch lines otherwise"
     )
