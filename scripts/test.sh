@@ -130,6 +130,7 @@ lane_b_tests=(
   tests/alternatives/test_race_partitions_cluster.py tests/alternatives/test_race_profiles_cluster.py
   tests/diagnosis/test_faults_trainer_cluster.py tests/sweeps/test_sweep_requeue_cluster.py
   tests/cluster/test_requeue_per_node.py
+  tests/cluster/test_tracker_identity_cluster.py
 )
 lane_c_tests=(
   tests/diagnosis/test_faults_cluster.py tests/jobs/test_dead_controller.py
