@@ -260,6 +260,33 @@ def code_line(record: JobRecord) -> str:
             "--no-snapshot, or submitted before snapshots)")
 
 
+def _attempts(record: JobRecord) -> list[dict[str, Any]]:
+    """The attempts inside one job (`--restarts`), from its run directory on this disk."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from hpctrain.values.attempts import parse_attempts
+    from hpctrain.values.rundir import RunDir
+
+    if not record.run_dir:
+        return []
+    try:
+        text = RunDir(Path(record.run_dir)).attempts.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    return [asdict(a) for a in parse_attempts(text) if a.job == record.job_id]
+
+
+def attempt_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The job's attempts as status and why show them (none: no line; one: no restart)."""
+    from hpctrain.values.attempts import Attempt, describe
+
+    if len(rows) < 2:
+        return []
+    return ["attempts inside the job (--restarts):",
+            *(f"  {line}" for line in describe([Attempt(**r) for r in rows]))]
+
+
 def _show_monitor(records: list[JobRecord]) -> None:
     # One job asked for by id: its monitor summary and start-up follow (`hpctrain stats` has
     # them all).
@@ -269,6 +296,8 @@ def _show_monitor(records: list[JobRecord]) -> None:
 
         sys.stdout.write("".join(f"  {line}\n" for line in
                                  ["monitor (hpctrain stats for more):", *status_lines(summary)]))
+    if len(records) == 1:
+        sys.stdout.write("".join(f"  {line}\n" for line in attempt_lines(_attempts(records[0]))))
     startup = _startup(records[0]) if len(records) == 1 else None
     if startup is not None:
         ended = parse_state(records[0].state).is_terminal
@@ -291,6 +320,7 @@ def show_status(got: Refreshed, json_out: bool, history_path: Path) -> None:
             startup = _startup(records[0])
             data["jobs"][0]["monitor"] = _monitor(records[0])  # type: ignore[index]
             data["jobs"][0]["startup"] = startup and startup.as_dict()  # type: ignore[index]
+            data["jobs"][0]["attempts"] = _attempts(records[0])  # type: ignore[index]
         if report.error:
             data["error"] = {"what": report.error.what, "fix": report.error.fix}
         print_json(data)

@@ -93,6 +93,10 @@ class JobOptions:
         ("--retries",), "After a stall that one node's ranks caused, submit the job again "
         "without that node, this many times (a failed node: SLURM requeues the job).",
         min=0)] = 0
+    restarts: Annotated[int | None, Flags(
+        ("--restarts",), "After a rank dies or the job stalls, stop every rank and start them "
+        "again inside the same job, from the last checkpoint, this many times (default: 2 for "
+        "the packaged trainer, 0 for your own command).", min=0)] = None
     ignore_quarantine: Annotated[bool, Flags(
         ("--ignore-quarantine",), "Let the job use nodes `hpctrain nodes` lists as "
         "quarantined (they are excluded by default).")] = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -31,9 +32,12 @@ def _show(found: Why) -> None:
             verdict = a.suggestion or "fine as asked"
             console.print(f"  {a.what}: {a.used}; asked for {a.asked}: {verdict}",
                           highlight=False, soft_wrap=True, markup=False)
+    from hpctrain.cli.jobview import attempt_lines, startup_lines
+
+    for line in attempt_lines([dataclasses.asdict(a) for a in found.attempts]):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     if found.startup is None:
         return
-    from hpctrain.cli.jobview import startup_lines
     from hpctrain.slurm.states import parse_state
 
     ended = found.state is not None and parse_state(found.state).is_terminal

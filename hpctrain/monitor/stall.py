@@ -41,7 +41,9 @@ from hpctrain.monitor.ranks import (
     silent_s,
     window_s,
 )
-from hpctrain.monitor.silence import FLOOR_S, OutputRhythm, output_files
+from hpctrain.monitor.silence import FLOOR_S, OutputRhythm
+from hpctrain.values import attempts
+from hpctrain.values.outputs import output_files
 from hpctrain.values.rundir import RunDir
 
 CHECK_EVERY_S = 5.0
@@ -82,6 +84,8 @@ class StallWatch:
     gpus: int = 0  # the job's GPUs, for the GPU-hours a stall's early end saves
     retries_left: int = 0  # --retries: a stall that points at one node is retried without it
     outputs: tuple[Path, ...] = ()  # the job's output files: a silent program's clock
+    restarts: int = 0  # --restarts: a stall first restarts the ranks inside the job
+    requeue: int = 0  # SLURM_RESTART_COUNT: which run of the batch script the attempts are of
     rhythm: OutputRhythm = field(init=False)
     cpu_seen: dict[int, list[tuple[float, float, str]]] = field(default_factory=dict)
     next_look: float = 0.0
@@ -158,14 +162,42 @@ class StallWatch:
         # collective, a rank stopped by a signal).
         retry = self.retries_left > 0 and suspect and found.kind not in ("mismatch", "stopped")
         action = "retry" if retry else self.action
+        if action != "report" and self._may_restart(suspect):
+            action = "restart"
         report = {"detected_t": round(now, 3), "window_s": window, "silent_s": round(quiet, 1),
                   "source": source, "action": action, "verdict": found.as_dict(),
                   "collectives": flight.describe() if flight.newest else None,
                   "job_id": os.environ.get("SLURM_JOB_ID"), "gpus": self.gpus,
                   "suspect_node": suspect, "retries_left": self.retries_left, "nodes": views}
         write_file(RunDir(self.run_dir).stall_report, json.dumps(report, indent=1) + "\n")
+        if action == "restart":
+            # The supervisor stops every rank and starts them again; the watch goes on,
+            # counting from the restart, and judges the next attempt.
+            write_file(RunDir(self.run_dir).restart_request, json.dumps(report) + "\n")
+            self._restart_watch(now)
+            return False
         self.act(action, report)
         return True
+
+    def _may_restart(self, suspect: str | None) -> bool:
+        """True while the job's in-job restarts (`--restarts`, the supervisor's records) are
+        not spent, and the stall does not point at a node an earlier stall of it blamed: a
+        second stall there goes on as without restarts (a retry without the node)."""
+        if self.restarts <= 0:
+            return False
+        try:
+            text = RunDir(self.run_dir).attempts.read_text(encoding="utf-8")
+        except OSError:
+            text = ""
+        mine = attempts.of_segment(attempts.parse_attempts(text),
+                                   os.environ.get("SLURM_JOB_ID", ""), self.requeue)
+        blamed = suspect is not None and suspect in attempts.blamed_nodes(mine)
+        return attempts.restarts_spent(mine) < self.restarts and not blamed
+
+    def _restart_watch(self, now: float) -> None:
+        self.started, self.next_look = now, 0.0
+        self.rhythm = OutputRhythm(self.outputs)
+        self.cpu_seen.clear()
 
     def _flight(self, request: str, ranks: Sequence[int]) -> collectives.CollectiveView:
         """Every registered rank's flight record, asked for now (none asked: no rank)."""
@@ -239,7 +271,7 @@ def from_environment(run_dir: Path, node: str, started: float) -> StallWatch | N
     return StallWatch(run_dir, node, os.environ.get("SLURM_PROCID", "0") == "0", nodes,
                       override, action, slurm_action, started,
                       nodes * _count("SLURM_GPUS_ON_NODE"), _count("HPCTRAIN_RETRIES_LEFT"),
-                      outputs)
+                      outputs, _count("HPCTRAIN_RESTARTS"), _count("SLURM_RESTART_COUNT"))
 
 
 def _count(*names: str) -> int:

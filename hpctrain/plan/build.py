@@ -18,6 +18,7 @@ from hpctrain.plan.model import JobPlan, JobRequest
 from hpctrain.plan.nodetypes import Fit, fit_node_types, selected_types
 from hpctrain.plan.outcome import Collector
 from hpctrain.plan.quarantine import exclusion
+from hpctrain.plan.recovery import restarts_policy
 from hpctrain.plan.resources import NodeShare, cpus_per_task, memory, node_share
 from hpctrain.plan.restart import restart_policy, runs_trainer
 from hpctrain.plan.sbatch import sbatch_options
@@ -101,10 +102,10 @@ def _assemble(req: JobRequest) -> JobPlan:
     found.take(cuda_graphs_problems(req, world, shape.gpus_per_node))
     restart = found.take(restart_policy(req, command, time_s))
     stall = found.take(stall_policy(req, command))
+    restarts = found.take(restarts_policy(req, command))
     exclude = _cluster_now(req, part, shape.nodes, time_s, command, found)
     found.take(within_budget(req, shape.nodes * shape.gpus_per_node, time_s))
     found.raise_any()
-
     return JobPlan(
         profile=profile.name,
         cluster=profile.cluster,
@@ -131,7 +132,7 @@ def _assemble(req: JobRequest) -> JobPlan:
         run_dir=req.run_dir,
         invocation=req.invocation,
         monitor_interval_s=req.monitor_interval_s, stall_window=stall.window, on_stall=stall.action,
-        exclude=exclude, retries=stall.retries,
+        exclude=exclude, retries=stall.retries, restarts=restarts,
         grace_s=restart.grace_s, requeue=restart.requeue, chain=restart.chain,
         after=restart.after,
         notes=tuple(found.notes),

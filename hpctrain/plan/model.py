@@ -66,6 +66,8 @@ class JobRequest:
     # the submit found them (plan/quarantine.py); --ignore-quarantine leaves them in.
     # Submit again without the suspect node after a stall (the node's failure: SLURM requeues).
     retries: int = 0
+    # Restarts of a failed or stalled step inside the allocation (None: the command's default).
+    restarts: int | None = None
     quarantined: Sequence[str] = ()
     partition_nodes: Mapping[str, Sequence[str]] | None = None
     ignore_quarantine: bool = False
@@ -157,6 +159,8 @@ class JobPlan:
     # Quarantined nodes the job keeps away from (#SBATCH --exclude); --retries.
     exclude: tuple[str, ...] = ()
     retries: int = 0
+    # In-job restarts of the launch step (the supervisor; torchrun's own under torchrun).
+    restarts: int = 0
     # The partition's node types the job fits on (the --constraint keeps it there).
     node_types: tuple[str, ...] = ()
     # `submit --first-of`: this alternative's NODESxGPUS (the script claims the run first).
@@ -219,6 +223,7 @@ class JobPlan:
             "on_stall": self.on_stall,
             "exclude": list(self.exclude),
             "retries": self.retries,
+            "restarts": self.restarts,
             "notes": list(self.notes),
             "race": self.race,
             "array": self.array.spec if self.array else None,

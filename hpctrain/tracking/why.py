@@ -28,6 +28,7 @@ from hpctrain.slurm.jobs import parse_pending, pending_argv
 from hpctrain.slurm.runner import AccountingUnavailableError
 from hpctrain.slurm.states import JobState, parse_state
 from hpctrain.values import rundir
+from hpctrain.values.attempts import Attempt, parse_attempts
 from hpctrain.values.rundir import RunDir
 
 if TYPE_CHECKING:
@@ -51,11 +52,13 @@ class Why:
     advice: tuple[Advice, ...]
     logs: tuple[str, ...]
     startup: Startup | None = None
+    attempts: tuple[Attempt, ...] = ()  # inside the job (--restarts), each with its cause
 
     def as_dict(self) -> dict[str, object]:
         return {"job_id": self.job_id, "state": self.state, **self.diagnosis.as_dict(),
                 "next_time": [a.as_dict() for a in self.advice], "logs_read": list(self.logs),
-                "startup": self.startup and self.startup.as_dict()}
+                "startup": self.startup and self.startup.as_dict(),
+                "attempts": [dataclasses.asdict(a) for a in self.attempts]}
 
 
 def _scan_log(path: str, text: str, whole: bool, lines: int, found: list[Finding],
@@ -207,7 +210,16 @@ def why(record: JobRecord, place: Place) -> Why:
         stall_stacks=_stall_stacks(record, place, stall))
     return Why(record.job_id, last.slurm_state if last else None, diagnose(evidence),
                tuple(advise(got.acct, got.files[rundir.MONITOR_SUMMARY])), tuple(got.logs),
-               _startup(record, place))
+               _startup(record, place), _attempts(record, place))
+
+
+def _attempts(record: JobRecord, place: Place) -> tuple[Attempt, ...]:
+    """The job's attempts inside its allocation, each with what ended it (`--restarts`)."""
+    if not record.run_dir:
+        return ()
+    got = place.read_file(RunDir(record.run_dir).attempts, None)
+    text = got[0].decode("utf-8", "replace") if got else ""
+    return tuple(a for a in parse_attempts(text) if a.job == record.job_id)
 
 
 def _startup(record: JobRecord, place: Place) -> Startup | None:

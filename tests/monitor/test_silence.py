@@ -13,20 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from hpctrain.monitor import procs, silence
+from hpctrain.monitor import procs
 from hpctrain.monitor.silence import CEILING_S, FLOOR_S, OutputRhythm
+from hpctrain.values import outputs
 
 ENV = {"SLURM_JOB_ID": "123", "SLURM_ARRAY_JOB_ID": "120", "SLURM_ARRAY_TASK_ID": "3",
        "SLURM_JOB_NAME": "my run"}
 
 
 def test_output_patterns_are_filled_as_slurm_does() -> None:
-    got = silence.output_files(["/runs/%x-%j.out", "/runs/%A_%a.err", "/runs/100%%-%j.log",
+    got = outputs.output_files(["/runs/%x-%j.out", "/runs/%A_%a.err", "/runs/100%%-%j.log",
                                 "/runs/%x-%j.out", "", "/runs/%N-%u.txt", "/runs/end%"], ENV)
     assert got == (Path("/runs/my run-123.out"), Path("/runs/120_3.err"),
                    Path("/runs/100%-123.log"), Path("/runs/%N-%u.txt"), Path("/runs/end%"))
     # Outside an array: the array's fields are empty, as their variables are.
-    assert silence.output_files(["o-%A-%a-%j"], {"SLURM_JOB_ID": "9"}) == (Path("o---9"),)
+    assert outputs.output_files(["o-%A-%a-%j"], {"SLURM_JOB_ID": "9"}) == (Path("o---9"),)
 
 
 def test_the_output_rhythm_of_real_files(tmp_path: Path) -> None:

@@ -40,7 +40,9 @@ def _sbatch(script: str) -> dict[str, str]:
 def _launch(script: str) -> str:
     """The launch line (with its continuation lines) of the job's step."""
     lines = script.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("srun --kill-on-bad-exit=1"))
+    # The launch line, with the in-job supervisor in front of it or not.
+    start = next(i for i, ln in enumerate(lines) if "srun --kill-on-bad-exit=1" in ln
+                 and not ln.startswith("#"))
     end = next(i for i in range(start, len(lines)) if not lines[i].endswith("\\"))
     return " ".join(lines[start:end + 1])
 

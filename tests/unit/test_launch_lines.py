@@ -103,8 +103,9 @@ def test_each_tutorials_pasted_line_gives_its_ranks(
 def test_the_torchrun_tutorial_renders_one_torchrun_per_node() -> None:
     p = plan("marvin", TUTORIALS[6][3], **TUTORIALS[6][2])
     script = render_script(p)
-    launch = script[script.index("srun --kill-on-bad-exit=1 --ntasks-per-node=1 torchrun"):]
-    assert launch.count("torchrun") == 1 and "--nproc-per-node=8" in launch
+    launch = script[script.index("srun --kill-on-bad-exit=1 --ntasks-per-node=1 sh -c"):]
+    assert launch.count("exec torchrun") == 1 and "--nproc-per-node=8" in launch
+    assert launch.count(" torchrun") == 1
     assert "train_distributed.py --epochs 10" in launch and "29500" not in launch
     assert "#SBATCH --ntasks-per-node=1" in script
     assert any("dropped '--rdzv_endpoint=$MASTER_ADDR:29500', --rdzv_backend=c10d" in n
@@ -127,7 +128,8 @@ def test_launcher_torchrun_and_a_torchrun_command_adopt_it_once() -> None:
              nodes=2, launcher="torchrun")
     assert p.command == ("python", "train.py", "--lr", "1")
     launch = render_script(p).split("# torchrun: one task per node")[1]
-    assert launch.count("torchrun") == 1 and "host:1" not in launch and "node_rank" not in launch
+    assert launch.count("exec torchrun") == 1 and launch.count(" torchrun") == 1
+    assert "host:1" not in launch and "node_rank" not in launch
     assert "dropped --rdzv_endpoint host:1, --master_port=5, --node_rank 0" in p.notes[0]
 
 

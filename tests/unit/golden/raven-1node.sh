@@ -141,16 +141,17 @@ rm -f "$HPCTRAIN_RUN_DIR/stop-saved"
 # process group registers itself, writes PyTorch's flight record when the stall watch asks,
 # and ends without gloo's teardown race. -e HPCTRAIN_RANK_HOOK=off leaves it out.
 hpctrain_site="$(python -c 'import hpctrain.rankhook as h; print(h.SITE_DIR)' 2>/dev/null || true)"
+# The job's output files, as sbatch's patterns: the stall watch's clock for a program that
+# reports no progress (its output's growth), and where each restart's errors are. %x is the
+# job's name: the monitor's own step has another, so the batch script's is passed.
+export HPCTRAIN_STDOUT=hpctrain-runs/%x-%j.out HPCTRAIN_STDERR=hpctrain-runs/%x-%j.err
+export HPCTRAIN_JOB_NAME="${SLURM_JOB_NAME:-}"
 # Monitoring (docs/monitoring.md): one sampler per node, every 10 s, into
 # $HPCTRAIN_RUN_DIR/monitor/. --overlap shares the training's CPUs and GPUs instead of taking
 # them; the sampler sleeps between samples. It stops when this script ends, for any reason.
 # It watches for a stall too (docs/long-runs.md, "Hangs"): no rank reporting progress for the window (20 step times, 2 to 30 minutes).
 # Every rank's stack is kept in the run directory, then the job is: cancel.
 export HPCTRAIN_STALL_WINDOW='' HPCTRAIN_ON_STALL=cancel
-# The stall watch's clock for a program that reports no progress: its output's growth.
-# %x is the job's name: the monitor's own step has another, so the batch script's is passed.
-export HPCTRAIN_STDOUT=hpctrain-runs/%x-%j.out HPCTRAIN_STDERR=hpctrain-runs/%x-%j.err
-export HPCTRAIN_JOB_NAME="${SLURM_JOB_NAME:-}"
 hpctrain_monitor=""
 if [ -n "$hpctrain_site" ]; then
   srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \
@@ -180,6 +181,15 @@ hpctrain_stop_monitor() {
 }
 trap hpctrain_stop_monitor EXIT
 
+# In-job restarts (docs/long-runs.md, "Restarts inside the job"): a step that a rank's death or a stall
+# ended starts again on these nodes, on a fresh rendezvous port, at most 2 time(s).
+hpctrain_supervise=()
+if [ -n "$hpctrain_site" ]; then
+  export HPCTRAIN_RESTARTS=2
+  hpctrain_supervise=(python -m hpctrain.supervisor --restarts 2 --)
+else
+  echo "hpctrain: no restarts inside the job: python on $(hostname) cannot import hpctrain" >&2
+fi
 hpctrain_mark "ranks launched"
 hpctrain_pythonpath="${PYTHONPATH-}"
 if [ -n "$hpctrain_site" ] && [ "${HPCTRAIN_RANK_HOOK:-on}" != off ]; then
@@ -189,7 +199,7 @@ fi
 # (SSH_CLIENT is set), which may put another python first on PATH.
 # srun: one task per GPU, each one rank. Lightning reads its rank from SLURM's variables; a
 # program written for torchrun's environment finds RANK, LOCAL_RANK and WORLD_SIZE set from them.
-srun --kill-on-bad-exit=1 sh -c \
+"${hpctrain_supervise[@]}" srun --kill-on-bad-exit=1 sh -c \
   'export RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID" WORLD_SIZE="$SLURM_NTASKS"; exec "$@"' \
   hpctrain-srun python -m hpctrain.trainer --task spiral &
 # The batch script's own Python (the monitor's summary) runs without the rank hook.

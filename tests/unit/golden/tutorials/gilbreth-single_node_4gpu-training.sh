@@ -134,16 +134,17 @@ hpctrain_mark "environment activated" "$hpctrain_environment_ready"
 # process group registers itself, writes PyTorch's flight record when the stall watch asks,
 # and ends without gloo's teardown race. -e HPCTRAIN_RANK_HOOK=off leaves it out.
 hpctrain_site="$(python -c 'import hpctrain.rankhook as h; print(h.SITE_DIR)' 2>/dev/null || true)"
+# The job's output files, as sbatch's patterns: the stall watch's clock for a program that
+# reports no progress (its output's growth), and where each restart's errors are. %x is the
+# job's name: the monitor's own step has another, so the batch script's is passed.
+export HPCTRAIN_STDOUT=hpctrain-runs/%x-%j.out HPCTRAIN_STDERR=hpctrain-runs/%x-%j.err
+export HPCTRAIN_JOB_NAME="${SLURM_JOB_NAME:-}"
 # Monitoring (docs/monitoring.md): one sampler per node, every 10 s, into
 # $HPCTRAIN_RUN_DIR/monitor/. --overlap shares the training's CPUs and GPUs instead of taking
 # them; the sampler sleeps between samples. It stops when this script ends, for any reason.
 # It watches for a stall too (docs/long-runs.md, "Hangs"): no rank reporting progress for the window (20 step times, 2 to 30 minutes).
 # Every rank's stack is kept in the run directory, then the job is: cancel.
 export HPCTRAIN_STALL_WINDOW='' HPCTRAIN_ON_STALL=cancel
-# The stall watch's clock for a program that reports no progress: its output's growth.
-# %x is the job's name: the monitor's own step has another, so the batch script's is passed.
-export HPCTRAIN_STDOUT=hpctrain-runs/%x-%j.out HPCTRAIN_STDERR=hpctrain-runs/%x-%j.err
-export HPCTRAIN_JOB_NAME="${SLURM_JOB_NAME:-}"
 hpctrain_monitor=""
 if [ -n "$hpctrain_site" ]; then
   srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" \
