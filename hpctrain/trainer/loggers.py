@@ -171,6 +171,19 @@ def build_loggers(
     return loggers
 
 
+def log_settings(loggers: list[Logger], settings: Mapping[str, object], start: LogStart) -> None:
+    """Log the run's settings as each logger's hyperparameters.
+
+    Not again to an MLflow run a start continues: MLflow refuses a changed value of a logged
+    parameter (a later start's raised max_epochs), and the first start logged them.
+    """
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    for logger in loggers:
+        if not (isinstance(logger, MLFlowLogger) and start.mlflow_run_id is not None):
+            logger.log_hyperparams(dict(settings))
+
+
 def remember_mlflow_run(loggers: list[Logger], tracker_file: Path, start: LogStart) -> None:
     """Keep the MLflow run id its first start made in the tracker file (rank 0), so that the
     later starts continue that run: MLflow makes its run ids and takes none of ours."""

@@ -30,7 +30,12 @@ from hpctrain.trainconfig.model import TrainConfig
 from hpctrain.trainer.callbacks import AtomicCheckpointIO, atomic_write_text
 from hpctrain.trainer.cluster import ProcessLayout, detect_topology, resolve_run_dir
 from hpctrain.trainer.imports import write_imports
-from hpctrain.trainer.loggers import LogStart, build_loggers, remember_mlflow_run
+from hpctrain.trainer.loggers import (
+    LogStart,
+    build_loggers,
+    log_settings,
+    remember_mlflow_run,
+)
 from hpctrain.trainer.midepoch import ExactResume
 from hpctrain.trainer.recorder.console import Console
 from hpctrain.trainer.recorder.lines import done_line
@@ -357,8 +362,7 @@ def _run(
     start = LogStart.of(tracker, resumed_at, topo.is_rank_zero)
     loggers = build_loggers(config.logging, path, config.task, start)
     remember_mlflow_run(loggers, RunDir(path).tracker_run, start)
-    for logger in loggers:
-        logger.log_hyperparams(config.model_dump(mode="json"))
+    log_settings(loggers, config.model_dump(mode="json"), start)
 
     progress = config.logging.progress
     bar = progress == "bar" or (progress == "auto" and sys.stdout.isatty())
