@@ -92,13 +92,12 @@ def _csv(run_dir: Path, start: LogStart) -> Logger:
 
 
 def _tensorboard(run_dir: Path, start: LogStart) -> Logger:
-    resumed: dict[str, object] = {}
-    if start.resumed_at is not None:
-        # purge_step: TensorBoard hides the earlier starts' events from this step on. No second
-        # hp_metric placeholder: the first start wrote it at step 0.
-        resumed = {"purge_step": start.resumed_at, "default_hp_metric": False}
+    # purge_step: TensorBoard hides the earlier starts' events from this step on.
+    resumed = {} if start.resumed_at is None else {"purge_step": start.resumed_at}
+    # No hp_metric placeholder (-1 at step 0): the settings are logged twice a start (the run's
+    # and Lightning's of the module), and each wrote one, a step logged twice.
     return TensorBoardLogger(save_dir=run_dir, name="tensorboard", version="",
-                             **resumed)  # type: ignore[arg-type]
+                             default_hp_metric=False, **resumed)  # type: ignore[arg-type]
 
 
 def _comet(cfg: LoggingSection, task: str, start: LogStart) -> Logger:
