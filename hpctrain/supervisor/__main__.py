@@ -13,9 +13,6 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Run a job's launch step (srun ...) and start it "
                                 "again inside the allocation when it fails or stalls.")
     p.add_argument("--restarts", type=int, required=True, help="restarts allowed (0: none)")
-    p.add_argument("--stalls-only", action="store_true",
-                   help="restart only what the stall watch asks for (torchrun restarts its "
-                   "workers after a death itself)")
     p.add_argument("--run-dir", type=Path, default=None,
                    help="the run directory (default: $HPCTRAIN_RUN_DIR)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the launch step, after --")
@@ -34,8 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from hpctrain.supervisor.loop import Supervisor
 
     try:
-        return Supervisor.from_environment(command, run_dir, args.restarts,
-                                           args.stalls_only).run()
+        return Supervisor.from_environment(command, run_dir, args.restarts).run()
     except OSError as e:
         print(f"hpctrain supervisor: {e}", file=sys.stderr)
         return 1

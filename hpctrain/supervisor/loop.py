@@ -73,12 +73,11 @@ def cause_of(ended: Ended, failures: Sequence[str]) -> str:
     return f"{failures[0]}{others} (the step's {status})"
 
 
-def decide(ended: Ended, stopped: bool, ending: bool, restarts_left: int,
-           stalls_only: bool = False) -> str:
+def decide(ended: Ended, stopped: bool, ending: bool, restarts_left: int) -> str:
     """RESTART or END: only a failure or a stall, with a restart left, starts the step again."""
     if ending or stopped or restarts_left <= 0:
         return END
-    if ended.request is not None or (ended.rc != 0 and not stalls_only):
+    if ended.request is not None or ended.rc != 0:
         return RESTART
     return END
 
@@ -99,21 +98,19 @@ class Supervisor:
     requeue: int
     stderr: Path | None
     here: bool  # on the job's first node: ports can be tried before they are given
-    stalls_only: bool = False
     ending: bool = False
     child: subprocess.Popen[bytes] | None = None
     records: list[Attempt] = field(default_factory=list)
 
     @classmethod
-    def from_environment(cls, command: list[str], run_dir: Path, restarts: int,
-                         stalls_only: bool = False) -> Supervisor:
+    def from_environment(cls, command: list[str], run_dir: Path, restarts: int) -> Supervisor:
         env = os.environ
         errs = output_files([env.get("HPCTRAIN_STDERR", "")], env)
         node, master = env.get("SLURMD_NODENAME", ""), env.get("MASTER_ADDR", "")
         restart_count = env.get("SLURM_RESTART_COUNT", "0")
         return cls(command, RunDir(run_dir), restarts, env.get("SLURM_JOB_ID", ""),
                    int(restart_count) if restart_count.isdigit() else 0,
-                   errs[0] if errs else None, bool(node) and node == master, stalls_only)
+                   errs[0] if errs else None, bool(node) and node == master)
 
     def run(self) -> int:
         """Every attempt, until one ends well or a restart is not taken; the last's status."""
@@ -125,7 +122,7 @@ class Supervisor:
             ended = self._attempt(attempt, port)
             failures = rank_failures(self._stderr_since(offset))
             then = decide(ended, self._stopped(started), self.ending,
-                          self.restarts - attempt, self.stalls_only)
+                          self.restarts - attempt)
             self._record(Attempt(attempt, self.job, started, time.time(), ended.rc,
                                  cause_of(ended, failures), then, port,
                                  (ended.request or {}).get("suspect_node"), offset,

@@ -43,19 +43,17 @@ def test_srun_lines_name_the_task_that_died_first() -> None:
     assert cause.startswith("task 3 on node2: Killed, then srun ended 3 other task(s)")
 
 
-@pytest.mark.parametrize(("ended", "stopped", "ending", "left", "stalls_only", "then"), [
-    (Ended(0), False, False, 2, False, END),           # done
-    (Ended(1), False, False, 2, False, RESTART),       # a rank's error
-    (Ended(137), False, False, 0, False, END),         # spent
-    (Ended(1), True, False, 2, False, END),            # the safe stop: the batch script requeues
-    (Ended(143), False, True, 2, False, END),          # SLURM ends the job
-    (Ended(1), False, False, 2, True, END),            # torchrun restarted its workers itself
-    (Ended(130, {"verdict": {}}), False, False, 1, True, RESTART),  # a stall, under torchrun
+@pytest.mark.parametrize(("ended", "stopped", "ending", "left", "then"), [
+    (Ended(0), False, False, 2, END),           # done
+    (Ended(1), False, False, 2, RESTART),       # a rank's error
+    (Ended(137), False, False, 0, END),         # spent
+    (Ended(1), True, False, 2, END),            # the safe stop: the batch script requeues
+    (Ended(143), False, True, 2, END),          # SLURM ends the job
+    (Ended(130, {"verdict": {}}), False, False, 1, RESTART),  # the stall watch asked
 ])
 def test_only_a_failure_or_a_stall_with_a_restart_left_starts_again(
-        ended: Ended, stopped: bool, ending: bool, left: int, stalls_only: bool,
-        then: str) -> None:
-    assert decide(ended, stopped, ending, left, stalls_only) == then
+        ended: Ended, stopped: bool, ending: bool, left: int, then: str) -> None:
+    assert decide(ended, stopped, ending, left) == then
 
 
 def _supervisor(tmp_path: Path, program: str, restarts: int) -> Supervisor:

@@ -182,13 +182,14 @@ hpctrain_stop_monitor() {
 }
 trap hpctrain_stop_monitor EXIT
 
-# In-job restarts (docs/long-runs.md, "Restarts inside the job"): a step that the stall watch
-# ended starts again on these nodes, on a fresh rendezvous port, at most 2 time(s).
-# torchrun restarts its workers after a death itself (--max-restarts).
+# In-job restarts (docs/long-runs.md, "Restarts inside the job"): a step that a rank's death or
+# a stall ended starts again on these nodes, on a fresh rendezvous port, at most 2 time(s).
+# Every node's torchrun is started again, not only the failed node's workers (--max-restarts):
+# restarted workers of one node could not reach the others' (pytorch issue 167288).
 hpctrain_supervise=()
 if [ -n "$hpctrain_site" ]; then
   export HPCTRAIN_RESTARTS=2
-  hpctrain_supervise=(python -m hpctrain.supervisor --restarts 2 --stalls-only --)
+  hpctrain_supervise=(python -m hpctrain.supervisor --restarts 2 --)
 else
   echo "hpctrain: no restarts inside the job: python on $(hostname) cannot import hpctrain" >&2
 fi
@@ -202,7 +203,7 @@ fi
 "${hpctrain_supervise[@]}" srun --kill-on-bad-exit=1 --ntasks-per-node=1 sh -c \
   'exec torchrun --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" "$@"' hpctrain-torchrun \
   --nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node=4 \
-  --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d --max-restarts=2 \
+  --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d \
   -m hpctrain.trainer --task spiral &
 # The batch script's own Python (the monitor's summary) runs without the rank hook.
 if [ -n "$hpctrain_pythonpath" ]; then export PYTHONPATH="$hpctrain_pythonpath"; else unset PYTHONPATH; fi

@@ -181,8 +181,8 @@ hpctrain_stop_monitor() {
 }
 trap hpctrain_stop_monitor EXIT
 
-# In-job restarts (docs/long-runs.md, "Restarts inside the job"): a step that a rank's death or a stall
-# ended starts again on these nodes, on a fresh rendezvous port, at most 2 time(s).
+# In-job restarts (docs/long-runs.md, "Restarts inside the job"): a step that a rank's death or
+# a stall ended starts again on these nodes, on a fresh rendezvous port, at most 2 time(s).
 hpctrain_supervise=()
 if [ -n "$hpctrain_site" ]; then
   export HPCTRAIN_RESTARTS=2
