@@ -35,7 +35,7 @@ def _free_port() -> int:
 def hung(tmp_path: Path) -> Iterator[Path]:
     """Two ranks on "nodeA": rank 1 sleeps at step 3, rank 0 waits in all_reduce.
 
-    Yielded once rank 1 is in its sleep (its hung-once marker written): checking from the ranks'
+    Yielded once rank 1 is in its sleep (its hang marker written): checking from the ranks'
     first reports instead named rank 1's sleep between steps whenever a loaded machine took
     longer than the 2 s window to bring the ranks to step 3."""
     port = _free_port()
@@ -48,7 +48,7 @@ def hung(tmp_path: Path) -> Iterator[Path]:
         procs.append(subprocess.Popen([sys.executable, str(PROGRAM)], env=env))
     try:
         deadline = time.monotonic() + 120
-        while len(ranks.read_progress(tmp_path, 0)) < 2 or not (tmp_path / "hung-once").exists():
+        while len(ranks.read_progress(tmp_path, 0)) < 2 or not (tmp_path / "hangs").exists():
             assert time.monotonic() < deadline, "the ranks never reported"
             assert all(p.poll() is None for p in procs), "a rank exited"
             time.sleep(0.2)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hpctrain.values.attempts import END, RESTART, parse_attempts
 from hpctrain.values.rundir import RunDir
 from tests.conftest import DevClusterHandle
 from tests.jobs.test_jobs_cluster import Cli
@@ -69,3 +70,44 @@ def test_retries_submit_the_job_again_without_the_stalled_node(
     retry = cli.wait(new, lambda j: j["terminal"], 300)
     assert retry["state"] == "COMPLETED", retry
     assert retry["node_list"] != first["node_list"]
+
+
+def test_a_stall_restarts_the_ranks_inside_the_job(
+        devcluster: DevClusterHandle, tmp_path: Path) -> None:
+    """--restarts 1: the first attempt stalls; the watch asks the supervisor, every rank is
+    started again in the same job and completes; status and why show both attempts."""
+    cli = Cli(devcluster, tmp_path, HANG_ONCE="1", STEPS="30")
+    shutil.copy(PROGRAM, cli.cwd / PROGRAM.name)
+    job = cli.submit("--gpus-per-node", "2", "--time", "10", "--stall-window", "15",
+                     "--restarts", "1", "--", "python", PROGRAM.name)
+    ended = cli.wait(str(job["job_id"]), lambda j: j["terminal"], 300)
+    assert ended["state"] == "COMPLETED", ended
+    report = json.loads(RunDir(job["run_dir"]).stall_report.read_text())
+    assert report["action"] == "restart"
+    first, second = parse_attempts(RunDir(job["run_dir"]).attempts.read_text())
+    assert first.then == RESTART and first.cause.startswith("stall: "), first
+    assert first.suspect_node == ended["node_list"] and second.cause == "completed"
+    shown = cli.ok("status", str(job["job_id"])).stdout
+    assert "attempts inside the job (--restarts):" in shown and "-> restarted inside" in shown
+    got = json.loads(cli.ok("why", str(job["job_id"]), "--json").stdout)
+    assert [a["cause"] for a in got["attempts"]] == [first.cause, "completed"]
+
+
+def test_a_second_stall_on_the_same_node_goes_to_retries(
+        devcluster: DevClusterHandle, tmp_path: Path) -> None:
+    """--restarts 2 --retries 1: a stall restarts inside the job; the same node stalls again,
+    so the job is submitted again without it, which completes elsewhere."""
+    cli = Cli(devcluster, tmp_path, HANG_TIMES="2", STEPS="30")
+    shutil.copy(PROGRAM, cli.cwd / PROGRAM.name)
+    job = cli.submit("--gpus-per-node", "2", "--time", "10", "--stall-window", "15",
+                     "--restarts", "2", "--retries", "1", "--", "python", PROGRAM.name)
+    first = cli.wait(str(job["job_id"]), lambda j: j["terminal"], 400)
+    assert first["state"] == "CANCELLED" and first["verdict"] == "stalled", first
+    tried = parse_attempts(RunDir(job["run_dir"]).attempts.read_text())
+    assert [a.then for a in tried] == [RESTART, END], tried
+    assert tried[0].suspect_node == first["node_list"]
+    report = json.loads(RunDir(job["run_dir"]).stall_report.read_text())
+    assert report["action"] == "retry" and report["suspect_node"] == first["node_list"]
+    new, old, reason, node = RunDir(job["run_dir"]).retries.read_text().split()
+    retry = cli.wait(new, lambda j: j["terminal"], 300)
+    assert retry["state"] == "COMPLETED" and retry["node_list"] != first["node_list"], retry

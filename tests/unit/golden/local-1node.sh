@@ -125,6 +125,15 @@ hpctrain_site="$(python -c 'import hpctrain.rankhook as h; print(h.SITE_DIR)' 2>
 # job's name: the monitor's own step has another, so the batch script's is passed.
 export HPCTRAIN_STDOUT=hpctrain-runs/%x-%j.out HPCTRAIN_STDERR=hpctrain-runs/%x-%j.err
 export HPCTRAIN_JOB_NAME="${SLURM_JOB_NAME:-}"
+# In-job restarts (docs/long-runs.md, "Restarts inside the job"): a step that a rank's death or
+# a stall ended starts again on these nodes, on a fresh rendezvous port, at most 2 time(s).
+hpctrain_supervise=()
+if [ -n "$hpctrain_site" ]; then
+  export HPCTRAIN_RESTARTS=2
+  hpctrain_supervise=(python -m hpctrain.supervisor --restarts 2 --)
+else
+  echo "hpctrain: no restarts inside the job: python on $(hostname) cannot import hpctrain" >&2
+fi
 # Monitoring (docs/monitoring.md): one sampler per node, every 10 s, into
 # $HPCTRAIN_RUN_DIR/monitor/. --overlap shares the training's CPUs and GPUs instead of taking
 # them; the sampler sleeps between samples. It stops when this script ends, for any reason.
@@ -160,15 +169,6 @@ hpctrain_stop_monitor() {
 }
 trap hpctrain_stop_monitor EXIT
 
-# In-job restarts (docs/long-runs.md, "Restarts inside the job"): a step that a rank's death or
-# a stall ended starts again on these nodes, on a fresh rendezvous port, at most 2 time(s).
-hpctrain_supervise=()
-if [ -n "$hpctrain_site" ]; then
-  export HPCTRAIN_RESTARTS=2
-  hpctrain_supervise=(python -m hpctrain.supervisor --restarts 2 --)
-else
-  echo "hpctrain: no restarts inside the job: python on $(hostname) cannot import hpctrain" >&2
-fi
 hpctrain_mark "ranks launched"
 hpctrain_pythonpath="${PYTHONPATH-}"
 if [ -n "$hpctrain_site" ] && [ "${HPCTRAIN_RANK_HOOK:-on}" != off ]; then
