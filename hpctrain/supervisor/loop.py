@@ -36,6 +36,10 @@ STOP_WAIT_S = 30.0
 # srun's line for each task that ended badly: "srun: error: node2: task 3: Killed".
 _TASK_LINE = re.compile(r"^srun: error: (?P<node>\S+): tasks? (?P<tasks>[0-9,-]+): (?P<how>.+)$")
 _TAIL_BYTES = 256 * 1024
+# Before a restart every node must run a task (a step of `true`), within this time.
+PROBE_STEP = "hpctrain-probe"
+PROBE_TIMEOUT_S = 30.0
+HOLD_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class Supervisor:
     requeue: int
     stderr: Path | None
     here: bool  # on the job's first node: ports can be tried before they are given
+    probe: list[str] = field(default_factory=list)  # a step on every node; [] asks none
     ending: bool = False
     child: subprocess.Popen[bytes] | None = None
     records: list[Attempt] = field(default_factory=list)
@@ -108,9 +113,13 @@ class Supervisor:
         errs = output_files([env.get("HPCTRAIN_STDERR", "")], env)
         node, master = env.get("SLURMD_NODENAME", ""), env.get("MASTER_ADDR", "")
         restart_count = env.get("SLURM_RESTART_COUNT", "0")
+        nodes = env.get("SLURM_JOB_NUM_NODES", "1")
+        probe = ["srun", "--overlap", f"--nodes={nodes}", f"--ntasks={nodes}",
+                 "--ntasks-per-node=1", "--cpus-per-task=1", "--kill-on-bad-exit=1",
+                 f"--job-name={PROBE_STEP}", "true"]
         return cls(command, RunDir(run_dir), restarts, env.get("SLURM_JOB_ID", ""),
                    int(restart_count) if restart_count.isdigit() else 0,
-                   errs[0] if errs else None, bool(node) and node == master)
+                   errs[0] if errs else None, bool(node) and node == master, probe)
 
     def run(self) -> int:
         """Every attempt, until one ends well or a restart is not taken; the last's status."""
@@ -123,6 +132,8 @@ class Supervisor:
             failures = rank_failures(self._stderr_since(offset))
             then = decide(ended, self._stopped(started), self.ending,
                           self.restarts - attempt)
+            if then == RESTART and not self._nodes_answer():
+                then = END
             self._record(Attempt(attempt, self.job, started, time.time(), ended.rc,
                                  cause_of(ended, failures), then, port,
                                  (ended.request or {}).get("suspect_node"), offset,
@@ -133,6 +144,22 @@ class Supervisor:
             port = next_port(port, self.here) if port else None
             self._say(f"restarting the ranks inside the job (restart {attempt} of "
                       f"{self.restarts}, port {port}) from the run's last checkpoint")
+
+    def _nodes_answer(self) -> bool:
+        """True once every node of the job runs a task again. A node that died (its slurmd
+        gone) fails the step too; restarting there would spend every restart and end the job
+        FAILED before SLURM finds the node down, ends the job NODE_FAIL and requeues it
+        without the node: so the supervisor waits for that, asking again every HOLD_S."""
+        while not self.ending:
+            if not self.probe or _run_quietly(self.probe, PROBE_TIMEOUT_S) == 0:
+                return True
+            self._say("a node of the job does not answer: waiting for SLURM to end the job "
+                      "(NODE_FAIL) and requeue it, or for the node to answer again")
+            for _ in range(int(HOLD_S / POLL_S)):
+                if self.ending:
+                    break
+                time.sleep(POLL_S)
+        return False
 
     def _attempt(self, attempt: int, port: int | None) -> Ended:
         env = dict(os.environ, HPCTRAIN_ATTEMPT=str(attempt))
@@ -218,6 +245,14 @@ class Supervisor:
     @staticmethod
     def _say(text: str) -> None:
         print(f"hpctrain: {text}", file=sys.stderr, flush=True)
+
+
+def _run_quietly(argv: list[str], timeout_s: float) -> int | None:
+    """The command's exit status; None where it could not run or did not end in time."""
+    try:
+        return subprocess.run(argv, timeout=timeout_s, check=False, capture_output=True).returncode
+    except (OSError, subprocess.TimeoutExpired):
+        return None
 
 
 def _signal(proc: subprocess.Popen[bytes], signum: int) -> None:

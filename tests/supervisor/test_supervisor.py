@@ -142,3 +142,18 @@ def test_the_next_port_skips_one_that_is_held() -> None:
         # Another node's ports cannot be tried from here: the next one is given.
         assert ports.next_port(port - 1, here=False) == port
     assert ports.next_port(31999, here=False) == 20000
+
+
+def test_a_node_that_does_not_answer_holds_the_job_for_slurm_to_end(tmp_path: Path) -> None:
+    """The probe fails (a dead node): no restart is spent; SLURM's end (SIGTERM) ends the wait."""
+    sup = _supervisor(tmp_path, "raise SystemExit(1)", restarts=2)
+    sup.probe = [sys.executable, "-c", "raise SystemExit(1)"]
+
+    def slurm_ends_the_job() -> None:
+        time.sleep(1.5)
+        sup.ending = True
+
+    threading.Thread(target=slurm_ends_the_job, daemon=True).start()
+    assert sup.run() == 1
+    records = parse_attempts(RunDir(tmp_path).attempts.read_text())
+    assert [a.then for a in records] == [END]
