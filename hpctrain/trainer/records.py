@@ -171,6 +171,8 @@ class RestartRecord:
     resumed_from: ResumePoint | None
     previous_end: SegmentEnd | None
     end: SegmentEnd | None = None
+    # The attempt inside the job (--restarts: HPCTRAIN_ATTEMPT; 0 the first, None: no supervisor).
+    attempt: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         # asdict makes the plain fields and resumed_from; an end says how it ended as well.
@@ -187,6 +189,7 @@ class RestartRecord:
             resumed_from=ResumePoint.from_json(raw.get("resumed_from")),
             previous_end=end_from_json(raw.get("previous_end")),
             end=end_from_json(raw.get("end")),
+            attempt=raw.get("attempt") if isinstance(raw.get("attempt"), int) else None,
         )
 
 

@@ -79,6 +79,7 @@ def start_entry(
         slurm_restart_count=_int_or_none(env.get("SLURM_RESTART_COUNT")),
         resumed_from=resumed,
         previous_end=earlier[-1].end if earlier else None,
+        attempt=_int_or_none(env.get("HPCTRAIN_ATTEMPT")),
     )
 
 

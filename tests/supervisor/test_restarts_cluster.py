@@ -63,5 +63,8 @@ def test_torchrun_starts_every_node_again(bench: ModuleType, tmp_path: Path) -> 
     assert bench.wait_end(job_id)["state"].startswith("COMPLETED")
     first, second = parse_attempts(RunDir(run_dir).attempts.read_text())
     assert first.then == RESTART and first.port != second.port, (first, second)
-    epochs = json.loads(RunDir(run_dir).metrics.read_text())["epochs"]
-    assert [e["epoch"] for e in epochs] == list(range(1, bench.EPOCHS + 1))
+    recorded = json.loads(RunDir(run_dir).metrics.read_text())
+    assert [e["epoch"] for e in recorded["epochs"]] == list(range(1, bench.EPOCHS + 1))
+    # The trainer's own record of its starts: the second is the job's attempt 1.
+    assert [(r["slurm_job_id"], r["attempt"]) for r in recorded["restarts"]] == [
+        (job_id, 0), (job_id, 1)]
