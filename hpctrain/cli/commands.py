@@ -11,10 +11,11 @@ from __future__ import annotations
 # registered signature at start-up: ~20 ms for all of them); `--help` and unknown commands
 # get none (cli/root.py: _Root lists them from SUMMARY). tests/unit/test_cli.py checks this table
 # matches the modules.
-MODULES = ("render", "submit", "jobs", "why", "nodes", "free", "snapshots", "login", "train",
+MODULES = ("render", "submit", "dev", "jobs", "why", "nodes", "free", "snapshots", "login", "train",
            "profiles", "devcluster", "data", "stats", "scale", "sweep", "completion")
 MODULE_OF = {
-    "render": "render", "submit": "submit", "status": "jobs", "logs": "jobs", "cancel": "jobs",
+    "render": "render", "submit": "submit", "dev": "dev", "dev-run": "dev",
+    "status": "jobs", "logs": "jobs", "cancel": "jobs",
     "why": "why",
     "diff": "snapshots", "rerun": "snapshots", "gc": "snapshots", "login": "login",
     "train": "train", "profiles": "profiles", "devcluster": "devcluster", "data": "data",
@@ -29,6 +30,8 @@ MODULE_OF = {
 SUMMARY = {
     "render": "Render the sbatch script of a job; submits nothing",
     "submit": "Render, submit and record a job in its own run directory",
+    "dev": "A shell on a job's node with its batch environment",
+    "dev-run": "In a dev shell: run the job on every rank of it",
     "status": "Show tracked jobs: the unfinished and the latest ones",
     "logs": "Print a job's output; -f follows it until the job ends",
     "cancel": "Cancel tracked jobs: by id, a chain, a race or a sweep",

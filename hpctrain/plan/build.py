@@ -56,7 +56,7 @@ def build_plan(req: JobRequest, suggest: bool = True) -> JobPlan:
     """Validate a request against its profile; raise PlanError listing every problem, with the
     nearest request the profile accepts as its fix (`suggest`: searched for, plan/suggest.py)."""
     try:
-        return _assemble(req)
+        plan = _assemble(req)
     except PlanError as e:
         if not suggest:
             raise
@@ -64,6 +64,11 @@ def build_plan(req: JobRequest, suggest: bool = True) -> JobPlan:
         from hpctrain.plan.suggest import with_fix
 
         raise with_fix(e, req, _assemble) from None
+    if req.dev:
+        from hpctrain.plan.dev import dev_plan
+
+        return dev_plan(plan, req)
+    return plan
 
 
 def _cluster_now(req: JobRequest, part: Partition, nodes: int, time_s: int,

@@ -95,6 +95,9 @@ class JobRequest:
     # SLURM_CLUSTERS), as the CLI found them: sbatch would let them override the script, so the
     # plan takes each as a default or refuses it, and the client hides them from sbatch.
     shell: Mapping[str, str] = field(default_factory=dict)
+    # `hpctrain dev`: the job holds its allocation for an interactive shell instead of
+    # launching the command (docs/dev.md).
+    dev: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,9 @@ class JobPlan:
     code_dir: str | None = None
     # `hpctrain sweep`: the array of points this script runs (None: one job).
     array: SweepArray | None = None
+    # `hpctrain dev`: seconds the allocation waits with no shell and no step before it ends
+    # (None: a batch job, which launches its command).
+    dev_idle_s: int | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -227,4 +233,5 @@ class JobPlan:
             "notes": list(self.notes),
             "race": self.race,
             "array": self.array.spec if self.array else None,
+            "dev_idle_s": self.dev_idle_s,
         }

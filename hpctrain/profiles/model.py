@@ -316,6 +316,9 @@ class Profile:
     # The GPU-hours your jobs on this cluster may hold at once: a submit whose job, with your
     # queued and running ones, would hold more is refused (docs/queue.md).
     budget_gpu_hours: float | None = None
+    # `hpctrain dev`: a dev job with no shell attached and no step running ends after this many
+    # seconds (docs/dev.md).
+    dev_idle_s: int = 3600
 
     def __post_init__(self) -> None:
         check_name("profile", self.name)
@@ -335,6 +338,8 @@ class Profile:
         if self.budget_gpu_hours is not None and not self.budget_gpu_hours > 0:
             raise ValueError(f"budget_gpu_hours: {self.budget_gpu_hours} is not a positive "
                              "number of GPU-hours")
+        if self.dev_idle_s < 1:
+            raise ValueError(f"dev_idle_s: {self.dev_idle_s} is not a positive number of seconds")
         if self.account == "never" and self.default_account:
             raise ValueError("default_account is set but account policy is 'never'")
         if self.default_qos is not None and self.qos and self.default_qos not in qos_names:

@@ -75,6 +75,14 @@ TRACKER_RUN = "tracker-run.json"
 # Not a file: the monitor's srun step name, by which `why` tells its steps from the job's.
 MONITOR_STEP = "hpctrain-monitor"
 
+# A dev job (`hpctrain dev`, docs/dev.md): its script writes the environment rank 0 would start
+# with (DEV_ENV, bash to source) and the shell's start-up file (DEV_RC); the shell's exit leaves
+# DEV_EXITED, which ends the job; each `hpctrain dev-run` runs in DEV_RUNS/<n>/.
+DEV_ENV = "dev-env.sh"
+DEV_RC = "dev-shell.rc"
+DEV_EXITED = "dev-shell-exited"
+DEV_RUNS = "dev-runs"
+
 # Written by `hpctrain sweep` into the sweep's run directory: each point's run directory is
 # POINTS/<point>/, the point's settings are its POINT_ARGS (one argument per line), SLURM's
 # output of each array task goes into SWEEP_LOGS/, the points and arrays into SWEEP_INFO.
@@ -163,10 +171,18 @@ class RunDir:
     sweep_plot = _In(SWEEP_PLOT)
     scaling_report = _In(SCALING_REPORT)
     scaling_plot = _In(SCALING_PLOT)
+    dev_env = _In(DEV_ENV)
+    dev_rc = _In(DEV_RC)
+    dev_exited = _In(DEV_EXITED)
+    dev_runs = _In(DEV_RUNS)
 
     def point(self, name: str) -> RunDir:
         """A sweep point's own run directory, inside POINTS."""
         return RunDir(self.root / POINTS / name)
+
+    def dev_run(self, number: int) -> RunDir:
+        """A dev job's `dev-run` number `number`, its own run directory inside DEV_RUNS."""
+        return RunDir(self.root / DEV_RUNS / f"{number:03d}")
 
 
 @dataclass(frozen=True)
