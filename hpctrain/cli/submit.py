@@ -35,20 +35,61 @@ OWN = (
     Row("dry_run", bool, False, DRY_RUN),
     Row("json_out", bool, False, JSON),
 )
+# `--like-dev JOB` takes the request from the dev job: only these of the job's options change it.
+LIKE_DEV = Row("like_dev", str | None, None, Flags(
+    ("--like-dev",), "Submit what dev job JOB holds (`hpctrain dev`) as a batch job, with the "
+    "project as it is now; --nodes, --gpus-per-node and --time change it (docs/dev.md).",
+    metavar="JOB"))
 
 
 def run_plain(args: Sequence[str]) -> bool:
     """Run `submit ARGS` where its command line needs no click (cli/argv.py); False: it does."""
-    return argv.run_job(args, OWN, submit)
+    if any(a == "--like-dev" or a.startswith("--like-dev=") for a in args):
+        # No --profile to require: the dev job's run directory keeps it.
+        return _like_dev_plain(args)
+    return argv.run_job(args, (*OWN, LIKE_DEV), submit)
+
+
+def _like_dev_plain(args: Sequence[str]) -> bool:
+    from hpctrain.cli.options import job_table
+
+    changing = [r for r in job_table() if r.name in ("nodes", "gpus_per_node", "time")]
+    own = [LIKE_DEV, *(r for r in OWN if r.name in ("dry_run", "json_out"))]
+    parsed = argv.parse(args, [*changing, *own])
+    if parsed is None or parsed[1]:
+        return False
+    values = parsed[0]
+    submit_like_dev(values["like_dev"], values.get("nodes"), values.get("gpus_per_node"),
+             values.get("time"), values.get("dry_run", False), values.get("json_out", False))
+    return True
+
+
+def submit_like_dev(job_id: str, nodes: int | None = None, gpus_per_node: int | None = None,
+             time: str | None = None, dry_run: bool = False, json_out: bool = False) -> None:
+    """`submit --like-dev JOB`: the dev job's request as a batch job (submission/dev.py)."""
+    from hpctrain.submission import dev
+    from hpctrain.submission.pipeline import run
+    from hpctrain.submission.rerun import Changes
+    from hpctrain.tracking import selection
+
+    history = backends.history()
+    record = selection.pick(history, job_id)
+    place = backends.place_for(record)
+    kind = dev.like_dev(record, place, Changes(nodes, gpus_per_node, time), history)
+    show(run(kind, place, history, dry_run), place, json_out)
 
 
 def submit(
     job: JobOptions, chain: int = 1, after: str | None = None, login: str | None = None,
     first_of: str | None = None, snapshot: bool = True, in_place: list[str] | None = None,
-    dry_run: bool = False, json_out: bool = False,
+    dry_run: bool = False, json_out: bool = False, like_dev: str | None = None,
 ) -> None:
     """Submit a job: render it, create its run directory, sbatch it and record it."""
     from dataclasses import replace
+
+    if like_dev is not None:
+        submit_like_dev(like_dev, dry_run=dry_run, json_out=json_out)
+        return
 
     from hpctrain.startup import ahead
 
@@ -103,4 +144,4 @@ def register(app: typer.Typer) -> None:
     app.command(
         name="submit", context_settings={"allow_interspersed_args": False},
         epilog="Example: hpctrain submit --profile local --nodes 2 -- printenv SLURMD_NODENAME",
-    )(job_command(__name__, "submit", OWN))
+    )(job_command(__name__, "submit", (*OWN, LIKE_DEV)))

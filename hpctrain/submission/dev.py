@@ -23,9 +23,11 @@ from hpctrain.submission.prepare import Prepared, prepare
 from hpctrain.values.rundir import RunDir
 
 if TYPE_CHECKING:
-    from hpctrain.history import History
+    from hpctrain.history import History, JobRecord
     from hpctrain.places import Place
     from hpctrain.plan import JobPlan, JobRequest
+    from hpctrain.submission.kinds import JobKind
+    from hpctrain.submission.rerun import Changes
     from hpctrain.submission.submit import Submitted
     from hpctrain.tracking.watcher import JobWatcher
 
@@ -119,3 +121,18 @@ def next_run_dir(dev_run_dir: Path) -> Path:
             continue
         return path
     raise HpctrainError(f"{RunDir(dev_run_dir).dev_runs} is full", "start a new dev job")
+
+
+def like_dev(record: JobRecord, place: Place, changes: Changes, history: History) -> JobKind:
+    """`submit --like-dev JOB`: the dev job's request as a batch job, on a snapshot of the
+    project as it is now (here), after the questions every submit asks."""
+    from hpctrain.plan.dev import batch_request
+    from hpctrain.submission.kinds import JobKind
+    from hpctrain.submission.questions import before_submit
+    from hpctrain.submission.rerun import stored_request
+
+    req = stored_request(record, place, changes)
+    if not req.dev:
+        raise HpctrainError(f"job {record.job_id} is a batch job, not a dev job",
+                            f"`hpctrain rerun {record.job_id}` submits it again")
+    return JobKind(before_submit(batch_request(req), place, history))
