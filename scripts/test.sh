@@ -135,7 +135,7 @@ lane_b_tests=(
 lane_c_tests=(
   tests/diagnosis/test_faults_cluster.py tests/jobs/test_dead_controller.py
   tests/cluster/test_tutorial_patterns.py tests/monitor/test_stall_cluster.py
-  tests/monitor/test_monitor_cluster.py tests/cluster/test_snapshots.py
+  tests/monitor/test_monitor_cluster.py tests/cluster/test_snapshots.py tests/dev/test_dev_cluster.py
 )
 lane_cluster() {
   local ignore=() f
