@@ -14,9 +14,12 @@ def dev_plan(plan: JobPlan, req: JobRequest) -> JobPlan:
     retries, a chain), waiting for its shell up to the profile's idle time."""
     # The stall watch would take a quiet shell for a hung job and cancel it; the warning
     # signal would end the waiting script without a trap for it.
+    note = ("a dev job holds its allocation for a shell: no time limit's warning, monitor, "
+            "restarts or retries of its own; `hpctrain submit --like-dev JOB` takes them for "
+            "the batch job")
     return dataclasses.replace(
         plan, grace_s=None, requeue=False, chain=1, after=(), monitor_interval_s=None,
-        restarts=0, retries=0, dev_idle_s=req.profile.dev_idle_s)
+        restarts=0, retries=0, dev_idle_s=req.profile.dev_idle_s, notes=(*plan.notes, note))
 
 
 def batch_request(req: JobRequest) -> JobRequest:

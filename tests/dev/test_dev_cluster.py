@@ -89,6 +89,12 @@ def test_dev_shell_is_a_batch_rank_0_and_runs_ddp_twice(cli: Cli, term: Terminal
     term.type("exit")
     term.wait_for(f"dev job {job[1]} ends with its shell", 10)
     assert cli.cluster.wait_job(job[1], timeout_s=15)["State"] == "COMPLETED"
+    # Back to batch: the dev job's request, launched, with what only a batch job has.
+    again = json.loads(cli.ok("submit", "--like-dev", job[1], "--dry-run", "--json").stdout)
+    plan = again["plan"]
+    assert (plan["nodes"], plan["gpus_per_node"], plan["monitor_interval_s"]) == (2, 1, None)
+    assert "trainer.max_epochs=2" in plan["command"] and plan["restarts"] == 2, plan
+    assert "python -m hpctrain.supervisor --restarts 2 --" in again["script_text"]
 
 
 def test_a_dev_job_whose_shell_was_lost_ends_after_its_idle_time(cli: Cli,

@@ -175,6 +175,7 @@ FAILING: dict[tuple[str, ...], list[str]] = {
     ("free",): ["free", "--profile", "nope", "--json"],
     ("diff",): ["diff", "99999", "99998", "--json"],
     ("rerun",): ["rerun", "99999", "--json"],
+    ("dev",): ["dev", "--profile", "nope", "--dry-run", "--json"],
     ("login",): ["login", "nope", "--ssh-config", "no/config", "--json"],
     ("stats",): ["stats", "99999", "--json"],
     ("scale",): ["scale", "--profile", "nope", "--topologies", "1x1", "--json"],
