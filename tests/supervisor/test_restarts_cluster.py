@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -68,3 +69,30 @@ def test_torchrun_starts_every_node_again(bench: ModuleType, tmp_path: Path) -> 
     # The trainer's own record of its starts: the second is the job's attempt 1.
     assert [(r["slurm_job_id"], r["attempt"]) for r in recorded["restarts"]] == [
         (job_id, 0), (job_id, 1)]
+
+
+RESUMABLE = Path(__file__).resolve().parents[2] / "examples" / "restarts" / "resumable.py"
+
+
+def test_a_script_of_ones_own_goes_on_from_its_own_checkpoint(bench: ModuleType,
+                                                               tmp_path: Path) -> None:
+    """--restarts 1 for a command of one's own: a killed rank's job starts the script again,
+    which reads the checkpoint it wrote in the run directory (the example in the docs)."""
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    done = subprocess.run([*bench.HPCTRAIN, "submit", "--profile", "local", "--nodes", "2",
+                           "--gpus-per-node", "1", "--restarts", "1", "--time", "5", "--json",
+                           "--", "python", str(RESUMABLE), "--steps", "200"],
+                          cwd=cwd, capture_output=True, text=True, check=True)
+    job = json.loads(done.stdout)
+    run_dir, job_id = Path(job["run_dir"]), str(job["job_id"])
+    # After its first checkpoint (step 19), so that the restart has one to read.
+    killed_at, old = bench.kill_at(run_dir, 60, 1)
+    assert bench.next_step_after(run_dir, killed_at, old) is not None
+    assert bench.wait_end(job_id)["state"].startswith("COMPLETED")
+    out = next(run_dir.glob(f"*-{job_id}.out")).read_text()
+    assert "attempt 0: starting at step 0" in out, out
+    resumed = [int(line.rsplit(" ", 1)[1]) for line in out.splitlines()
+               if line.startswith("attempt 1: starting at step ")]
+    assert resumed and resumed[0] >= 20, out
+    assert "done: 200 steps" in out
