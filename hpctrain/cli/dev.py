@@ -23,18 +23,14 @@ OWN = (Row("dry_run", bool, False, DRY_RUN), Row("json_out", bool, False, JSON))
 
 def dev(job: JobOptions, dry_run: bool = False, json_out: bool = False) -> None:
     """Open a shell on a job's node with what its batch script would set; exit ends the job."""
-    from hpctrain.errors import HpctrainError
-    from hpctrain.places import LocalPlace
     from hpctrain.submission.dev import DevKind
     from hpctrain.submission.pipeline import run
     from hpctrain.submission.questions import before_submit
 
     request = build_request(job)
+    # Through a login: the project is synced, the job queued and the shell attached over the
+    # one ssh master (`ssh -t` to the login, then srun there as here).
     place = backends.place_for(request.profile, None, job.python_env)
-    if not isinstance(place, LocalPlace):
-        raise HpctrainError(f"profile {request.profile.name} is reached through a login: a "
-                            "dev shell is opened on the cluster itself for now",
-                            "ssh to the login node and run `hpctrain dev` there")
     history = backends.history()
     outcome = run(DevKind(before_submit(request, place, history)), place, history, dry_run)
     if outcome.result is None:
@@ -50,12 +46,13 @@ def dev(job: JobOptions, dry_run: bool = False, json_out: bool = False) -> None:
 def _shell(done: Submitted, place: Place, history: Any) -> int:
     """Wait for the dev job's environment, then attach the shell; its exit status."""
     from hpctrain.cli.output import err_console
-    from hpctrain.slurm.interactive import attach
+    from hpctrain.slurm.interactive import shell_argv
     from hpctrain.submission.dev import wait_ready
     from hpctrain.tracking.watcher import JobWatcher
 
     say = err_console.print
-    say(f"hpctrain: dev job {done.job_id} queued ({done.run_dir}); waiting for its nodes",
+    say(f"hpctrain: dev job {done.job_id} queued ({place.shown(done.run_dir)}); waiting for "
+        "its nodes",
         highlight=False, soft_wrap=True)
     watcher = JobWatcher(place.slurm_client(), history, done.cluster)
     try:
@@ -65,7 +62,7 @@ def _shell(done: Submitted, place: Place, history: Any) -> int:
         watcher.cancel([done.record])
         say(f"hpctrain: dev job {done.job_id} cancelled", highlight=False)
         raise
-    code = attach(done.job_id, rc_file)
+    code = place.run_attached(shell_argv(done.job_id, rc_file))
     say(f"hpctrain: dev job {done.job_id} ends with its shell; `hpctrain why {done.job_id}` "
         "tells what it did", highlight=False, soft_wrap=True)
     return code
@@ -103,6 +100,56 @@ def dev_run(command: Annotated[list[str] | None, job_option(
         raise typer.Exit(code)
 
 
+def dev_attach(
+    job_id: Annotated[str, typer_argument("The dev job's id (`hpctrain status`).")],
+    write_ssh_config: Annotated[bool, typer_option(
+        "--write-ssh-config", help="Write the alias into --ssh-config-file (its block for "
+        "this job replaced, the rest kept) instead of printing it.")] = False,
+    ssh_config_file: Annotated[str, typer_option(
+        "--ssh-config-file", help="The ssh config file --write-ssh-config writes; include it "
+        "from ~/.ssh/config.", metavar="PATH")] = "~/.ssh/config.d/hpctrain",
+) -> None:
+    """Print an ssh host alias that reaches a dev job's node (VS Code Remote-SSH, ssh -L)."""
+    from hpctrain.cli.output import err_console
+    from hpctrain.submission import devssh
+    from hpctrain.tracking import selection
+    from hpctrain.tracking.watcher import JobWatcher
+
+    history = backends.history()
+    record = selection.pick(history, job_id)
+    place = backends.place_for(record)
+    client = place.slurm_client()
+    watcher = JobWatcher(client, history, place.cluster(client, record.cluster))
+    alias = devssh.attach(record, place, watcher)
+    say = err_console.print
+    if not write_ssh_config:
+        print(alias.block, end="")
+        say(f"hpctrain: `ssh {alias.name}` reached job {job_id}'s node; --write-ssh-config "
+            f"writes this into {ssh_config_file}", highlight=False, soft_wrap=True)
+        return
+    path = Path(ssh_config_file).expanduser()
+    done = devssh.write_alias(alias, path)
+    say(f"hpctrain: {done} Host {alias.name} in {path}; `ssh {alias.name}` reaches job "
+        f"{job_id}'s node", highlight=False, soft_wrap=True)
+    include = Path("~/.ssh/config").expanduser()
+    if path.parent.name == "config.d" and (not include.exists() or f"config.d/{path.name}"
+                                           not in include.read_text(errors="replace")):
+        say(f"hpctrain: add `Include config.d/{path.name}` at the top of {include}",
+            highlight=False, soft_wrap=True)
+
+
+def typer_argument(help: str) -> Any:
+    import typer
+
+    return typer.Argument(help=help, show_default=False)
+
+
+def typer_option(*flags: str, help: str, metavar: str | None = None) -> Any:
+    import typer
+
+    return typer.Option(*flags, help=help, metavar=metavar)
+
+
 def register(app: typer.Typer) -> None:
     """Add dev and dev-run to the root app."""
     app.command(
@@ -113,3 +160,7 @@ def register(app: typer.Typer) -> None:
         name="dev-run", context_settings={"allow_interspersed_args": False},
         epilog="Example (in the dev shell): hpctrain dev-run -- python train.py",
     )(dev_run)
+    app.command(
+        name="dev-attach",
+        epilog="Example (on the laptop): hpctrain dev-attach 1234 --write-ssh-config",
+    )(dev_attach)

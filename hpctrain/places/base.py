@@ -238,7 +238,20 @@ class Project(Protocol):
         ...
 
 
-class Place(Facts, Slurm, RunFiles, CodeStore, Project, Protocol):
+class Terminal(Protocol):
+    """Commands run where SLURM's commands run: with this terminal, or as a byte stream."""
+
+    def run_attached(self, argv: tuple[str, ...]) -> int:
+        """Run `argv` there with this terminal attached (over a login: `ssh -t`); its status."""
+        ...
+
+    def reach(self, argv: tuple[str, ...]) -> tuple[str, ...]:
+        """The command line that runs `argv` there from this machine, its stdin and stdout
+        passed through (an ssh ProxyCommand's)."""
+        ...
+
+
+class Place(Facts, Slurm, RunFiles, CodeStore, Project, Terminal, Protocol):
     """Where a submission goes: this machine, or a login over its ssh master. Each group is
     one concern; a place implements each group as one class (places/local.py, login.py)."""
 

@@ -92,6 +92,16 @@ class LocalSlurm:
         # Here an unknown cluster is an error to show, never the one a job was recorded on.
         return client.cluster_name() or ""
 
+    def run_attached(self, argv: tuple[str, ...]) -> int:
+        from hpctrain.slurm.interactive import run_attached
+
+        return run_attached(argv)
+
+    def reach(self, argv: tuple[str, ...]) -> tuple[str, ...]:
+        from hpctrain.slurm.interactive import with_conf
+
+        return with_conf(argv)
+
 
 class LocalFiles:
     """The run directory on this machine's disk."""

@@ -96,6 +96,13 @@ class LoginSlurm:
         # A login whose SLURM does not name its cluster is still the one the jobs went to.
         return client.cluster_name() or recorded
 
+    def run_attached(self, argv: tuple[str, ...]) -> int:
+        return self.conn.interactive(shell_command(argv))
+
+    def reach(self, argv: tuple[str, ...]) -> tuple[str, ...]:
+        # Through the master like every other command: no second connection, no prompt.
+        return (*self.conn.client_argv(), "--", self.conn.target.host, shell_command(argv))
+
 
 class LoginProject:
     """The laptop's project mirrored at the login's workdir by rsync."""

@@ -211,6 +211,20 @@ class Connection:
             raise self.down_error(_GONE)
         return out, err, proc.returncode
 
+    def interactive(self, command: str) -> int:
+        """Run one command line on the remote with this terminal attached (`ssh -t`) over the
+        master; its exit status."""
+        argv = [*self.client_argv(), "-t", "--", self.target.host, command]
+        self.round_trips += 1
+        debug(_LOGGER, "attached to %s: %s", self.target.host, command)
+        try:
+            code = subprocess.call(argv)
+        except OSError as e:
+            raise RemoteError(f"cannot run ssh: {e.strerror}", "install OpenSSH's client") from None
+        if code == SSH_FAILED and not self.alive():
+            raise self.down_error(_GONE)
+        return code
+
     def run_many(self, commands: Sequence[str], *, timeout_s: float = DEFAULT_TIMEOUT_S
                  ) -> list[tuple[str, str, int]]:
         """Several command lines in one round trip; each one's stdout, stderr and status."""

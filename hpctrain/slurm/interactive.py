@@ -13,14 +13,15 @@ from hpctrain.errors import SlurmUnavailableError
 from hpctrain.slurm.runner import resolve_slurm_conf
 
 
-def shell_argv(job_id: str, rc_file: Path, bash: str | None = None) -> tuple[str, ...]:
+def shell_argv(job_id: str, rc_file: Path, bash: str = "/bin/bash") -> tuple[str, ...]:
     """The dev shell as a step of job `job_id`: one task beside whatever else runs there."""
     # --export: no variable of this terminal but TERM (and SLURM's own) reaches the shell; the
-    # start-up file puts in the job's environment instead. Without PATH bash needs its path.
+    # start-up file puts in the job's environment instead. Without PATH bash needs its path,
+    # the node's, which this machine (a laptop) cannot look up: /bin/bash is everywhere.
     # --overlap: the step shares the job's CPUs, so that a dev-run's step can take them all.
     return ("srun", f"--jobid={job_id}", "--overlap", "--pty", "--nodes=1", "--ntasks=1",
             "--export=TERM", "--job-name=hpctrain-dev-shell",
-            bash or shutil.which("bash") or "/bin/bash", "--rcfile", str(rc_file), "-i")
+            bash, "--rcfile", str(rc_file), "-i")
 
 
 def _require_srun() -> None:
@@ -37,13 +38,44 @@ def _env() -> dict[str, str]:
     return env
 
 
-def attach(job_id: str, rc_file: Path) -> int:
-    """Run the dev shell on the job's first node in this terminal; its exit status."""
+def run_attached(argv: tuple[str, ...]) -> int:
+    """Run a SLURM command (the dev shell's srun) in this terminal; its exit status."""
     _require_srun()
-    return subprocess.call(shell_argv(job_id, rc_file), env=_env())
+    return subprocess.call(argv, env=_env())
+
+
+def with_conf(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """`argv` with this machine's slurm.conf named, for a process that does not inherit our
+    environment (an ssh ProxyCommand)."""
+    conf = resolve_slurm_conf()
+    return ("env", f"SLURM_CONF={conf}", *argv) if conf else argv
 
 
 def run_script(script: Path, env: Mapping[str, str]) -> int:
     """Run a job script with bash inside the allocation it names (its srun steps join it)."""
     _require_srun()
     return subprocess.call(("bash", str(script)), env={**_env(), **env})
+
+
+# The far end of `dev-attach`'s ssh alias: OpenSSH's sshd in inetd mode on this step's stdin
+# and stdout, started by the user inside the job: no port, no daemon, and no sshd of the site's
+# running on the node, only its binary installed. Its config (the dev job's own host key and
+# the laptop's key) is $1; the session learns the job and node from the step. sshd ends with
+# 255 whenever the client hangs up: not an error for srun to print.
+_SSHD = (
+    'sshd="$(command -v sshd 2>/dev/null)" || sshd=/usr/sbin/sshd; '
+    'if [ ! -x "$sshd" ]; then echo "hpctrain: no sshd on $(hostname): OpenSSH'
+    "'s server is not installed on the job's node, so no ssh alias reaches it; use "
+    '\\`hpctrain dev\\` through the login instead" >&2; exit 127; fi; '
+    '"$sshd" -i -e -f "$1" -o "SetEnv=SLURM_JOB_ID=$SLURM_JOB_ID '
+    'SLURMD_NODENAME=$SLURMD_NODENAME"; exit 0')
+
+
+def sshd_argv(job_id: str, config: Path) -> tuple[str, ...]:
+    """sshd over stdin and stdout as a step of job `job_id` on its first node (an ssh
+    ProxyCommand's remote end); a step, so the dev job counts the connection as activity."""
+    # --unbuffered: slurmstepd otherwise holds a task's output until a newline, and ssh's
+    # binary packets have none where it matters (the key exchange never completes).
+    return ("srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", "--quiet",
+            "--unbuffered", "--job-name=hpctrain-dev-ssh", "/bin/sh", "-c", _SSHD, "sh",
+            str(config))

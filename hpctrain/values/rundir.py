@@ -82,6 +82,9 @@ DEV_ENV = "dev-env.sh"
 DEV_RC = "dev-shell.rc"
 DEV_EXITED = "dev-shell-exited"
 DEV_RUNS = "dev-runs"
+# `hpctrain dev-attach`: the sshd its ssh alias starts inside the dev job reads its config,
+# its host key and the laptop's key from DEV_SSH/ (submission/devssh.py).
+DEV_SSH = "dev-ssh"
 
 # Written by `hpctrain sweep` into the sweep's run directory: each point's run directory is
 # POINTS/<point>/, the point's settings are its POINT_ARGS (one argument per line), SLURM's
@@ -175,6 +178,7 @@ class RunDir:
     dev_rc = _In(DEV_RC)
     dev_exited = _In(DEV_EXITED)
     dev_runs = _In(DEV_RUNS)
+    dev_ssh = _In(DEV_SSH)
 
     def point(self, name: str) -> RunDir:
         """A sweep point's own run directory, inside POINTS."""
