@@ -104,6 +104,19 @@ class JobOptions:
         ("--on-stall",), "On a stall, after every rank's stack is kept: cancel the job, "
         "requeue it (from its checkpoint), or only report.",
         metavar="cancel|requeue|report")] = "cancel"
+    container: Annotated[str | None, Flags(
+        ("--container",), "Run each rank in this container image (the batch script, monitor "
+        "and requeue stay outside; docs/containers.md).", metavar="IMAGE")] = None
+    container_runtime: Annotated[str | None, Flags(
+        ("--container-runtime",), "The container runtime, where the profile offers several "
+        "(default: its first).", metavar="apptainer|charliecloud|pyxis")] = None
+    container_bind: Annotated[list[str] | None, Flags(
+        ("--container-bind",), "Bind SRC into the container at DST (repeatable; the run "
+        "directory, the code and the job's Python are bound in already).",
+        metavar="SRC:DST")] = None
+    container_python: Annotated[str | None, Flags(
+        ("--container-python",), "The Python the ranks run: the job's own environment, bound "
+        "in (default), or the image's.", metavar="job|image")] = None
     command: Annotated[list[str] | None, Flags(
         (), "Command to run after --, e.g. -- python train.py (default: the packaged trainer).",
         argument=True)] = None
@@ -291,7 +304,8 @@ def _python_env(choice: str | None, profile: Profile) -> str | None:
 
 # Options whose value the request holds in another form; the rest pass through by name.
 _CONVERTED = {"profile", "launcher", "env", "sbatch_arg", "command", "python_env", "monitor",
-              "monitor_interval", "trainer", "gpus", "nodes", "gpus_per_node"}
+              "monitor_interval", "trainer", "gpus", "nodes", "gpus_per_node",
+              "container", "container_bind"}
 
 
 def trainer_fields(opts: JobOptions) -> dict[str, Any]:
@@ -342,6 +356,7 @@ def build_request(opts: JobOptions) -> JobRequest:
         nodes=opts.nodes,
         gpus_per_node=opts.gpus_per_node,
         shell=input_variables(os.environ),
+        container=opts.container, container_binds=tuple(opts.container_bind or ()),
         **same,
     )
     if opts.gpus is None:

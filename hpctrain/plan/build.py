@@ -9,6 +9,8 @@ from hpctrain.errors import PlanError
 from hpctrain.plan.access import choose_account
 from hpctrain.plan.batch import global_batch_problems
 from hpctrain.plan.budget import within_budget
+from hpctrain.plan.container import container_policy
+from hpctrain.plan.containerplan import ContainerPlan
 from hpctrain.plan.inputs import check_inputs, choose_command
 from hpctrain.plan.launch_lines import adopt_launch_line
 from hpctrain.plan.launchers import LaunchMode, launcher_problems
@@ -40,12 +42,13 @@ def _placement(
     return shape, tasks, fit, node_share(req.profile, fit, shape.gpus_per_node)
 
 
-def _site_environment(profile: Profile) -> dict[str, Any]:
-    """The profile's environment set-up for the plan: NCCL variables, modules, set-up lines."""
+def _site_environment(profile: Profile, container: ContainerPlan | None) -> dict[str, Any]:
+    """The profile's environment set-up for the plan: NCCL variables, modules (the container
+    runtime's after the profile's own), set-up lines."""
     env = profile.environment
     return {
         "nccl": tuple(profile.nccl.variables().items()),
-        "modules": tuple(env.modules),
+        "modules": tuple(env.modules) + (container.modules if container else ()),
         "module_use": tuple(env.module_use),
         "module_purge": env.purge,
         "setup_lines": tuple(env.setup),
@@ -108,6 +111,7 @@ def _assemble(req: JobRequest) -> JobPlan:
     restart = found.take(restart_policy(req, command, time_s))
     stall = found.take(stall_policy(req, command))
     restarts = found.take(restarts_policy(req, command))
+    container = found.take(container_policy(req, shape.gpus_per_node))
     exclude = _cluster_now(req, part, shape.nodes, time_s, command, found)
     found.take(within_budget(req, shape.nodes * shape.gpus_per_node, time_s))
     found.raise_any()
@@ -124,13 +128,12 @@ def _assemble(req: JobRequest) -> JobPlan:
         cpus_per_task=cpt,
         mem_mb=mem_mb,
         time_seconds=time_s,
-        account=account, qos=qos, constraint=fit.constraint,
-        job_name=req.job_name,
+        account=account, qos=qos, constraint=fit.constraint, job_name=req.job_name,
         launcher=mode.name,
         gpu_option=options.gpu_option,
         extra_sbatch=options.extra,
         env=inputs.env,
-        **_site_environment(profile),
+        **_site_environment(profile, container),
         python_env=req.python_env,
         command=command,
         log_dir=inputs.log_dir,
@@ -141,5 +144,5 @@ def _assemble(req: JobRequest) -> JobPlan:
         grace_s=restart.grace_s, requeue=restart.requeue, chain=restart.chain,
         after=restart.after,
         notes=tuple(found.notes),
-        race=req.race, code_dir=req.code_dir, array=req.array,
+        race=req.race, code_dir=req.code_dir, array=req.array, container=container,
     )

@@ -10,6 +10,7 @@ from hpctrain.profiles.model import Profile
 from hpctrain.values.units import format_time
 
 if TYPE_CHECKING:
+    from hpctrain.plan.containerplan import ContainerPlan
     from hpctrain.slurm.reservations import Reservation
     from hpctrain.trainconfig.model import TrainConfig
 
@@ -98,6 +99,12 @@ class JobRequest:
     # `hpctrain dev`: the job holds its allocation for an interactive shell instead of
     # launching the command (docs/dev.md).
     dev: bool = False
+    # `--container IMAGE` (plan/container.py): each rank runs in it, with the runtime (None:
+    # the profile's first), the binds (SRC:DST), and whose Python ("job", "image"; None: job).
+    container: str | None = None
+    container_runtime: str | None = None
+    container_binds: Sequence[str] = ()
+    container_python: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +182,8 @@ class JobPlan:
     # `hpctrain dev`: seconds the allocation waits with no shell and no step before it ends
     # (None: a batch job, which launches its command).
     dev_idle_s: int | None = None
+    # `--container`: the container each rank runs in (None: the ranks run on the node itself).
+    container: ContainerPlan | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -234,4 +243,5 @@ class JobPlan:
             "race": self.race,
             "array": self.array.spec if self.array else None,
             "dev_idle_s": self.dev_idle_s,
+            "container": self.container.summary() if self.container else None,
         }

@@ -62,7 +62,8 @@ def request_from_json(text: str, profile: Profile, where: str) -> JobRequest:
         except ValidationError as e:
             raise HpctrainError(f"{where}: the trainer settings do not validate ({e})",
                                 "submit it again from the project") from None
-    for name in ("sbatch_args", "command", "trainer_args", "after", "in_place"):
+    for name in ("sbatch_args", "command", "trainer_args", "after", "in_place",
+                 "container_binds"):
         if name in data:
             data[name] = tuple(data[name])
     return JobRequest(profile=profile, **data)

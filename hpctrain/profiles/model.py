@@ -280,6 +280,41 @@ class Login:
     ssh_config: str | None = None
 
 
+RuntimeName = Literal["apptainer", "charliecloud", "pyxis"]
+
+
+@dataclass(frozen=True)
+class ContainerRuntime:
+    """A container runtime the cluster's compute nodes offer, and how a job makes it ready."""
+
+    __pydantic_config__ = _FORBID
+    name: RuntimeName
+    # Modules that put the runtime on PATH (loaded by the batch script with the profile's own).
+    modules: list[str] = field(default_factory=list)
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Containers:
+    """The container runtimes a job may run its ranks in (`--container`, docs/containers.md)."""
+
+    __pydantic_config__ = _FORBID
+    # The first is the default of a job that names none (--container-runtime).
+    runtimes: list[ContainerRuntime] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        names = [r.name for r in self.runtimes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate container runtimes: {', '.join(dupes)}")
+
+    def runtime(self, name: str | None) -> ContainerRuntime | None:
+        """The runtime named `name` (None: the default), or None where the cluster lacks it."""
+        if name is None:
+            return self.runtimes[0] if self.runtimes else None
+        return next((r for r in self.runtimes if r.name == name), None)
+
+
 GpuRequest = Literal["gres_typed", "gres", "gpus_per_node"]
 AccountPolicy = Literal["required", "optional", "never"]
 
@@ -319,6 +354,8 @@ class Profile:
     # `hpctrain dev`: a dev job with no shell attached and no step running ends after this many
     # seconds (docs/dev.md).
     dev_idle_s: int = 3600
+    # Container runtimes on the compute nodes (none: `--container` is refused).
+    containers: Containers = field(default_factory=Containers)
 
     def __post_init__(self) -> None:
         check_name("profile", self.name)
