@@ -1,0 +1,103 @@
+"""The packaged trainer's 2-node DDP job in a container on the dev cluster (issue 56): each rank
+runs inside Charliecloud's `ch-run` on the image scripts/container-image.sh makes (the 24.11
+lane's Debian 13 root; this host is Debian 12), with the job's own venv bound in; the batch
+script and the monitor stay outside. The image's path has a space and a quote: it arrives whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.conftest import DevClusterHandle
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+MARKER = "hpctrain-container-image"
+
+
+def _image() -> Path:
+    # Once per machine: the root's links 2 s (the root itself: scripts/slurm-root.sh, cached).
+    out = subprocess.run(["bash", str(REPO / "scripts" / "container-image.sh")],
+                         capture_output=True, text=True, timeout=900, check=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def _hpctrain(dc: DevClusterHandle, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hpctrain", *args], cwd=cwd, env=dc.env(),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def _ranks_roots(run_dir: str, stop: threading.Event, seen: dict[int, tuple[str, str]]) -> None:
+    """Each rank process of the job (by its run directory) and what its root holds: the image's
+    marker and Debian version, read through /proc/PID/root from outside."""
+    needle = f"HPCTRAIN_RUN_DIR={run_dir}".encode()
+    while not stop.wait(0.2):
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if b"hpctrain.trainer" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    continue
+                if needle not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                    continue
+                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                rank = next((e.split(b"=", 1)[1].decode() for e in environ
+                             if e.startswith(b"RANK=")), "")
+                root = Path(f"/proc/{pid}/root")
+                marker = (root / MARKER).read_text() if (root / MARKER).exists() else ""
+                seen[int(pid)] = (rank, marker + "|" + (root / "etc/debian_version").read_text())
+            except OSError:
+                continue
+
+
+def test_the_packaged_trainer_runs_its_2_node_ddp_job_inside_the_container(
+        devcluster: DevClusterHandle, tmp_path: Path) -> None:
+    image = tmp_path / "the image's root"
+    image.symlink_to(_image())
+    sub = _hpctrain(devcluster, tmp_path, "submit", "--json", "--profile", "local", "--nodes",
+                    "2", "--container", str(image))
+    assert sub.returncode == 0, sub.stderr
+    job: dict[str, Any] = json.loads(sub.stdout)
+    job_id, run_dir = str(job["job_id"]), str(job["run_dir"])
+    seen: dict[int, tuple[str, str]] = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=_ranks_roots, args=(run_dir, stop, seen), daemon=True)
+    watcher.start()
+    try:
+        row = devcluster.wait_job(job_id, timeout_s=180)
+    finally:
+        stop.set()
+        watcher.join()
+    assert row["State"] == "COMPLETED", Path(str(job["stdout"])).read_text()
+    assert (Path(run_dir) / "training-complete").exists()
+
+    # Every rank ran in the image (its marker, Debian 13), none on the host's root.
+    inside = {rank for rank, root in seen.values() if root.startswith(_stamp()) and "|13." in root}
+    assert inside == {"0", "1", "2", "3"}, seen
+
+    # The batch script and the monitor stayed outside, and saw the ranks as always.
+    summary = json.loads((Path(run_dir) / "monitor-summary.json").read_text())
+    assert summary, summary
+    status = _hpctrain(devcluster, tmp_path, "status", job_id, "--json")
+    assert status.returncode == 0, status.stderr
+    startup = json.loads(status.stdout)["jobs"][0]["startup"]
+    tracks = {(t["node"], t["rank"]): [m["mark"] for m in t["marks"]] for t in startup["tracks"]}
+    assert tracks.pop(("node1", None)) == ["job started", "environment activated",
+                                          "ranks launched"]
+    assert sorted(tracks) == [("node1", 0), ("node1", 1), ("node2", 2), ("node2", 3)]
+    assert all(marks[0] == "process started" and marks[-1] == "first step"
+               for marks in tracks.values()), tracks
+    script = (Path(run_dir) / "job.sbatch").read_text()
+    assert "hpctrain-srun \"${hpctrain_container[@]}\" python -m hpctrain.trainer" in script
+
+
+def _stamp() -> str:
+    return (_image() / MARKER).read_text()
