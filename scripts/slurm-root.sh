@@ -32,10 +32,11 @@ suite=trixie
 mirror="${HPCTRAIN_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # Keep in step with scripts/setup.sh's list (the dev cluster, OpenSSH and rsync for the tests),
 # installed like there with their Recommends; plus what a Debian root lacks that the host has:
-# git (hpctrain records commits), procps, iproute2, CA certificates.
+# git (hpctrain records commits), procps, iproute2, CA certificates; tmux, the real terminal
+# the tests of `hpctrain dev` type into.
 packages=(
   slurm-wlm slurmdbd munge mariadb-server openssh-client openssh-server rsync
-  git procps iproute2 ca-certificates
+  git procps iproute2 ca-certificates tmux
 )
 # The Python side without Recommends: python3-torch's (libtorch-dev, build-essential, ...)
 # would add ~2 GB. OpenBLAS, which torch only recommends, keeps its CPU maths fast.

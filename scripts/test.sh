@@ -177,6 +177,7 @@ slurm24_tests=(
   tests/remote/test_remote_cluster.py::test_submit_status_logs_cancel_over_one_connection
   tests/jobs/test_maintenance_cluster.py tests/jobs/test_free_cluster.py
   tests/jobs/test_status_calls_cluster.py tests/jobs/test_budget_cluster.py
+  tests/dev/test_dev_cluster.py tests/remote/test_dev_login.py
   # The fault matrix's first rows (issue 51): Debian's torch 2.6 records no collectives, so
   # the stacks name the rank.
   tests/diagnosis/test_faults_cluster.py::test_a_rank_that_raises_is_the_cause_at_its_own_line

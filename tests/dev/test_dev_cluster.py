@@ -28,10 +28,12 @@ REQUEST = ("-P", "local", "-N", "2", "--gpus-per-node", "1", "--time", "5", "--n
 # shell's own (its directory history, depth, last command).
 NAMING_THE_JOB = {"SLURM_JOB_ID", "SLURM_JOBID", "HPCTRAIN_RUN_DIR", "HPCTRAIN_STDOUT",
                   "HPCTRAIN_STDERR", "MASTER_PORT"}
-STEP = re.compile(r"SRUN_DEBUG|SLURM_(STEP|SRUN_COMM|LAUNCH_NODE|TASK_PID|CPU_BIND|UMASK|"
-                  r"PRIO_PROCESS|DISTRIBUTION|GTIDS|STEPID|TOPOLOGY_ADDR|"
+STEP = re.compile(r"SRUN_DEBUG|SLURMD_DEBUG|SLURM_(STEP|SRUN_COMM|LAUNCH_NODE|TASK_PID|"
+                  r"CPU_BIND|UMASK|PRIO_PROCESS|DISTRIBUTION|GTIDS|STEPID|TOPOLOGY_ADDR|"
                   r"JOB_CPUS_PER_NODE_PACK_GROUP)")
 SHELL = {"OLDPWD", "SHLVL", "_", "LINES", "COLUMNS", "PS1"}
+# SLURM 24.11 gives each job its start and end time (seconds apart between two jobs).
+TIME = {"SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME"}
 
 
 @pytest.fixture
@@ -55,7 +57,7 @@ def term(cli: Cli) -> Iterator[Terminal]:
 
 
 def _differences(dev: dict[str, str], batch: dict[str, str]) -> dict[str, tuple[str, str]]:
-    names = (set(dev) | set(batch)) - NAMING_THE_JOB - SHELL
+    names = (set(dev) | set(batch)) - NAMING_THE_JOB - SHELL - TIME
     return {n: (dev.get(n, "<unset>"), batch.get(n, "<unset>")) for n in sorted(names)
             if not STEP.match(n) and dev.get(n) != batch.get(n)}
 

@@ -46,7 +46,9 @@ def test_dev_through_a_login_and_its_ssh_alias(
         devcluster: DevClusterHandle, sshd: Sshd, logged_in: tuple[Laptop, Path, Path],
         term: Terminal, tmp_path: Path) -> None:
     lap, workdir, marker = logged_in
-    term.type("hpctrain dev -P remote --time 5")
+    # A command of the project's own: the packaged trainer would ask for the profile's venv,
+    # which the 24.11 root does not have.
+    term.type("hpctrain dev -P remote --time 5 -- python3 train.py")
     screen = term.wait_for(f":{workdir}$ ", 60)
     job = re.search(r"dev job (\d+) queued", screen)
     assert job, screen
