@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from hpctrain.diagnosis.container import container
 from hpctrain.diagnosis.facts import (
     SIGNALS,
     failed_tasks,
@@ -98,8 +99,8 @@ def _completed(ev: Evidence, last: Row) -> Diagnosis | None:
 # Most specific first: what the logs name beats what the state says.
 RULES: tuple[Callable[[Evidence, Row], Diagnosis | None], ...] = (
     _node_fail, _preempted, stalled, gpu_fault, time_limit, _cancelled, stopped, _completed,
-    host_memory, cuda_oom, import_error, missing_file, usage, exception, teardown, collective,
-    signal, _nonzero,
+    host_memory, container, cuda_oom, import_error, missing_file, usage, exception, teardown,
+    collective, signal, _nonzero,
 )
 
 
@@ -122,6 +123,8 @@ def headline(d: Diagnosis, ev: Evidence, last: Row) -> str:
         return f"no module {info.get('module')}"
     if d.cause == "gpu_fault":
         return f"GPU fault: {info.get('what')}"
+    if d.cause == "container":
+        return f"container: {info.get('what', '?').replace('_', ' ')}"
     if d.cause == "missing_file":
         return f"no file {info.get('path')}"
     if d.cause == "time_limit":

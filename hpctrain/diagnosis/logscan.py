@@ -72,13 +72,26 @@ _USAGE = re.compile(r"^(?P<prog>\S+): error: (?P<msg>(?:unrecognized arguments|t
 # hpctrain's stall watcher could not submit the retry it was asked for (--retries).
 _RETRY_REFUSED = re.compile(r"^hpctrain monitor: the retry was not submitted: (?P<why>.*)$")
 _WARNED_STOP = re.compile(r"^hpctrain: the time limit's warning came: checkpoint saved")
+# A rank's container could not start (docs/containers.md): ch-run's own error line (recorded:
+# tests/diagnosis/recorded/charliecloud-0.31) and the batch script's checks before the launch.
+_CH_RUN = re.compile(r"^ch-run\[\d+\]: error: (?P<msg>.*?)(?: \(\S+\.c:\d+(?: \d+)?\))?$")
+_CH_RUN_WHAT = (
+    ("image_missing", re.compile(r"^can't stat: (?P<path>.*): No such file or directory$")),
+    ("bind_missing", re.compile(r"^can't bind: source not found: (?P<path>.*)$")),
+    ("bind_target_missing", re.compile(r"^can't mkdir: (?P<path>.*): Read-only file system$")),
+    ("command_missing", re.compile(r"^can't execve\(2\): (?P<path>.*): No such file or "
+                                   r"directory$")),
+    ("user_unset", re.compile(r"^\$USER not set$")),
+)
+_CONTAINER_CHECK = re.compile(r"^hpctrain: container (?:(?P<image>image)|runtime (?P<prog>\S+)) "
+                              r"not found on (?P<node>[^:\s]+)(?:: (?P<path>.*))?$")
 # A word each line pattern needs (found in the whole text at C speed, so that the patterns
 # run on a few lines, not on a chatty run's 20,000 lines of progress).
 _WORDS = ("***", "srun: error", "out of memory", "Out Of Memory", "oom", "OOM", "Watchdog",
           "imed out", "Connection closed", "hpctrain: ", "hpctrain monitor: ", "ECC",
           "fallen off", "NVLink", "GPU is lost", "GPU has been lost", "launch failure",
           "Cuda failure 999", "unknown error", "cudaError", "CUDA-capable", "insufficient",
-          "NVRM: Xid", "terminate called", ": error: ", "retry was not")
+          "NVRM: Xid", "terminate called", ": error: ", "retry was not", "ch-run[")
 # The batch script's monitor step says so as it ends: its USR2 is then hpctrain's own.
 _MONITOR = re.compile(r"^hpctrain monitor: ")
 # Lines other programs write into the same file while a traceback is being printed (stderr is
@@ -192,6 +205,23 @@ def _line_finding(line: str, source: str, n: int) -> Finding | None:
         return Finding("warned_stop", source, n, line.strip())
     if _MONITOR.search(line):
         return Finding("monitor", source, n, line.strip())
+    return _container_finding(line, source, n)
+
+
+def _container_finding(line: str, source: str, n: int) -> Finding | None:
+    """A container that could not start a rank: what went wrong, and the path it names."""
+    if m := _CONTAINER_CHECK.match(line.strip()):
+        what = "image_missing" if m.group("image") else "runtime_missing"
+        info = {"what": what, "path": m.group("path") or m.group("prog") or ""}
+        return Finding("container", source, n, line.strip(), node=m.group("node"), info=info)
+    if m := _CH_RUN.match(line.strip()):
+        msg = m.group("msg")
+        for what, pattern in _CH_RUN_WHAT:
+            if said := pattern.match(msg):
+                return Finding("container", source, n, line.strip(), info={
+                    "what": what, "path": said.groupdict().get("path") or "", "runtime": "ch-run"})
+        return Finding("container", source, n, line.strip(),
+                       info={"what": "other", "path": msg, "runtime": "ch-run"})
     return None
 
 

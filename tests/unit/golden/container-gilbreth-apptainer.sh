@@ -226,11 +226,11 @@ HPCTRAIN_BINDS
 hpctrain_binds+=(/depot/lab/data:/data)
 # Checked here, where the ranks will look: `hpctrain why` names these lines with their fix.
 if ! command -v apptainer >/dev/null 2>&1; then
-  echo "hpctrain: container runtime apptainer not found on $(hostname)" >&2
+  echo "hpctrain: container runtime apptainer not found on ${SLURMD_NODENAME:-$(hostname)}" >&2
   exit 1
 fi
 if [ ! -e /scratch/gilbreth/me/pytorch.sif ]; then
-  echo "hpctrain: container image not found on $(hostname): "/scratch/gilbreth/me/pytorch.sif >&2
+  echo "hpctrain: container image not found on ${SLURMD_NODENAME:-$(hostname)}: "/scratch/gilbreth/me/pytorch.sif >&2
   exit 1
 fi
 hpctrain_container=(apptainer exec --nv)

@@ -200,11 +200,11 @@ HPCTRAIN_BINDS
 )
 # Checked here, where the ranks will look: `hpctrain why` names these lines with their fix.
 if ! command -v ch-run >/dev/null 2>&1; then
-  echo "hpctrain: container runtime ch-run not found on $(hostname)" >&2
+  echo "hpctrain: container runtime ch-run not found on ${SLURMD_NODENAME:-$(hostname)}" >&2
   exit 1
 fi
 if [ ! -e '/img/deb 13' ]; then
-  echo "hpctrain: container image not found on $(hostname): "'/img/deb 13' >&2
+  echo "hpctrain: container image not found on ${SLURMD_NODENAME:-$(hostname)}: "'/img/deb 13' >&2
   exit 1
 fi
 hpctrain_container=(ch-run)

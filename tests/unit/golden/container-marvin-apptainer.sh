@@ -217,11 +217,11 @@ HPCTRAIN_BINDS
 )
 # Checked here, where the ranks will look: `hpctrain why` names these lines with their fix.
 if ! command -v apptainer >/dev/null 2>&1; then
-  echo "hpctrain: container runtime apptainer not found on $(hostname)" >&2
+  echo "hpctrain: container runtime apptainer not found on ${SLURMD_NODENAME:-$(hostname)}" >&2
   exit 1
 fi
 if [ ! -e /home/me/pt.sif ]; then
-  echo "hpctrain: container image not found on $(hostname): "/home/me/pt.sif >&2
+  echo "hpctrain: container image not found on ${SLURMD_NODENAME:-$(hostname)}: "/home/me/pt.sif >&2
   exit 1
 fi
 hpctrain_container=(apptainer exec --nv)

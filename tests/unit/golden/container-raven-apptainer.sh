@@ -221,11 +221,11 @@ HPCTRAIN_BINDS
 )
 # Checked here, where the ranks will look: `hpctrain why` names these lines with their fix.
 if ! command -v apptainer >/dev/null 2>&1; then
-  echo "hpctrain: container runtime apptainer not found on $(hostname)" >&2
+  echo "hpctrain: container runtime apptainer not found on ${SLURMD_NODENAME:-$(hostname)}" >&2
   exit 1
 fi
 if [ ! -e /u/me/pytorch.sif ]; then
-  echo "hpctrain: container image not found on $(hostname): "/u/me/pytorch.sif >&2
+  echo "hpctrain: container image not found on ${SLURMD_NODENAME:-$(hostname)}: "/u/me/pytorch.sif >&2
   exit 1
 fi
 hpctrain_container=(apptainer exec --nv)
