@@ -182,6 +182,9 @@ class JobPlan:
     # `hpctrain dev`: seconds the allocation waits with no shell and no step before it ends
     # (None: a batch job, which launches its command).
     dev_idle_s: int | None = None
+    # `hpctrain dev`: seconds before the time limit that SLURM warns the dev job, which tells
+    # the shell (plan/dev.py; None: a batch job, whose warning is grace_s).
+    dev_warn_s: int | None = None
     # `--container`: the container each rank runs in (None: the ranks run on the node itself).
     container: ContainerPlan | None = None
 
@@ -243,5 +246,6 @@ class JobPlan:
             "race": self.race,
             "array": self.array.spec if self.array else None,
             "dev_idle_s": self.dev_idle_s,
+            "dev_warn_s": self.dev_warn_s,
             "container": self.container.summary() if self.container else None,
         }

@@ -85,6 +85,10 @@ DEV_RUNS = "dev-runs"
 # `hpctrain dev-attach`: the sshd its ssh alias starts inside the dev job reads its config,
 # its host key and the laptop's key from DEV_SSH/ (submission/devssh.py).
 DEV_SSH = "dev-ssh"
+# The dev job's warning before its time limit: the shell's terminal (DEV_TTY, written by the
+# shell) hears it at once; where it cannot, the shell shows DEV_WARNING at its next prompt.
+DEV_TTY = "dev-shell-tty"
+DEV_WARNING = "dev-time-warning"
 
 # Written by `hpctrain sweep` into the sweep's run directory: each point's run directory is
 # POINTS/<point>/, the point's settings are its POINT_ARGS (one argument per line), SLURM's

@@ -115,3 +115,16 @@ def test_a_dev_job_whose_shell_was_lost_ends_after_its_idle_time(cli: Cli,
     assert time.monotonic() - started < 3 + 30
     (log,) = Path(cli.cwd).glob(f"hpctrain-runs/*/*-{job[1]}.out")
     assert "no shell and no step for 3 s" in log.read_text()
+
+
+def test_a_dev_shell_is_warned_before_its_time_limit(cli: Cli, term: Terminal) -> None:
+    # A 2-minute dev job: SLURM signals its script 60 s before the limit (up to ~30 s late),
+    # and the script writes the warning to the shell's terminal.
+    term.type("hpctrain dev -P local --time 2 --no-monitor")
+    screen = term.wait_for(":" + str(cli.cwd) + "$ ", 30)
+    job = re.search(r"dev job (\d+) queued", screen)
+    assert job, screen
+    term.wait_for(f"dev job {job[1]} reaches its time limit in about 60 s", 110)
+    term.type("exit")
+    term.wait_for(f"dev job {job[1]} ends with its shell", 15)
+    assert cli.cluster.wait_job(job[1], timeout_s=15)["State"] == "COMPLETED"

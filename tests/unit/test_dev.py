@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hpctrain.plan import JobRequest, build_plan
-from hpctrain.plan.dev import batch_request
+from hpctrain.plan.dev import batch_request, dev_warning_s
 from hpctrain.profiles import load_profile
 from hpctrain.render.script import render_script
 from hpctrain.slurm.interactive import shell_argv
@@ -41,11 +41,17 @@ def test_the_dev_script_writes_the_shell_environment_and_launches_nothing(
     path = tmp_path / "dev.sbatch"
     path.write_text(text)
     subprocess.run(["bash", "-n", str(path)], check=True)
-    assert "--kill-on-bad-exit=1" not in text and "--signal" not in text
+    assert "--kill-on-bad-exit=1" not in text and "--requeue" not in text
+    # A 10-minute dev job is warned 150 s before its limit, by the shell's terminal.
+    assert "#SBATCH --signal=B:USR1@150\n" in text and "trap hpctrain_dev_warn USR1" in text
     assert "dev-env.sh" in text and "dev-shell.rc" in text
     # The batch script's environment section is the dev script's, line for line.
     batch = render_script(build_plan(_request(launcher=launcher)))
     assert _environment(text) == _environment(batch)
+
+
+def test_the_dev_warning_comes_at_most_5_minutes_and_at_least_a_minute_before() -> None:
+    assert [dev_warning_s(t) for t in (60, 600, 3600, 86400)] == [60, 150, 300, 300]
 
 
 def _environment(script: str) -> str:

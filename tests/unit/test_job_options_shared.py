@@ -62,8 +62,8 @@ DEV_CALLS = [
 ]
 # What a dev job sets apart: it waits for a shell instead of launching, so what only a launched
 # command needs is the batch job's (`submit --like-dev`), and a note says so.
-DEV_ONLY = {"dev_idle_s", "grace_s", "requeue", "monitor_interval_s", "restarts", "retries",
-            "notes"}
+DEV_ONLY = {"dev_idle_s", "dev_warn_s", "grace_s", "requeue", "monitor_interval_s", "restarts",
+            "retries", "notes"}
 
 
 def _answer(cli: Cli, args: list[str]) -> tuple[int, dict[str, Any]]:
