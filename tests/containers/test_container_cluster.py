@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -101,3 +102,24 @@ def test_the_packaged_trainer_runs_its_2_node_ddp_job_inside_the_container(
 
 def _stamp() -> str:
     return (_image() / MARKER).read_text()
+
+
+STALL_PROGRAM = REPO / "examples" / "stall" / "hang_in_collective.py"
+
+
+def test_a_rank_stalled_inside_the_container_is_found_and_named_as_outside_it(
+        devcluster: DevClusterHandle, tmp_path: Path) -> None:
+    from tests.jobs.test_jobs_cluster import Cli
+
+    cli = Cli(devcluster, tmp_path)
+    shutil.copy(STALL_PROGRAM, cli.cwd / STALL_PROGRAM.name)
+    job = cli.submit("--nodes", "2", "--gpus-per-node", "1", "--time", "10", "--stall-window",
+                     "20", "--container", str(_image()), "--", "python", STALL_PROGRAM.name)
+    ended = cli.wait(str(job["job_id"]), lambda j: j["terminal"], 300)
+    assert ended["state"] == "CANCELLED" and ended["verdict"] == "stalled", ended
+    assert "ch-run" in (Path(job["run_dir"]) / "job.sbatch").read_text()
+    got = json.loads(cli.ok("why", str(job["job_id"]), "--json").stdout)
+    assert got["cause"] == "stalled", got
+    # The monitor, outside, read the ranks' stacks and flight records inside, as without one.
+    assert "rank 1 on " in got["summary"] and " never entered all_reduce #" in got["summary"]
+    assert f"rank 1 was in load_next_shard ({STALL_PROGRAM.name}:" in got["summary"], got
