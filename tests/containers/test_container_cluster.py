@@ -123,3 +123,34 @@ def test_a_rank_stalled_inside_the_container_is_found_and_named_as_outside_it(
     # The monitor, outside, read the ranks' stacks and flight records inside, as without one.
     assert "rank 1 on " in got["summary"] and " never entered all_reduce #" in got["summary"]
     assert f"rank 1 was in load_next_shard ({STALL_PROGRAM.name}:" in got["summary"], got
+
+
+def test_a_requeued_containerized_training_continues_from_its_checkpoint(
+        devcluster: DevClusterHandle, tmp_path: Path) -> None:
+    """SLURM requeues the job (a preemption: SIGTERM reaches each rank through ch-run, which
+    became the rank's own process); the next start resumes inside the container, every epoch
+    once."""
+    from tests.cluster.test_requeue import (
+        LONG_SPIRAL,
+        TWO_NODES,
+        assert_every_epoch_once,
+        metrics,
+        wait_while_training,
+    )
+    from tests.cluster.test_training_jobs import submit
+    from tests.waits import wait_for
+
+    (tmp_path / "short.yaml").write_text(LONG_SPIRAL.replace("600", "60"))
+    job = submit(devcluster, tmp_path, *TWO_NODES, "--time", "5", "--config", "short.yaml",
+                 "--container", str(_image()))
+    run_dir = Path(job["run_dir"])
+    wait_for(lambda: (run_dir / "last.ckpt").exists(), 120, "first checkpoint")
+    devcluster.client().run(["scontrol", "requeue", str(job["job_id"])])
+    row = wait_while_training(devcluster, job, stall_s=120)
+    assert row["State"] == "COMPLETED", Path(job["stdout"]).read_text()
+    m = metrics(job)
+    assert_every_epoch_once(m, 60)
+    first_end = m["restarts"][0]["end"]
+    assert first_end["how"] == "stopped" and first_end["reason"].startswith("SIGTERM"), m
+    assert m["restarts"][1]["resumed_from"]["global_step"] == first_end["global_step"]
+    assert "ch-run" in (run_dir / "job.sbatch").read_text()
