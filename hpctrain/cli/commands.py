@@ -14,7 +14,7 @@ from __future__ import annotations
 MODULES = ("render", "submit", "dev", "jobs", "why", "nodes", "free", "snapshots", "login", "train",
            "profiles", "devcluster", "data", "stats", "scale", "sweep", "completion")
 MODULE_OF = {
-    "render": "render", "submit": "submit", "dev": "dev", "dev-run": "dev", "dev-attach": "dev",
+    "render": "render", "submit": "submit", "dev": "dev", "dev-run": "dev",
     "status": "jobs", "logs": "jobs", "cancel": "jobs",
     "why": "why",
     "diff": "snapshots", "rerun": "snapshots", "gc": "snapshots", "login": "login",
@@ -32,7 +32,6 @@ SUMMARY = {
     "submit": "Render, submit and record a job in its own run directory",
     "dev": "A shell on a job's node with its batch environment",
     "dev-run": "In a dev shell: run the job on every rank of it",
-    "dev-attach": "An ssh alias to a dev job's node (VS Code, ssh -L)",
     "status": "Show tracked jobs: the unfinished and the latest ones",
     "logs": "Print a job's output; -f follows it until the job ends",
     "cancel": "Cancel tracked jobs: by id, a chain, a race or a sweep",
@@ -68,7 +67,7 @@ SUMMARY = {
 # The run's --debug, set by the root's callback (cli/root.py) or by a plain render/submit.
 state = {"debug": False}
 # The commands whose usual command lines are read without click (cli/argv.py).
-PLAIN = ("render", "submit")
+PLAIN = ("render", "submit", "dev")
 
 
 def top_level() -> list[str]:

@@ -1,15 +1,17 @@
 """`hpctrain dev` (a shell on the job's nodes with the batch job's environment) and
-`hpctrain dev-run` (the job's launch, run again from that shell): docs/dev.md."""
+`hpctrain dev-run` (the job's launch, run again from that shell), `hpctrain dev --attach`
+(an ssh alias to the dev job's node): docs/dev.md."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from hpctrain.cli import backends
+from hpctrain.cli import argv, backends
 from hpctrain.cli.display import DRY_RUN, show
-from hpctrain.cli.flags import JSON
+from hpctrain.cli.flags import JSON, Flags
 from hpctrain.cli.options import JobOptions, Row, build_request, job_command, job_option
 
 if TYPE_CHECKING:
@@ -18,11 +20,41 @@ if TYPE_CHECKING:
     from hpctrain.places import Place
     from hpctrain.submission.submit import Submitted
 
-OWN = (Row("dry_run", bool, False, DRY_RUN), Row("json_out", bool, False, JSON))
+DEFAULT_SSH_CONFIG = "~/.ssh/config.d/hpctrain"
+# `--attach JOB`: no new job, so no --profile either (run_plain takes it before click).
+ATTACH = (
+    Row("attach", str | None, None, Flags(
+        ("--attach",), "Print an ssh host alias that reaches dev job JOB's node (VS Code "
+        "Remote-SSH, ssh -L), through the login it went through; queues nothing "
+        "(docs/dev.md).", metavar="JOB")),
+    Row("write_ssh_config", bool, False, Flags(
+        ("--write-ssh-config",), "With --attach: write the alias into --ssh-config-file (its "
+        "block for this job replaced, the rest kept) instead of printing it.")),
+    Row("ssh_config_file", str, DEFAULT_SSH_CONFIG, Flags(
+        ("--ssh-config-file",), "The ssh config file --write-ssh-config writes; include it "
+        "from ~/.ssh/config.", metavar="PATH")),
+)
+OWN = (Row("dry_run", bool, False, DRY_RUN), Row("json_out", bool, False, JSON), *ATTACH)
 
 
-def dev(job: JobOptions, dry_run: bool = False, json_out: bool = False) -> None:
+def run_plain(args: Sequence[str]) -> bool:
+    """`dev --attach JOB [...]` without click (and without --profile); False: anything else."""
+    if not any(a == "--attach" or a.startswith("--attach=") for a in args):
+        return False
+    parsed = argv.parse(args, ATTACH)
+    if parsed is None or parsed[1] or parsed[0].get("attach") is None:
+        return False
+    attach_alias(**parsed[0])
+    return True
+
+
+def dev(job: JobOptions, dry_run: bool = False, json_out: bool = False,
+        attach: str | None = None, write_ssh_config: bool = False,
+        ssh_config_file: str = DEFAULT_SSH_CONFIG) -> None:
     """Open a shell on a job's node with what its batch script would set; exit ends the job."""
+    if attach is not None:
+        attach_alias(attach, write_ssh_config, ssh_config_file)
+        return
     from hpctrain.submission.dev import DevKind
     from hpctrain.submission.pipeline import run
     from hpctrain.submission.questions import before_submit
@@ -100,15 +132,8 @@ def dev_run(command: Annotated[list[str] | None, job_option(
         raise typer.Exit(code)
 
 
-def dev_attach(
-    job_id: Annotated[str, typer_argument("The dev job's id (`hpctrain status`).")],
-    write_ssh_config: Annotated[bool, typer_option(
-        "--write-ssh-config", help="Write the alias into --ssh-config-file (its block for "
-        "this job replaced, the rest kept) instead of printing it.")] = False,
-    ssh_config_file: Annotated[str, typer_option(
-        "--ssh-config-file", help="The ssh config file --write-ssh-config writes; include it "
-        "from ~/.ssh/config.", metavar="PATH")] = "~/.ssh/config.d/hpctrain",
-) -> None:
+def attach_alias(attach: str, write_ssh_config: bool = False,
+                 ssh_config_file: str = DEFAULT_SSH_CONFIG) -> None:
     """Print an ssh host alias that reaches a dev job's node (VS Code Remote-SSH, ssh -L)."""
     from hpctrain.cli.output import err_console
     from hpctrain.submission import devssh
@@ -116,6 +141,7 @@ def dev_attach(
     from hpctrain.tracking.watcher import JobWatcher
 
     history = backends.history()
+    job_id = attach
     record = selection.pick(history, job_id)
     place = backends.place_for(record)
     client = place.slurm_client()
@@ -138,29 +164,14 @@ def dev_attach(
             highlight=False, soft_wrap=True)
 
 
-def typer_argument(help: str) -> Any:
-    import typer
-
-    return typer.Argument(help=help, show_default=False)
-
-
-def typer_option(*flags: str, help: str, metavar: str | None = None) -> Any:
-    import typer
-
-    return typer.Option(*flags, help=help, metavar=metavar)
-
-
 def register(app: typer.Typer) -> None:
     """Add dev and dev-run to the root app."""
     app.command(
         name="dev", context_settings={"allow_interspersed_args": False},
-        epilog="Example: hpctrain dev --profile local --nodes 2",
+        epilog="Examples: hpctrain dev --profile local --nodes 2; (on the laptop, another "
+        "terminal) hpctrain dev --attach 1234 --write-ssh-config",
     )(job_command(__name__, "dev", OWN))
     app.command(
         name="dev-run", context_settings={"allow_interspersed_args": False},
         epilog="Example (in the dev shell): hpctrain dev-run -- python train.py",
     )(dev_run)
-    app.command(
-        name="dev-attach",
-        epilog="Example (on the laptop): hpctrain dev-attach 1234 --write-ssh-config",
-    )(dev_attach)

@@ -1,4 +1,4 @@
-"""The keys of `hpctrain dev-attach`'s ssh alias, and a first connection through it.
+"""The keys of `hpctrain dev --attach`'s ssh alias, and a first connection through it.
 
 With connection.py and sync.py the only modules that run OpenSSH's programs. The host key is
 made here and travels to the run directory over the master, so that the laptop knows it before
@@ -53,7 +53,7 @@ def client_key() -> Path:
     path = ssh_dir() / KEY_NAME
     if not path.exists() or not path.with_suffix(".pub").exists():
         path.unlink(missing_ok=True)
-        _keygen(path, "hpctrain dev-attach")
+        _keygen(path, "hpctrain dev --attach")
     return path
 
 

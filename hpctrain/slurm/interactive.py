@@ -57,7 +57,7 @@ def run_script(script: Path, env: Mapping[str, str]) -> int:
     return subprocess.call(("bash", str(script)), env={**_env(), **env})
 
 
-# The far end of `dev-attach`'s ssh alias: OpenSSH's sshd in inetd mode on this step's stdin
+# The far end of `dev --attach`'s ssh alias: OpenSSH's sshd in inetd mode on this step's stdin
 # and stdout, started by the user inside the job: no port, no daemon, and no sshd of the site's
 # running on the node, only its binary installed. Its config (the dev job's own host key and
 # the laptop's key) is $1; the session learns the job and node from the step. sshd ends with

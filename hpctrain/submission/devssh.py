@@ -1,4 +1,4 @@
-"""`hpctrain dev-attach JOB`: an ssh host alias that reaches a dev job's node through its
+"""`hpctrain dev --attach JOB`: an ssh host alias that reaches a dev job's node through its
 place (the login's master, or SLURM here), for VS Code's Remote-SSH and `ssh -L` (docs/dev.md).
 
 No sshd of the site's is needed on the node: the alias's ProxyCommand starts OpenSSH's sshd in
@@ -142,9 +142,9 @@ def _running_dev_job(record: JobRecord, place: Place, watcher: JobWatcher) -> Ru
 
 def write_alias(alias: Alias, path: Path) -> str:
     """Add the alias's block to the ssh config file `path` (made 600 if new), or replace the
-    block an earlier `dev-attach` wrote for it; everything else in the file is kept. What was
+    block an earlier `dev --attach` wrote for it; everything else in the file is kept. What was
     done: 'added' or 'replaced'."""
-    begin, end = f"# >>> {alias.name} (hpctrain dev-attach)", f"# <<< {alias.name}"
+    begin, end = f"# >>> {alias.name} (hpctrain dev --attach)", f"# <<< {alias.name}"
     text = path.read_text() if path.exists() else ""
     lines = text.splitlines()
     if begin in lines and end in lines[lines.index(begin):]:

@@ -82,7 +82,7 @@ DEV_ENV = "dev-env.sh"
 DEV_RC = "dev-shell.rc"
 DEV_EXITED = "dev-shell-exited"
 DEV_RUNS = "dev-runs"
-# `hpctrain dev-attach`: the sshd its ssh alias starts inside the dev job reads its config,
+# `hpctrain dev --attach`: the sshd its ssh alias starts inside the dev job reads its config,
 # its host key and the laptop's key from DEV_SSH/ (submission/devssh.py).
 DEV_SSH = "dev-ssh"
 # The dev job's warning before its time limit: the shell's terminal (DEV_TTY, written by the

@@ -1,5 +1,5 @@
 """`hpctrain dev` from a laptop through a real sshd (the login) to the dev cluster, in a real
-terminal (tmux): the shell on the node over the one master, then `dev-attach`'s ssh alias,
+terminal (tmux): the shell on the node over the one master, then `dev --attach`'s ssh alias,
 through which `ssh ALIAS` reaches the same job's node with no sshd of the site's there."""
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def test_dev_through_a_login_and_its_ssh_alias(
     term.wait_for(f"on-node1-in-{job[1]}", 10)
 
     config = tmp_path / "laptop ssh" / "config.d" / "hpctrain"
-    res = lap.ok("dev-attach", job[1], "--write-ssh-config", "--ssh-config-file", str(config))
+    attach = ("dev", "--attach", job[1], "--write-ssh-config", "--ssh-config-file", str(config))
+    res = lap.ok(*attach)
     alias = f"hpctrain-dev-{job[1]}"
     assert f"added Host {alias}" in res.stderr, res.stderr
     ran = subprocess.run(["ssh", "-F", str(config), alias, "hostname; echo $SLURMD_NODENAME"],
@@ -73,7 +74,7 @@ def test_dev_through_a_login_and_its_ssh_alias(
     assert banner.stdout.startswith(b"SSH-2.0-OpenSSH"), banner
     # Written again: the job's block is replaced, whatever else the file holds is kept.
     config.write_text(config.read_text() + "\nHost mine\n  HostName example.org\n")
-    res = lap.ok("dev-attach", job[1], "--write-ssh-config", "--ssh-config-file", str(config))
+    res = lap.ok(*attach)
     assert f"replaced Host {alias}" in res.stderr and "Host mine" in config.read_text()
     assert config.read_text().count(f"Host {alias}\n") == 1
     # Every ssh above went through the one master the login opened.
@@ -82,6 +83,6 @@ def test_dev_through_a_login_and_its_ssh_alias(
     term.type("exit")
     term.wait_for(f"dev job {job[1]} ends with its shell", 15)
     assert devcluster.wait_job(job[1], timeout_s=15)["State"] == "COMPLETED"
-    refused = lap("dev-attach", job[1])
+    refused = lap("dev", "--attach", job[1])
     assert refused.returncode == 1 and f"dev job {job[1]} has ended" in refused.stderr
     assert not marker.exists()

@@ -1,4 +1,4 @@
-"""`dev-attach`'s pure parts: the alias's Host block as ssh reads it (hostile paths arrive
+"""`dev --attach`'s pure parts: the alias's Host block as ssh reads it (hostile paths arrive
 whole), the sshd's config, the refusal without an sshd on the node, and the file's blocks."""
 
 from __future__ import annotations
@@ -103,3 +103,15 @@ def test_write_alias_keeps_the_rest_of_the_file(tmp_path: Path) -> None:
     with pytest.raises(HpctrainError, match="did not write"):
         write_alias(first, theirs)
     assert theirs.read_text() == "Host hpctrain-dev-1\n  User mine\n"
+
+
+def test_dev_attach_needs_no_profile_and_the_rest_of_dev_is_clicks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpctrain.cli import dev
+
+    seen: list[dict[str, object]] = []
+    monkeypatch.setattr(dev, "attach_alias", lambda **kw: seen.append(kw))
+    assert dev.run_plain(["--attach", "42", "--write-ssh-config", "--ssh-config-file", "a b"])
+    assert seen == [{"attach": "42", "write_ssh_config": True, "ssh_config_file": "a b"}]
+    assert not dev.run_plain(["-P", "local", "--nodes", "2"])
+    assert not dev.run_plain(["--attach", "42", "extra"])
