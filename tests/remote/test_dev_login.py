@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import DevClusterHandle
 from tests.dev.terminal import Terminal
 from tests.remote.conftest import Laptop, Sshd
+from tests.waits import wait_for
 
 
 @pytest.fixture
@@ -72,6 +73,12 @@ def test_dev_through_a_login_and_its_ssh_alias(
     banner = subprocess.run(["ssh", "-F", str(config), "-W", f"127.0.0.1:{sshd.port}", alias],
                             capture_output=True, timeout=60, check=False, input=b"")
     assert banner.stdout.startswith(b"SSH-2.0-OpenSSH"), banner
+    # An open connection is a step of the job, so the idle end counts it as activity.
+    with subprocess.Popen(["ssh", "-F", str(config), alias, "sleep 60"],
+                          stdin=subprocess.DEVNULL) as held:
+        wait_for(lambda: _step_names(devcluster, job[1]), 20, "the alias's step",
+                 until=lambda names: "hpctrain-dev-ssh" in names)
+        held.terminate()
     # Written again: the job's block is replaced, whatever else the file holds is kept.
     config.write_text(config.read_text() + "\nHost mine\n  HostName example.org\n")
     res = lap.ok(*attach)
@@ -86,3 +93,9 @@ def test_dev_through_a_login_and_its_ssh_alias(
     refused = lap("dev", "--attach", job[1])
     assert refused.returncode == 1 and f"dev job {job[1]} has ended" in refused.stderr
     assert not marker.exists()
+
+
+def _step_names(devcluster: DevClusterHandle, job_id: str) -> list[str]:
+    return subprocess.run(["squeue", "--steps", "--noheader", "--format=%j", "--jobs", job_id],
+                          env=devcluster.env(), capture_output=True, text=True, timeout=30,
+                          check=False).stdout.split()
