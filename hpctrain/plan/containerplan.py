@@ -36,6 +36,11 @@ class ContainerPlan:
         """The runtime's program on the node (pyxis: srun's plugin, run by srun itself)."""
         return {"charliecloud": "ch-run", "apptainer": "apptainer", "pyxis": "srun"}[self.runtime]
 
+    @property
+    def image_is_path(self) -> bool:
+        """The image is a path on the node (not pyxis's registry name, nor a docker:// URI)."""
+        return self.runtime != "pyxis" and "://" not in self.image
+
     def head(self) -> tuple[str, ...]:
         """The wrapper's words before the binds (none for pyxis: srun's own options)."""
         if self.runtime == "charliecloud":

@@ -113,6 +113,12 @@ def test_golden_pyxis(tmp_path: Path) -> None:
     assert ('srun "${hpctrain_container_srun[@]}" --kill-on-bad-exit=1' in text)
 
 
+def test_an_image_by_uri_is_not_looked_for_as_a_path() -> None:
+    text = _script("raven", nodes=2, container="docker://nvcr.io/nvidia/pytorch:24.01-py3")
+    assert "container image not found" not in text and "command -v apptainer" in text
+    assert "container image not found" in _script("raven", nodes=2, container="/u/me/pt.sif")
+
+
 def test_a_job_without_a_container_has_no_container_line() -> None:
     assert "hpctrain_container" not in _script("raven", nodes=2)
 
