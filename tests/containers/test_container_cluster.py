@@ -154,3 +154,18 @@ def test_a_requeued_containerized_training_continues_from_its_checkpoint(
     assert first_end["how"] == "stopped" and first_end["reason"].startswith("SIGTERM"), m
     assert m["restarts"][1]["resumed_from"]["global_step"] == first_end["global_step"]
     assert "ch-run" in (run_dir / "job.sbatch").read_text()
+
+
+def test_why_names_a_container_that_never_started_the_ranks(devcluster: DevClusterHandle,
+                                                            tmp_path: Path) -> None:
+    from tests.jobs.test_jobs_cluster import Cli
+
+    cli = Cli(devcluster, tmp_path)
+    missing = tmp_path / "not built; yet"
+    job = cli.submit("--nodes", "2", "--container", str(missing))
+    ended = cli.wait(str(job["job_id"]), lambda j: j["terminal"], 120)
+    assert ended["state"] == "FAILED", ended
+    got = json.loads(cli.ok("why", str(job["job_id"]), "--json").stdout)
+    assert got["cause"] == "container", got
+    assert f"the container image does not exist on the node: {missing}" in got["summary"], got
+    assert "as the nodes see it" in got["fix"]
