@@ -303,6 +303,12 @@ def _write_files(run_dir: Path, files: Sequence[RunFile]) -> None:
         f.path.parent.mkdir(parents=True, exist_ok=True)
         if f.copy_of is not None:
             shutil.copy2(f.copy_of, f.path)
+        elif f.mode is not None:
+            # Made with its mode: a private file (the dev sshd's host key) is never readable
+            # by others, not even between its writing and a chmod.
+            fd = os.open(f.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, f.mode & 0o700)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(f.text or "")
         else:
             f.path.write_text(f.text or "", encoding="utf-8")
         if f.mode is not None:

@@ -19,8 +19,10 @@ def shell_argv(job_id: str, rc_file: Path, bash: str = "/bin/bash") -> tuple[str
     # start-up file puts in the job's environment instead. Without PATH bash needs its path,
     # the node's, which this machine (a laptop) cannot look up: /bin/bash is everywhere.
     # --overlap: the step shares the job's CPUs, so that a dev-run's step can take them all.
+    # --relative=0: the job's first node, where its script runs (and writes the time limit's
+    # warning to this terminal); SLURM would otherwise pick a node of its own choice.
     return ("srun", f"--jobid={job_id}", "--overlap", "--pty", "--nodes=1", "--ntasks=1",
-            "--export=TERM", "--job-name=hpctrain-dev-shell",
+            "--relative=0", "--export=TERM", "--job-name=hpctrain-dev-shell",
             bash, "--rcfile", str(rc_file), "-i")
 
 
@@ -72,10 +74,12 @@ _SSHD = (
 
 
 def sshd_argv(job_id: str, config: Path) -> tuple[str, ...]:
-    """sshd over stdin and stdout as a step of job `job_id` on its first node (an ssh
-    ProxyCommand's remote end); a step, so the dev job counts the connection as activity."""
+    """sshd over stdin and stdout as a step of job `job_id` on its first node, the dev
+    shell's (an ssh ProxyCommand's remote end); a step, so the dev job counts the connection
+    as activity."""
     # --unbuffered: slurmstepd otherwise holds a task's output until a newline, and ssh's
     # binary packets have none where it matters (the key exchange never completes).
-    return ("srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", "--quiet",
+    return ("srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1",
+            "--relative=0", "--quiet",
             "--unbuffered", "--job-name=hpctrain-dev-ssh", "/bin/sh", "-c", _SSHD, "sh",
             str(config))

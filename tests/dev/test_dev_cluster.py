@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -78,6 +79,13 @@ def test_dev_shell_is_a_batch_rank_0_and_runs_ddp_twice(cli: Cli, term: Terminal
     assert dev["SLURM_JOB_ID"] == job[1] and dev["SLURMD_NODENAME"] in ("node1", "node2")
     assert dev["RANK"] == "0" and dev["WORLD_SIZE"] == "2"
     assert _differences(dev, batch) == {}
+    # The ssh alias from this machine (no login): its ProxyCommand is the srun itself.
+    config = cli.cwd / "alias config"
+    config.write_text(cli.ok("dev", "--attach", job[1]).stdout)
+    ran = subprocess.run(["ssh", "-F", str(config), f"hpctrain-dev-{job[1]}",
+                          "echo $SLURMD_NODENAME"], capture_output=True, text=True, timeout=60,
+                         check=False, stdin=subprocess.DEVNULL)
+    assert ran.stdout.strip() == dev["SLURMD_NODENAME"], ran.stderr
     # The packaged trainer on both nodes, twice, in this allocation. Each is typed at the
     # prompt: while a run goes on, what is typed is rank 0's input (srun's), as for pdb.
     prompt = f"(dev {job[1]}) node"
