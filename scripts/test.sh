@@ -136,7 +136,7 @@ lane_c_tests=(
   tests/diagnosis/test_faults_cluster.py tests/jobs/test_dead_controller.py
   tests/cluster/test_tutorial_patterns.py tests/monitor/test_stall_cluster.py
   tests/monitor/test_monitor_cluster.py tests/cluster/test_snapshots.py tests/dev/test_dev_cluster.py
-  tests/containers/test_container_cluster.py  # 64 s; its image (scripts/container-image.sh) 2 s once
+  tests/containers/test_container_cluster.py  # 63 s; its image (scripts/container-image.sh) 2 s once
 )
 lane_cluster() {
   local ignore=() f

@@ -125,37 +125,6 @@ def test_a_rank_stalled_inside_the_container_is_found_and_named_as_outside_it(
     assert f"rank 1 was in load_next_shard ({STALL_PROGRAM.name}:" in got["summary"], got
 
 
-def test_a_requeued_containerized_training_continues_from_its_checkpoint(
-        devcluster: DevClusterHandle, tmp_path: Path) -> None:
-    """SLURM requeues the job (a preemption: SIGTERM reaches each rank through ch-run, which
-    became the rank's own process); the next start resumes inside the container, every epoch
-    once."""
-    from tests.cluster.test_requeue import (
-        LONG_SPIRAL,
-        TWO_NODES,
-        assert_every_epoch_once,
-        metrics,
-        wait_while_training,
-    )
-    from tests.cluster.test_training_jobs import submit
-    from tests.waits import wait_for
-
-    (tmp_path / "short.yaml").write_text(LONG_SPIRAL.replace("600", "60"))
-    job = submit(devcluster, tmp_path, *TWO_NODES, "--time", "5", "--config", "short.yaml",
-                 "--container", str(_image()))
-    run_dir = Path(job["run_dir"])
-    wait_for(lambda: (run_dir / "last.ckpt").exists(), 120, "first checkpoint")
-    devcluster.client().run(["scontrol", "requeue", str(job["job_id"])])
-    row = wait_while_training(devcluster, job, stall_s=120)
-    assert row["State"] == "COMPLETED", Path(job["stdout"]).read_text()
-    m = metrics(job)
-    assert_every_epoch_once(m, 60)
-    first_end = m["restarts"][0]["end"]
-    assert first_end["how"] == "stopped" and first_end["reason"].startswith("SIGTERM"), m
-    assert m["restarts"][1]["resumed_from"]["global_step"] == first_end["global_step"]
-    assert "ch-run" in (run_dir / "job.sbatch").read_text()
-
-
 def test_why_names_a_container_that_never_started_the_ranks(devcluster: DevClusterHandle,
                                                             tmp_path: Path) -> None:
     from tests.jobs.test_jobs_cluster import Cli
@@ -169,3 +138,39 @@ def test_why_names_a_container_that_never_started_the_ranks(devcluster: DevClust
     assert got["cause"] == "container", got
     assert f"the container image does not exist on the node: {missing}" in got["summary"], got
     assert "as the nodes see it" in got["fix"]
+
+
+def test_a_containerized_sweep_point_warned_of_its_limit_requeues_only_itself(
+        devcluster: DevClusterHandle, tmp_path: Path) -> None:
+    """The time limit's warning as SLURM sends it (USR1 to the point's batch shell, outside):
+    the trainer inside saves and stops, the script requeues its own array task, and the point
+    continues inside the container from its checkpoint, every epoch once; the short point ran
+    once."""
+    from tests.options.helpers import User
+    from tests.sweeps.test_sweep_requeue_cluster import _metrics, _runs
+    from tests.waits import wait_for
+
+    user = User(devcluster, tmp_path)
+    (user.cwd / "points.yaml").write_text(
+        "- {trainer.max_epochs: 1, data.samples: 2000}\n"
+        "- {trainer.max_epochs: 80, data.samples: 16384, trainer.batch_size: 256}\n")
+    done = user.json("sweep", "--profile", "local", "--task", "spiral", "--points",
+                     "points.yaml", "--gpus-per-node", "1", "--time", "5", "--grace", "10",
+                     "--no-monitor", "--name", "in-container", "--container", str(_image()),
+                     "--json")
+    ((array_id, *_),) = done["arrays"]
+    points = Path(done["run_dir"]) / "points"
+    wait_for(lambda: (points / "001" / "last.ckpt").exists(), 120, "the long point's checkpoint")
+    devcluster.client().run(["scancel", "--batch", "--signal=USR1", f"{array_id}_1"])
+    runs = dict(wait_for(lambda: _runs(devcluster, array_id), 240, f"both tasks of {array_id}",
+                         until=lambda r: len(r) == 2 and all(s[-1] == "COMPLETED"
+                                                             for s in r.values()), poll_s=2))
+    assert len(runs["0"]) == 1 and len(runs["1"]) == 2, runs
+    long = _metrics(points / "001")
+    stops = [r for r in long["restarts"] if r["end"] and r["end"]["how"] == "stopped"]
+    assert len(stops) == 1, long["restarts"]
+    assert [e["epoch"] for e in long["epochs"]] == list(range(1, 81))
+    assert len(_metrics(points / "000")["restarts"]) == 1
+    scripts = [p.read_text() for p in Path(done["run_dir"]).glob("*.sbatch")]
+    assert scripts and all("ch-run" in text for text in scripts), done["run_dir"]
+
