@@ -28,9 +28,10 @@ _hpctrain_setup() {
   local torch_pin="torch==2.13.0"
   # openssh-server only for tests/remote (a private sshd on loopback); no service is started.
   # debootstrap builds the Debian 13 root with SLURM 24.11 the tests also run on
-  # (scripts/slurm-root.sh); util-linux gives it unshare.
+  # (scripts/slurm-root.sh); util-linux gives it unshare. tmux drives `hpctrain dev`'s real
+  # terminal in tests/dev; charliecloud-runtime (ch-run) runs the container tests' jobs.
   local packages=(slurm-wlm slurmdbd munge mariadb-server openssh-client openssh-server rsync
-                  debootstrap util-linux)
+                  debootstrap util-linux tmux charliecloud-runtime)
   local say="[setup]"
   if [ "${1:-}" = --keys ]; then
     _hpctrain_keys "$torch_pin"
