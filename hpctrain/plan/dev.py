@@ -10,15 +10,16 @@ from hpctrain.plan.model import JobPlan, JobRequest
 
 def dev_plan(plan: JobPlan, req: JobRequest) -> JobPlan:
     """`plan` as a dev job: the same allocation and environment, without what only a launched
-    command needs (the time limit's warning and requeue, the monitor's stall watch, restarts,
-    retries, a chain), waiting for its shell up to the profile's idle time."""
-    # The stall watch would take a quiet shell for a hung job and cancel it; the batch job's
-    # warning asks a trainer to save and stop, and the dev job's own tells the shell instead.
-    note = ("a dev job holds its allocation for a shell: no monitor, restarts or retries of "
-            "its own, and its time limit's warning goes to the shell; `hpctrain submit "
-            "--like-dev JOB` takes them for the batch job")
+    command needs (the time limit's warning and requeue, the stall watch, restarts, retries,
+    a chain), waiting for its shell up to the profile's idle time."""
+    # The stall watch would take a quiet shell for a hung job and cancel it, so the monitor
+    # samples without it; the batch job's warning asks a trainer to save and stop, and the dev
+    # job's own tells the shell instead.
+    note = ("a dev job holds its allocation for a shell: no stall watch, restarts or retries "
+            "of its own (the monitor samples), and its time limit's warning goes to the shell; "
+            "`hpctrain submit --like-dev JOB` takes them for the batch job")
     return dataclasses.replace(
-        plan, grace_s=None, requeue=False, chain=1, after=(), monitor_interval_s=None,
+        plan, grace_s=None, requeue=False, chain=1, after=(), stall_window="off",
         restarts=0, retries=0, dev_idle_s=req.profile.dev_idle_s,
         dev_warn_s=dev_warning_s(plan.time_seconds), notes=(*plan.notes, note))
 

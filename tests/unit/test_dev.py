@@ -26,8 +26,10 @@ def _request(**kw: object) -> JobRequest:
 def test_a_dev_plan_is_the_batch_plan_without_what_only_a_launch_needs() -> None:
     batch = build_plan(_request())
     dev = build_plan(_request(dev=True))
-    assert (batch.grace_s, batch.monitor_interval_s, batch.restarts) != (None, None, 0)
-    assert (dev.grace_s, dev.monitor_interval_s, dev.restarts, dev.retries) == (None, None, 0, 0)
+    assert (batch.grace_s, batch.stall_window, batch.restarts) != (None, "off", 0)
+    assert (dev.grace_s, dev.stall_window, dev.restarts, dev.retries) == (None, "off", 0, 0)
+    # The monitor samples a dev job as any other; its stall watch would cancel a quiet shell.
+    assert dev.monitor_interval_s == batch.monitor_interval_s is not None
     assert dev.dev_idle_s == 3600 and batch.dev_idle_s is None
     same = ("partition", "nodes", "gpus_per_node", "cpus_per_task", "mem_mb", "time_seconds",
             "env", "nccl", "modules", "python_env", "launcher")
@@ -45,6 +47,9 @@ def test_the_dev_script_writes_the_shell_environment_and_launches_nothing(
     # A 10-minute dev job is warned 150 s before its limit, by the shell's terminal.
     assert "#SBATCH --signal=B:USR1@150\n" in text and "trap hpctrain_dev_warn USR1" in text
     assert "dev-env.sh" in text and "dev-shell.rc" in text
+    assert "python -m hpctrain.monitor sample" in text and "HPCTRAIN_STALL_WINDOW=off" in text
+    # The monitor's own step keeps no dev job from its idle end.
+    assert "*:hpctrain-monitor) ;;" in text
     # The batch script's environment section is the dev script's, line for line.
     batch = render_script(build_plan(_request(launcher=launcher)))
     assert _environment(text) == _environment(batch)

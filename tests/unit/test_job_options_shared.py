@@ -62,7 +62,7 @@ DEV_CALLS = [
 ]
 # What a dev job sets apart: it waits for a shell instead of launching, so what only a launched
 # command needs is the batch job's (`submit --like-dev`), and a note says so.
-DEV_ONLY = {"dev_idle_s", "dev_warn_s", "grace_s", "requeue", "monitor_interval_s", "restarts",
+DEV_ONLY = {"dev_idle_s", "dev_warn_s", "grace_s", "requeue", "stall_window", "restarts",
             "retries", "notes"}
 
 
