@@ -102,10 +102,10 @@ def test_every_command_shows_a_job_option_as_the_table_declares_it() -> None:
             seen.setdefault(p.name, set()).add(path)
     # The commands that take them: every job command takes the profile; the trainer's
     # options reach every command that runs the trainer.
-    assert seen["profile"] == {("submit",), ("render",), ("sweep",), ("scale",)}
+    assert seen["profile"] == {("submit",), ("render",), ("sweep",), ("scale",), ("dev",)}
     assert seen["partition"] >= {("scale",), ("profiles", "probe")}
     assert seen["sets"] == seen["task"] == seen["max_epochs"] == seen["profile"]
-    assert seen["global_batch"] == {("submit",), ("render",), ("sweep",)}
+    assert seen["global_batch"] == {("submit",), ("render",), ("sweep",), ("dev",)}
 
 
 def _unworded(shown: tuple[object, ...]) -> tuple[object, ...]:
