@@ -26,6 +26,7 @@ source scripts/cache-dir.sh
 # Lanes 2b's and 2c's dev clusters (below): a home and ports of their own.
 lane_b_env=(HPCTRAIN_HOME="$PWD/.cache/devcluster-b" HPCTRAIN_DEVCLUSTER_PORT_OFFSET=500)
 lane_c_env=(HPCTRAIN_HOME="$PWD/.cache/devcluster-c" HPCTRAIN_DEVCLUSTER_PORT_OFFSET=1500)
+lane_d_env=(HPCTRAIN_HOME="$PWD/.cache/devcluster-d" HPCTRAIN_DEVCLUSTER_PORT_OFFSET=2000)
 nargs=$#
 skip_cluster=0
 [ "${HPCTRAIN_SKIP_CLUSTER:-0}" = 0 ] || skip_cluster=1
@@ -80,6 +81,7 @@ cleanup() {
   if [ "$skip_cluster" = 0 ] && [ "$nargs" = 0 ]; then
     env "${lane_b_env[@]}" "$venv/hpctrain" devcluster down >/dev/null 2>&1 || true
     env "${lane_c_env[@]}" "$venv/hpctrain" devcluster down >/dev/null 2>&1 || true
+    env "${lane_d_env[@]}" "$venv/hpctrain" devcluster down >/dev/null 2>&1 || true
   fi
   if [ "$with_24" = 1 ]; then
     bash scripts/in-slurm-root.sh hpctrain devcluster down >/dev/null 2>&1 || true
@@ -112,12 +114,12 @@ lane_local() {
   return "$rc"
 }
 
-# Lanes 2a, 2b and 2c: the cluster tests on three dev clusters of the host's SLURM 22.05, side
-# by side (they mostly wait: for SLURM, for jobs, for daemons; the three use less CPU together
-# than the local lane). 2b's and 2c's clusters live under .cache/ with every port moved up by
-# 500 and 1500, their jobs numbered from 5001 and 15001 and a hosts line each, so none sees
-# another; they take the modules that switch profiles and a share of the rest, each whole. A new
-# module goes to 2a unless listed here.
+# Lanes 2a to 2d: the cluster tests on four dev clusters of the host's SLURM 22.05, side by side
+# (they mostly wait: for SLURM, for jobs, for daemons; the four use less CPU together than the
+# local lane). 2b's, 2c's and 2d's clusters live under .cache/ with every port moved up by 500,
+# 1500 and 2000, their jobs numbered from 5001, 15001 and 20001 and a hosts line each, so none
+# sees another; they take the modules that switch profiles and a share of the rest, each whole.
+# A new module goes to 2a unless listed here.
 lane_b_tests=(
   tests/cluster/test_check.py tests/cluster/test_gilbreth_tutorial.py
   tests/cluster/test_training_jobs.py
@@ -130,17 +132,21 @@ lane_b_tests=(
   tests/alternatives/test_race_partitions_cluster.py tests/alternatives/test_race_profiles_cluster.py
   tests/diagnosis/test_faults_trainer_cluster.py tests/sweeps/test_sweep_requeue_cluster.py
   tests/cluster/test_requeue_per_node.py
-  tests/cluster/test_tracker_identity_cluster.py
 )
 lane_c_tests=(
   tests/diagnosis/test_faults_cluster.py tests/jobs/test_dead_controller.py
-  tests/cluster/test_tutorial_patterns.py tests/monitor/test_stall_cluster.py
+  tests/cluster/test_tutorial_patterns.py
   tests/monitor/test_monitor_cluster.py tests/cluster/test_snapshots.py tests/dev/test_dev_cluster.py
+)
+# Issue 54's and 56's: recovery inside the allocation, the tracker across restarts, containers.
+lane_d_tests=(
+  tests/supervisor/test_restarts_cluster.py tests/jobs/test_node_failure_cluster.py
+  tests/cluster/test_tracker_identity_cluster.py tests/monitor/test_stall_cluster.py
   tests/containers/test_container_cluster.py  # 63 s; its image (scripts/container-image.sh) 2 s once
 )
 lane_cluster() {
   local ignore=() f
-  for f in "${lane_b_tests[@]}" "${lane_c_tests[@]}" "${slurm24_only[@]}"; do
+  for f in "${lane_b_tests[@]}" "${lane_c_tests[@]}" "${lane_d_tests[@]}" "${slurm24_only[@]}"; do
     ignore+=("--ignore=$f")
   done
   HPCTRAIN_TEST_TIMES="$logs/cluster-22.05-a.times.json" pytest_stage cluster-22.05-a \
@@ -204,6 +210,7 @@ if [ "$skip_cluster" = 0 ]; then
   lane_cluster & pids+=($!)
   lane_cluster_other cluster-22.05-b lane_b_env lane_b_tests & pids+=($!)
   lane_cluster_other cluster-22.05-c lane_c_env lane_c_tests & pids+=($!)
+  lane_cluster_other cluster-22.05-d lane_d_env lane_d_tests & pids+=($!)
 fi
 if [ "$with_24" = 1 ]; then
   lane_24 & pids+=($!)

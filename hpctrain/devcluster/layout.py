@@ -36,7 +36,7 @@ class Ports:
     # Not a port, but what keeps the jobs' own ports apart: the batch script derives
     # MASTER_PORT from the job id (20000 + id % 12000), so a second cluster numbers its jobs
     # from a range of its own and two jobs running side by side never pick the same port
-    # (clusters at offsets 0, 500, 1000 and 1500 while each numbers fewer than 2000 jobs).
+    # (clusters at offsets 0, 500, 1000, 1500 and 2000 while each numbers fewer than 2000 jobs).
     first_job_id: int = 1
 
     def shifted(self, offset: int) -> Ports:

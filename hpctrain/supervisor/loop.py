@@ -25,7 +25,7 @@ from types import FrameType
 from typing import Any
 
 from hpctrain.supervisor.ports import next_port
-from hpctrain.values.attempts import END, RESTART, Attempt
+from hpctrain.values.attempts import END, NEXT_PORT, RESTART, Attempt
 from hpctrain.values.outputs import output_files
 from hpctrain.values.rundir import RunDir
 
@@ -40,6 +40,9 @@ _TAIL_BYTES = 256 * 1024
 PROBE_STEP = "hpctrain-probe"
 PROBE_TIMEOUT_S = 30.0
 HOLD_S = 30.0
+# How often a taken rendezvous port starts the step again on the next one.
+PORT_TRIES = 3
+_PORT_TAKEN = re.compile(r"EADDRINUSE|[Aa]ddress already in use")
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,15 @@ def rank_failures(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def cause_of(ended: Ended, failures: Sequence[str]) -> str:
+def port_taken(text: str) -> bool:
+    """True when the step's errors say its rendezvous port was in use (the store's bind)."""
+    return bool(_PORT_TAKEN.search(text))
+
+
+def cause_of(ended: Ended, failures: Sequence[str], taken: bool = False) -> str:
     """Why the attempt ended, in words for `status` and `why`."""
+    if taken and ended.request is None and ended.rc:
+        return "the rendezvous port was taken by another program (EADDRINUSE)"
     if ended.request is not None:
         verdict = ended.request.get("verdict") or {}
         node = ended.request.get("suspect_node")
@@ -125,25 +135,30 @@ class Supervisor:
         """Every attempt, until one ends well or a restart is not taken; the last's status."""
         signal.signal(signal.SIGTERM, self._on_term)
         port = _int(os.environ.get("MASTER_PORT"))
-        attempt = 0
+        attempt = spent = taken = 0
         while True:
             started, offset = time.time(), self._stderr_size()
             ended = self._attempt(attempt, port)
-            failures = rank_failures(self._stderr_since(offset))
-            then = decide(ended, self._stopped(started), self.ending,
-                          self.restarts - attempt)
-            if then == RESTART and not self._nodes_answer():
+            text = self._stderr_since(offset)
+            then = decide(ended, self._stopped(started), self.ending, self.restarts - spent)
+            # A port another program took between its choice and the store's bind is no
+            # failure of the job's: the step starts again on the next one, no restart spent.
+            if ended.rc and not self.ending and port_taken(text) and taken < PORT_TRIES:
+                then = NEXT_PORT
+            if then in (RESTART, NEXT_PORT) and not self._nodes_answer():
                 then = END
             self._record(Attempt(attempt, self.job, started, time.time(), ended.rc,
-                                 cause_of(ended, failures), then, port,
-                                 (ended.request or {}).get("suspect_node"), offset,
+                                 cause_of(ended, rank_failures(text), port_taken(text)), then,
+                                 port, (ended.request or {}).get("suspect_node"), offset,
                                  self._stderr_size(), self.requeue))
-            if then != RESTART:
+            if then == END:
                 return ended.rc
             attempt += 1
+            spent, taken = spent + (then == RESTART), taken + (then == NEXT_PORT)
             port = next_port(port, self.here) if port else None
-            self._say(f"restarting the ranks inside the job (restart {attempt} of "
-                      f"{self.restarts}, port {port}) from the run's last checkpoint")
+            self._say(f"restarting the ranks inside the job (restart {spent} of "
+                      f"{self.restarts}, port {port}) from the run's last checkpoint"
+                      if then == RESTART else f"starting the ranks again on port {port}")
 
     def _nodes_answer(self) -> bool:
         """True once every node of the job runs a task again. A node that died (its slurmd
@@ -222,7 +237,7 @@ class Supervisor:
         self.records.append(attempt)
         with self.run_dir.attempts.open("a", encoding="utf-8") as fh:
             fh.write(attempt.line())
-        if attempt.then == RESTART or attempt.attempt:
+        if attempt.then != END or attempt.attempt:
             self._say(f"attempt {attempt.attempt} of job {self.job} ended: {attempt.cause}")
 
     def _stderr_size(self) -> int | None:

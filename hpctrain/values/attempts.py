@@ -12,8 +12,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-# What followed an attempt: the supervisor started the next one, or the job went on without.
-RESTART, END = "restart", "end"
+# What followed an attempt: the supervisor started the next one (a restart; or on the next
+# rendezvous port, where another program took the first: no restart spent), or it did not.
+RESTART, NEXT_PORT, END = "restart", "next port", "end"
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ def describe(attempts: Sequence[Attempt]) -> list[str]:
     for a in attempts:
         when = time.strftime("%H:%M:%S", time.localtime(a.started))
         then = ("restarted inside the job" if a.then == RESTART else
+                "started again on the next port" if a.then == NEXT_PORT else
                 "the end of this run of the job" if a.cause != "completed" else "done")
         segment = f" after requeue {a.requeue}" if a.requeue else ""
         lines.append(f"attempt {a.attempt + 1}{segment} ({when}, {a.ended - a.started:.0f} s): "

@@ -22,6 +22,7 @@ import pytest
 from hpctrain.supervisor import ports
 from hpctrain.supervisor.loop import (
     END,
+    NEXT_PORT,
     RESTART,
     Ended,
     Supervisor,
@@ -157,3 +158,35 @@ def test_a_node_that_does_not_answer_holds_the_job_for_slurm_to_end(tmp_path: Pa
     assert sup.run() == 1
     records = parse_attempts(RunDir(tmp_path).attempts.read_text())
     assert [a.then for a in records] == [END]
+
+
+# The store's bind fails as torch says it (a real job's error, SLURM 22.05, torch 2.13), the
+# first two times: another program took the port between its choice and the bind.
+TAKEN = """
+import os, sys
+marks = os.path.join({d!r}, "starts")
+with open(marks, "a") as f:
+    f.write(os.environ["MASTER_PORT"] + "\\n")
+if len(open(marks).readlines()) < 3:
+    print("torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+          "local network address. port: 20172, useIpv6: false, code: -98, name: EADDRINUSE, "
+          "message: address already in use", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def test_a_taken_port_starts_the_step_on_the_next_one_without_a_restart(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MASTER_PORT", "20172")
+    err = tmp_path / "job.err"
+    err.touch()
+    # The job's error file, as SLURM's --error makes it: the step's stderr appended there.
+    sup = Supervisor(["sh", "-c", 'exec "$@" 2>>"$0"', str(err), sys.executable, "-c",
+                      TAKEN.format(d=str(tmp_path))], RunDir(tmp_path), 0, "7", 0, err, True)
+    assert sup.run() == 0
+    ports = (tmp_path / "starts").read_text().split()
+    assert len(ports) == 3 and len(set(ports)) == 3 and ports[0] == "20172"
+    records = parse_attempts(RunDir(tmp_path).attempts.read_text())
+    assert [a.then for a in records] == [NEXT_PORT, NEXT_PORT, END]
+    assert records[0].cause.startswith("the rendezvous port was taken") and not restarts_spent(
+        records)

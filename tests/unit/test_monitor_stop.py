@@ -29,8 +29,11 @@ while [ "${1#--}" != "$1" ]; do shift; done
 exec "$@"
 """
 # The batch script asks python where the rank hook is (hpctrain importable: the monitor starts).
+# The supervisor (hpctrain.supervisor) runs the step after its `--`, as the real one does.
 PYTHON = ('case "$*" in *summarize*) echo summarized >>"$STOPPED" ;;\n'
-          '  *rankhook*) echo "$HOME/site" ;; esac\nexit 0')
+          '  *rankhook*) echo "$HOME/site" ;;\n'
+          '  *hpctrain.supervisor*) while [ "$1" != -- ]; do shift; done; shift; exec "$@" ;;\n'
+          'esac\nexit 0')
 
 
 def _stub(path: Path, body: str) -> None:

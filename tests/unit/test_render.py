@@ -118,9 +118,12 @@ def test_per_node_launch_lines() -> None:
 def _launch_step(text: str, wrapper: str) -> str:
     """The rendered srun step, as the shell command that srun would start on a node."""
     lines = text.splitlines()
-    start = next(i for i, x in enumerate(lines) if x.startswith("srun --kill-on-bad-exit=1 "))
+    # The supervisor runs it (`"${hpctrain_supervise[@]}" srun ...`): srun's own words follow.
+    start = next(i for i, x in enumerate(lines) if "srun --kill-on-bad-exit=1 " in x
+                 and not x.startswith("#"))
     end = next(i for i, x in enumerate(lines) if x.strip().startswith(wrapper))
     step = "\n".join(lines[start:end + 1]).removesuffix(" &")
+    step = step[step.index("srun --kill-on-bad-exit=1 "):]
     return step.removeprefix("srun --kill-on-bad-exit=1 ").removeprefix("--ntasks-per-node=1 ")
 
 

@@ -151,12 +151,14 @@ export HPCTRAIN_STDOUT=hpctrain-runs/%x-%j.out HPCTRAIN_STDERR=hpctrain-runs/%x-
 export HPCTRAIN_JOB_NAME="${SLURM_JOB_NAME:-}"
 # In-job restarts (docs/long-runs.md, "Restarts inside the job"): a step that a rank's death or
 # a stall ended starts again on these nodes, on a fresh rendezvous port, at most 2 time(s).
+# The supervisor runs the step; a rendezvous port that another program took between its choice
+# and the ranks' bind (EADDRINUSE) starts the step again on the next port, not a restart.
 hpctrain_supervise=()
 if [ -n "$hpctrain_site" ]; then
   export HPCTRAIN_RESTARTS=2
   hpctrain_supervise=(python -m hpctrain.supervisor --restarts 2 --)
 else
-  echo "hpctrain: no restarts inside the job: python on $(hostname) cannot import hpctrain" >&2
+  echo "hpctrain: no supervisor (restarts, a taken port's retry): python on $(hostname) cannot import hpctrain" >&2
 fi
 # Monitoring (docs/monitoring.md): one sampler per node, every 10 s, into
 # $HPCTRAIN_RUN_DIR/monitor/. --overlap shares the training's CPUs and GPUs instead of taking

@@ -137,6 +137,16 @@ hpctrain_site="$(python -c 'import hpctrain.rankhook as h; print(h.SITE_DIR)' 2>
 # job's name: the monitor's own step has another, so the batch script's is passed.
 export HPCTRAIN_STDOUT=hpctrain-runs/%x-%j.out HPCTRAIN_STDERR=hpctrain-runs/%x-%j.err
 export HPCTRAIN_JOB_NAME="${SLURM_JOB_NAME:-}"
+# No in-job restarts (--restarts 0; docs/long-runs.md, "Restarts inside the job").
+# The supervisor runs the step; a rendezvous port that another program took between its choice
+# and the ranks' bind (EADDRINUSE) starts the step again on the next port, not a restart.
+hpctrain_supervise=()
+if [ -n "$hpctrain_site" ]; then
+  export HPCTRAIN_RESTARTS=0
+  hpctrain_supervise=(python -m hpctrain.supervisor --restarts 0 --)
+else
+  echo "hpctrain: no supervisor (restarts, a taken port's retry): python on $(hostname) cannot import hpctrain" >&2
+fi
 # Monitoring (docs/monitoring.md): one sampler per node, every 10 s, into
 # $HPCTRAIN_RUN_DIR/monitor/. --overlap shares the training's CPUs and GPUs instead of taking
 # them; the sampler sleeps between samples. It stops when this script ends, for any reason.
@@ -181,7 +191,7 @@ fi
 # (SSH_CLIENT is set), which may put another python first on PATH.
 # srun: one task per GPU, each one rank. Lightning reads its rank from SLURM's variables; a
 # program written for torchrun's environment finds RANK, LOCAL_RANK and WORLD_SIZE set from them.
-srun --kill-on-bad-exit=1 sh -c \
+"${hpctrain_supervise[@]}" srun --kill-on-bad-exit=1 sh -c \
   'export RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID" WORLD_SIZE="$SLURM_NTASKS"; exec "$@"' \
   hpctrain-srun python train.py --config configs/train/train_a100_n4_gpu1.yaml
 # The batch script's own Python (the monitor's summary) runs without the rank hook.

@@ -134,6 +134,16 @@ hpctrain_site="$(python -c 'import hpctrain.rankhook as h; print(h.SITE_DIR)' 2>
 # job's name: the monitor's own step has another, so the batch script's is passed.
 export HPCTRAIN_STDOUT=hpctrain-runs/%x-%j.out HPCTRAIN_STDERR=hpctrain-runs/%x-%j.err
 export HPCTRAIN_JOB_NAME="${SLURM_JOB_NAME:-}"
+# No in-job restarts (--restarts 0; docs/long-runs.md, "Restarts inside the job").
+# The supervisor runs the step; a rendezvous port that another program took between its choice
+# and the ranks' bind (EADDRINUSE) starts the step again on the next port, not a restart.
+hpctrain_supervise=()
+if [ -n "$hpctrain_site" ]; then
+  export HPCTRAIN_RESTARTS=0
+  hpctrain_supervise=(python -m hpctrain.supervisor --restarts 0 --)
+else
+  echo "hpctrain: no supervisor (restarts, a taken port's retry): python on $(hostname) cannot import hpctrain" >&2
+fi
 # Monitoring (docs/monitoring.md): one sampler per node, every 10 s, into
 # $HPCTRAIN_RUN_DIR/monitor/. --overlap shares the training's CPUs and GPUs instead of taking
 # them; the sampler sleeps between samples. It stops when this script ends, for any reason.
@@ -182,7 +192,7 @@ export NNODES="$SLURM_JOB_NUM_NODES" GPUS_PER_NODE=2 LOCAL_WORLD_SIZE=2
 export WORLD_SIZE="$((SLURM_JOB_NUM_NODES * 2))"
 # Each node learns its NODE_RANK. SLURM's per-task variables describe one task per node and
 # would make Lightning take each node for one rank (SLURMEnvironment), so they are unset.
-srun --kill-on-bad-exit=1 --ntasks-per-node=1 sh -c \
+"${hpctrain_supervise[@]}" srun --kill-on-bad-exit=1 --ntasks-per-node=1 sh -c \
   'export NODE_RANK="$SLURM_NODEID"; unset SLURM_NTASKS SLURM_NPROCS SLURM_PROCID SLURM_LOCALID; exec "$@"' \
   hpctrain-per-node python Scripts/MNIST.py
 # The batch script's own Python (the monitor's summary) runs without the rank hook.

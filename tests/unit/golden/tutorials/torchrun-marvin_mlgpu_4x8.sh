@@ -134,6 +134,16 @@ hpctrain_site="$(python -c 'import hpctrain.rankhook as h; print(h.SITE_DIR)' 2>
 # job's name: the monitor's own step has another, so the batch script's is passed.
 export HPCTRAIN_STDOUT=hpctrain-runs/%x-%j.out HPCTRAIN_STDERR=hpctrain-runs/%x-%j.err
 export HPCTRAIN_JOB_NAME="${SLURM_JOB_NAME:-}"
+# No in-job restarts (--restarts 0; docs/long-runs.md, "Restarts inside the job").
+# The supervisor runs the step; a rendezvous port that another program took between its choice
+# and the ranks' bind (EADDRINUSE) starts the step again on the next port, not a restart.
+hpctrain_supervise=()
+if [ -n "$hpctrain_site" ]; then
+  export HPCTRAIN_RESTARTS=0
+  hpctrain_supervise=(python -m hpctrain.supervisor --restarts 0 --)
+else
+  echo "hpctrain: no supervisor (restarts, a taken port's retry): python on $(hostname) cannot import hpctrain" >&2
+fi
 # Monitoring (docs/monitoring.md): one sampler per node, every 10 s, into
 # $HPCTRAIN_RUN_DIR/monitor/. --overlap shares the training's CPUs and GPUs instead of taking
 # them; the sampler sleeps between samples. It stops when this script ends, for any reason.
@@ -176,7 +186,7 @@ if [ -n "$hpctrain_site" ] && [ "${HPCTRAIN_RANK_HOOK:-on}" != off ]; then
 fi
 # torchrun: one task per node spawns 8 worker(s); rendezvous on the first node.
 # The endpoint is read in each task, so that a restarted step meets on its fresh port.
-srun --kill-on-bad-exit=1 --ntasks-per-node=1 sh -c \
+"${hpctrain_supervise[@]}" srun --kill-on-bad-exit=1 --ntasks-per-node=1 sh -c \
   'exec torchrun --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" "$@"' hpctrain-torchrun \
   --nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node=8 \
   --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d \
