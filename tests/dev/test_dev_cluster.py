@@ -24,11 +24,12 @@ DUMP = ("import json, os, sys\n"
         "    json.dump(dict(os.environ), open(sys.argv[1], 'w'))\n")
 REQUEST = ("-P", "local", "-N", "2", "--gpus-per-node", "1", "--time", "5", "--no-monitor")
 # What may differ between the dev shell and a batch rank 0 of the same request: what names
-# the job (its id, its run directory, the port made from its id, the supervisor's attempt),
+# the job (its id, its run directory, the port made from its id, the supervisor's attempt and
+# budget: a dev job's shell has no supervisor),
 # the launch step a batch rank runs in (the shell is in a step of its own, whose variables its
 # start-up removes), and the shell's own (its directory history, depth, last command).
 NAMING_THE_JOB = {"SLURM_JOB_ID", "SLURM_JOBID", "HPCTRAIN_RUN_DIR", "HPCTRAIN_STDOUT",
-                  "HPCTRAIN_STDERR", "MASTER_PORT", "HPCTRAIN_ATTEMPT"}
+                  "HPCTRAIN_STDERR", "MASTER_PORT", "HPCTRAIN_ATTEMPT", "HPCTRAIN_RESTARTS"}
 STEP = re.compile(r"SRUN_DEBUG|SLURMD_DEBUG|SLURM_(STEP|SRUN_COMM|LAUNCH_NODE|TASK_PID|"
                   r"CPU_BIND|UMASK|PRIO_PROCESS|DISTRIBUTION|GTIDS|STEPID|TOPOLOGY_ADDR|"
                   r"JOB_CPUS_PER_NODE_PACK_GROUP)")
