@@ -115,7 +115,6 @@ class Supervisor:
     probe: list[str] = field(default_factory=list)  # a step on every node; [] asks none
     ending: bool = False
     child: subprocess.Popen[bytes] | None = None
-    records: list[Attempt] = field(default_factory=list)
 
     @classmethod
     def from_environment(cls, command: list[str], run_dir: Path, restarts: int) -> Supervisor:
@@ -234,7 +233,6 @@ class Supervisor:
                                               self.run_dir.stop_requested))
 
     def _record(self, attempt: Attempt) -> None:
-        self.records.append(attempt)
         with self.run_dir.attempts.open("a", encoding="utf-8") as fh:
             fh.write(attempt.line())
         if attempt.then != END or attempt.attempt:
