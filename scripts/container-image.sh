@@ -19,7 +19,9 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${HPCTRAIN_CACHE_DIR:-$HOME/.cache/hpctrain}/container-image"
+# shellcheck source=scripts/cache-dir.sh
+source "$repo/scripts/cache-dir.sh"
+cache="$hpctrain_cache_dir/container-image"
 image="$cache/root"
 
 if ! command -v ch-run >/dev/null 2>&1; then
@@ -40,7 +42,7 @@ for p in [sys.argv[1], sys.base_prefix, *sys.path]:
         print(os.path.realpath(p))
 PY
 )
-stamp="$(cat "$root"/.hpctrain-* 2>/dev/null | sha256sum | cut -c1-16) ${points[*]}"
+stamp="$(cat "$root"/.hpctrain-base "$root"/.hpctrain-packages 2>/dev/null | sha256sum | cut -c1-16) ${points[*]}"
 
 if [ -f "$image/hpctrain-container-image" ] && [ "$(cat "$image/hpctrain-container-image")" = "$stamp" ]; then
   echo "$image"

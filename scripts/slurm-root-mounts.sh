@@ -17,12 +17,18 @@ slurm_root="$slurm_root_cache/root"
 # What belongs to this clone stays in it: the 24.11 dev cluster's HPCTRAIN_HOME (its state,
 # its job history).
 slurm_root_home="$slurm_root_repo/.cache/slurm-24.11/home"
+# The container tests' image (scripts/container-image.sh, a linked copy of this root), bound in
+# at the same path so that the 24.11 lane's jobs run in it too. The directory, not the image:
+# an image made after the lane's daemons started shows in it.
+slurm_root_images="$hpctrain_cache_dir/container-image"
 # The venv inside the root; the runner puts it first on PATH.
 slurm_root_venv=/opt/hpctrain-venv
 
 # The mounts a command inside the root needs (run inside the new namespace).
 _slurm_root_mount_all() {
   local r="$slurm_root"
+  # The root a mount of its own, so that pivot_root (below) can make it the namespace's root.
+  mount --bind "$r" "$r"
   mount -t proc proc "$r/proc" 2>/dev/null || mount --rbind /proc "$r/proc"
   mount --rbind /sys "$r/sys"
   # /dev with its submounts (/dev/pts for ssh's tty, /dev/shm for torch's DDP workers).
@@ -34,6 +40,8 @@ _slurm_root_mount_all() {
   # The repository at the same path, so run directories and paths in tests match.
   mkdir -p "$r$slurm_root_repo"
   mount --bind "$slurm_root_repo" "$r$slurm_root_repo"
+  mkdir -p "$slurm_root_images" "$r$slurm_root_images"
+  mount --bind "$slurm_root_images" "$r$slurm_root_images"
   # A git worktree's .git is a file naming the main clone's git directory: bind that too so
   # `git` (hpctrain records the commit of a submission) works inside.
   local common
@@ -54,13 +62,21 @@ _slurm_root_exec() {
   fi
   # The mounts are made by a bash inside the new namespace, which gets the function from us.
   export -f _slurm_root_mount_all
-  export slurm_root slurm_root_repo
+  export slurm_root slurm_root_repo slurm_root_images
   unshare --mount --propagation private -- bash -c '
     set -euo pipefail
     _slurm_root_mount_all
     n="$1" cwd="$2"; shift 2
     env_args=("${@:1:$n}"); shift "$n"
-    exec chroot "$slurm_root" /usr/bin/env -i "${env_args[@]}" \
+    # pivot_root, not chroot: the kernel refuses a user namespace (a rootless container
+    # runtime such as ch-run, issue 56) to a chrooted process, whose root is not its mount
+    # namespace'"'"'s. The host'"'"'s tree is then unmounted from under the root.
+    cd "$slurm_root"
+    mkdir -p .old-root
+    pivot_root . .old-root
+    cd /
+    umount -l /.old-root
+    exec /usr/bin/env -i "${env_args[@]}" \
       /bin/bash -c '\''cd -- "$1" && shift && exec "$@"'\'' slurm-root "$cwd" "$@"
   ' slurm-root "${#slurm_root_env[@]}" "$cwd" "${slurm_root_env[@]}" "$@"
 }

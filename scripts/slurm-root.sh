@@ -21,7 +21,7 @@
 # install is made from: pyproject.toml's [project], build settings, the recipe): a stage runs
 # again only when its stamp changed; `--rebuild` starts from scratch.
 #
-# Needs root (debootstrap, chroot, mount namespaces) and network to deb.debian.org and PyPI.
+# Needs root (debootstrap, pivot_root, mount namespaces) and network to deb.debian.org and PyPI.
 # Safe with CI=true and no stdin. Starts no daemon: the packages' services are held back by a
 # policy-rc.d, and the dev cluster is started by `hpctrain devcluster up` inside the root.
 set -euo pipefail
@@ -33,10 +33,11 @@ mirror="${HPCTRAIN_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # Keep in step with scripts/setup.sh's list (the dev cluster, OpenSSH and rsync for the tests),
 # installed like there with their Recommends; plus what a Debian root lacks that the host has:
 # git (hpctrain records commits), procps, iproute2, CA certificates; tmux, the real terminal
-# the tests of `hpctrain dev` type into.
+# the tests of `hpctrain dev` type into; charliecloud-runtime, the container runtime of the
+# container tests' jobs (issue 56), whose user namespace the pivot_root entry allows.
 packages=(
   slurm-wlm slurmdbd munge mariadb-server openssh-client openssh-server rsync
-  git procps iproute2 ca-certificates tmux
+  git procps iproute2 ca-certificates tmux charliecloud-runtime
 )
 # The Python side without Recommends: python3-torch's (libtorch-dev, build-essential, ...)
 # would add ~2 GB. OpenBLAS, which torch only recommends, keeps its CPU maths fast.
@@ -49,9 +50,9 @@ fail() {
 }
 
 check_host() {
-  [ "$(id -u)" = 0 ] || fail "needs root (debootstrap, chroot, mount namespaces): sudo bash $0"
+  [ "$(id -u)" = 0 ] || fail "needs root (debootstrap, pivot_root, mount namespaces): sudo bash $0"
   local prog
-  for prog in debootstrap unshare chroot flock; do
+  for prog in debootstrap unshare pivot_root flock; do
     command -v "$prog" >/dev/null 2>&1 ||
       fail "needs $prog: sudo apt-get install -y debootstrap util-linux coreutils"
   done
@@ -85,7 +86,7 @@ base_stage() {
   echo "$key" >"$slurm_root/.hpctrain-base"
 }
 
-# Runs as root inside the chroot: "$1" packages with Recommends, then the rest without.
+# Runs as root inside the root: "$1" packages with Recommends, then the rest without.
 # shellcheck disable=SC2016
 apt_script='
 set -euo pipefail
@@ -119,7 +120,7 @@ packages_stage() {
   echo "$key" >"$stamp"
 }
 
-# Runs as root inside the chroot, in the repository: makes the venv with hpctrain's
+# Runs as root inside the root, in the repository: makes the venv with hpctrain's
 # dependencies ("$2": one requirement a line), shared by every clone on this machine.
 # shellcheck disable=SC2016
 venv_script='

@@ -59,6 +59,12 @@ report_args() {
 python3 scripts/stages.py begin
 stage setup -- bash -c 'bash scripts/setup.sh && if [ "$1" = 1 ]; then bash scripts/slurm-root.sh; fi' \
   setup "$with_24"
+# The container tests' image (issue 56), made once here for every lane: lanes d and 24.11 use it
+# at once, and the 24.11 lane's tests, inside the Debian 13 root, could not make it there.
+if [ "$skip_cluster" = 0 ]; then
+  stage container-image -- bash scripts/container-image.sh
+  export HPCTRAIN_TEST_CONTAINER_IMAGE="$hpctrain_cache_dir/container-image/root"
+fi
 
 # Every check runs whatever the one before gave, so that one run reports every failure.
 lint() {
@@ -184,6 +190,8 @@ slurm24_tests=(
   tests/jobs/test_maintenance_cluster.py tests/jobs/test_free_cluster.py
   tests/jobs/test_status_calls_cluster.py tests/jobs/test_budget_cluster.py
   tests/dev/test_dev_cluster.py tests/remote/test_dev_login.py
+  # Containers (issue 56): Debian 13's ch-run 0.38 in the root's nodes.
+  tests/containers/test_container_cluster.py::test_the_packaged_trainer_runs_its_2_node_ddp_job_inside_the_container
   # The fault matrix's first rows (issue 51): Debian's torch 2.6 records no collectives, so
   # the stacks name the rank.
   tests/diagnosis/test_faults_cluster.py::test_a_rank_that_raises_is_the_cause_at_its_own_line

@@ -18,6 +18,7 @@ import pytest
 
 from tests.cluster.test_requeue import metrics, segment_starts
 from tests.cluster.test_training_jobs import submit
+from tests.containers.image import container_image
 from tests.waits import wait_for
 
 if TYPE_CHECKING:
@@ -39,13 +40,17 @@ def _resumed(job: dict[str, Any]) -> list[dict[str, Any]]:
     return restarts if len(restarts) > 1 and restarts[1]["resumed_from"] else []
 
 
+@pytest.mark.parametrize("where", ["on the node", "in a container"])
 def test_a_real_time_limit_warns_and_the_next_segment_resumes(
-    devcluster: DevClusterHandle, tmp_path: Path
+    devcluster: DevClusterHandle, tmp_path: Path, where: str
 ) -> None:
+    """Also with the rank inside Charliecloud (issue 56): SLURM's warning reaches the batch
+    shell outside, which passes the stop to the rank inside through ch-run."""
     (tmp_path / "endless.yaml").write_text(ENDLESS_SPIRAL)
+    boxed = ("--container", str(container_image())) if where == "in a container" else ()
     job = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "1",
                  "--gpus-per-node", "1", "--time", "1", "--grace", "10",
-                 "--config", "endless.yaml")
+                 "--config", "endless.yaml", *boxed)
     job_id = str(job["job_id"])
     # A minute's segment, the requeue, a start-up: generous, it only bounds a hang.
     restarts = wait_for(lambda: _resumed(job), 600, "a second segment resumed")
@@ -61,3 +66,4 @@ def test_a_real_time_limit_warns_and_the_next_segment_resumes(
     assert start <= first_end["requested_at"] <= first_end["checkpoint_at"] < start + 60, (
         first_end, start)
     assert restarts[1]["resumed_from"]["global_step"] == first_end["global_step"]
+    assert ("ch-run" in (Path(job["run_dir"]) / "job.sbatch").read_text()) == bool(boxed)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.containers.image import container_image
+
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
 
@@ -27,10 +29,7 @@ MARKER = "hpctrain-container-image"
 
 
 def _image() -> Path:
-    # Once per machine: the root's links 2 s (the root itself: scripts/slurm-root.sh, cached).
-    out = subprocess.run(["bash", str(REPO / "scripts" / "container-image.sh")],
-                         capture_output=True, text=True, timeout=900, check=True)
-    return Path(out.stdout.strip().splitlines()[-1])
+    return container_image()
 
 
 def _hpctrain(dc: DevClusterHandle, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
