@@ -41,11 +41,12 @@ fi
 if command -v module >/dev/null 2>&1; then
   module load gcc/13 || { echo "hpctrain: module load failed: "gcc/13 >&2; exit 1; }
   module load cuda/12.6 || { echo "hpctrain: module load failed: "cuda/12.6 >&2; exit 1; }
+  module load apptainer/1.2.2 || { echo "hpctrain: module load failed: "apptainer/1.2.2 >&2; exit 1; }
 elif [[ "${SLURM_CLUSTER_NAME:-}" == hpctrain-dev* ]]; then
   # The local dev cluster has no module system; everything the job needs is on the host.
-  echo "hpctrain: dev cluster without modules; skipping: "'gcc/13 cuda/12.6' >&2
+  echo "hpctrain: dev cluster without modules; skipping: "'gcc/13 cuda/12.6 apptainer/1.2.2' >&2
 else
-  echo "hpctrain: 'module' is not available on $(hostname); cannot load: "'gcc/13 cuda/12.6' >&2
+  echo "hpctrain: 'module' is not available on $(hostname); cannot load: "'gcc/13 cuda/12.6 apptainer/1.2.2' >&2
   exit 1
 fi
 
