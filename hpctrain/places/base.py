@@ -153,6 +153,11 @@ class RunFiles(Protocol):
         """Every check made before writing: --config files load, the run directory can be made."""
         ...
 
+    def paths_missing(self, paths: Sequence[str]) -> list[str]:
+        """Those of `paths` (absolute; a leading ~/ is the home there) that do not exist at the
+        place, as given: what a job would read there as it starts (a container image)."""
+        ...
+
     def create_run_dir(self, run_dir: Path, files: Sequence[RunFile]) -> None:
         """Make the run directory with its files, whole; HpctrainError if it exists."""
         ...

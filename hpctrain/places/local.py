@@ -114,6 +114,11 @@ class LocalFiles:
         check_copies(f.copy_of for f in files if f.copy_of is not None)
         _check_run_dir(run_dir)
 
+    def paths_missing(self, paths: Sequence[str]) -> list[str]:
+        # ~/ as the job's shell reads it (render's sh_path): $HOME, never another user's ~name.
+        return [p for p in paths
+                if not os.path.exists(Path.home() / p[2:] if p.startswith("~/") else p)]
+
     def create_run_dir(self, run_dir: Path, files: Sequence[RunFile]) -> None:
         self._made[run_dir] = [p for p in run_dir.parents if not p.exists()]
         try:

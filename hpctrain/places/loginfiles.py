@@ -62,6 +62,26 @@ def read_answer(out: bytes, code: int) -> tuple[bytes, int] | None:
     return data, int(size_line.strip() or 0)
 
 
+# Marks the answer's lines: a login's shell start-up files may print to stdout too.
+_MISSING = "@@hpctrain-missing"
+
+
+def exists_command(paths: Sequence[str]) -> str:
+    """The shell command whose answer `missing_answer` reads: each path quoted whole (never
+    a word the shell splits, expands or takes for test's operator), ~/ left to $HOME."""
+    def quoted(path: str) -> str:
+        return '"$HOME"/' + shlex.quote(path[2:]) if path.startswith("~/") else shlex.quote(path)
+
+    return "; ".join(f"[ -e {quoted(p)} ] || echo {_MISSING} {i}" for i, p in enumerate(paths))
+
+
+def missing_answer(paths: Sequence[str], out: bytes) -> list[str]:
+    """The paths `exists_command(paths)` said are missing, in their order."""
+    said = (line.removeprefix(_MISSING + " ") for line in
+            out.decode(errors="replace").splitlines() if line.startswith(_MISSING + " "))
+    return [paths[int(i)] for i in said if i.isdigit() and int(i) < len(paths)]
+
+
 @dataclass
 class RemoteFollower:
     """Reads what a remote file gained since the last read (FileFollower's twin)."""
@@ -104,6 +124,17 @@ class LoginFiles:
     def check_files(self: LoginSide, run_dir: Path, files: Sequence[RunFile]) -> None:
         # The copies are made from the laptop's files (the run directory is made over there).
         check_copies(self.local_copy(f.copy_of) for f in files if f.copy_of is not None)
+
+    def paths_missing(self: LoginSide, paths: Sequence[str]) -> list[str]:
+        """One round trip: `[ -e ]` of each path on the login."""
+        if not paths:
+            return []
+        out, err, code = self.conn.run(exists_command(paths))
+        if code != 0:
+            raise RemoteError(f"cannot look for {', '.join(paths)} on {self.conn.target.host}: "
+                              f"{err.decode(errors='replace').strip()}",
+                              "run the command again with --debug, and check the login")
+        return missing_answer(paths, out)
 
     def create_run_dir(self: LoginSide, run_dir: Path, files: Sequence[RunFile]) -> None:
         """Upload the run directory's files (one round trip); fail if it exists there."""

@@ -10,7 +10,9 @@ decides: the interpreter the environment links to, hpctrain's package for the ra
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from pathlib import PurePath
 
 from hpctrain.plan.containerplan import PYTHON_CHOICES, ContainerPlan
 from hpctrain.plan.model import JobRequest
@@ -52,6 +54,20 @@ def container_policy(req: JobRequest, gpus_per_node: int) -> Outcome[ContainerPl
                          python="image" if python == "image" else "job",
                          modules=tuple(runtime.modules))
     return Outcome(plan, tuple(problems))
+
+
+def anchored(req: JobRequest, workdir: PurePath) -> JobRequest:
+    """`req` with a relative image path made absolute at `workdir`, the project at the place:
+    the job's ranks start in its code snapshot, which need not hold the image (a snapshot
+    leaves large files out), and submit checks the path there as the job will read it."""
+    image = req.container
+    if not image or image.startswith(("/", "~/")) or CONTROL.search(image):
+        return req
+    runtime = req.profile.containers.runtime(req.container_runtime)
+    # The plan's own rule of what is a path (not pyxis's registry name, not a docker:// URI).
+    if runtime is None or not ContainerPlan(runtime.name, image, (), False, "job").image_is_path:
+        return req
+    return dataclasses.replace(req, container=str(workdir / image))
 
 
 def _image_problems(image: str) -> list[str]:

@@ -86,6 +86,10 @@ class CrossRace:
     def frozen_code(self) -> None:
         return None
 
+    def needed_paths(self) -> tuple[str, ...]:
+        # Each leg's images are at its own place, checked there as the leg is queued.
+        return ()
+
     def with_listing(self, checked: object) -> CrossRace:
         return self
 

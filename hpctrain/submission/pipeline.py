@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from hpctrain.errors import HpctrainError
 from hpctrain.submission.planned import Planned
 
 if TYPE_CHECKING:
@@ -41,18 +42,36 @@ def checked(prepared: P, place: Place) -> P:
 
 def plan(kind: Kind[P, R], place: Place) -> P:
     """Everything `kind` would do at `place`, decided and checked there (a dry run's value).
-    The dry run fails wherever the real submit would, before SLURM is asked to queue."""
+    The dry run fails wherever the real submit would, before SLURM is asked to queue, but
+    for the paths the jobs start from (`require_paths`): a dry run shows a script for a place
+    that may get its image later, and asks the place nothing for it."""
     place.check()
     return checked(kind.prepare(place), place)
 
 
+def require_paths(prepared: Planned, place: Place) -> None:
+    """Refuse a job whose container image is missing at `place` before anything is written
+    or queued: on the node it would fail only once it left the queue."""
+    paths = prepared.needed_paths()
+    missing = place.paths_missing(paths) if paths else []
+    if missing:
+        raise HpctrainError(
+            f"container image {', '.join(missing)} does not exist {place.where}: the job "
+            "would wait in the queue only for its ranks to find no image to start in",
+            "check the --container path, or put the image there first (where the nodes see "
+            "it at the same path: a shared file system)")
+
+
 def act(kind: Kind[P, R], prepared: P, place: Place, history: History) -> Outcome[P, R]:
     """Bring the project to the place (once the plan holds: a refused job sends nothing) and
-    submit what `plan` decided."""
+    submit what `plan` decided, once the place has the paths its jobs start from."""
     folder = kind.runs_folder
     if folder is None:
+        require_paths(prepared, place)
         return Outcome(prepared, kind.execute(prepared, place, history))
     synced = place.sync_project(folder)
+    # After the sync: an image inside the project reaches a login with it.
+    require_paths(prepared, place)
     result = kind.execute(prepared, place, history)
     return Outcome(prepared, result, place.sync_facts(synced), place.sync_notes(synced))
 

@@ -4,6 +4,7 @@ any kind through it alone."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -39,6 +40,13 @@ class RunDirPlan:
     files: tuple[RunFile, ...]
 
 
+def image_paths(scripts: Iterable[Script]) -> tuple[str, ...]:
+    """The container images given as paths that `scripts`' ranks start in, each once (a
+    pyxis name or a docker:// URI is the runtime's to fetch, not a path to check)."""
+    boxes = (s.plan.container for s in scripts)
+    return tuple(dict.fromkeys(b.image for b in boxes if b is not None and b.image_is_path))
+
+
 class Planned(Protocol):
     """Everything a kind's submission would write and queue, decided as a value."""
 
@@ -52,6 +60,11 @@ class Planned(Protocol):
 
     def frozen_code(self) -> CodeSpec | None:
         """The project as this submission would freeze it (None: nothing is frozen)."""
+        ...
+
+    def needed_paths(self) -> tuple[str, ...]:
+        """Paths at the place the jobs read as they start (their container images): submit
+        refuses, before anything is written or queued, where one is missing (not the dry run)."""
         ...
 
     def with_listing(self: T, checked: CodeSpec) -> T:

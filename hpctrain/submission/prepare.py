@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpctrain.plan import JobPlan, JobRequest
+from hpctrain.plan.container import anchored
 from hpctrain.render.script import LogPatterns, log_patterns, plan_script
 from hpctrain.snapshots.spec import CodeSpec, code_spec
-from hpctrain.submission.planned import RunDirPlan, Script
+from hpctrain.submission.planned import RunDirPlan, Script, image_paths
 from hpctrain.values import rundir
 from hpctrain.values.rundir import RunDir, RunFile
 
@@ -80,6 +81,9 @@ class Prepared:
     def frozen_code(self) -> CodeSpec | None:
         return self.code if self.again is None else None
 
+    def needed_paths(self) -> tuple[str, ...]:
+        return image_paths(self.scripts())
+
     def with_listing(self, checked: CodeSpec) -> Prepared:
         return dataclasses.replace(self, code=listed(self.code, checked))
 
@@ -139,6 +143,7 @@ def prepare(
     now: datetime | None = None, token: str | None = None, script_name: str = rundir.SCRIPT,
 ) -> Prepared:
     """Decide a submission from `workdir` without touching the filesystem or SLURM."""
+    req = anchored(req, workdir)
     run_dir = run_dir_for(req.profile.output_dir, req.job_name, workdir, now, token)
     code = code_spec(workdir, run_dir, tuple(req.in_place)) if req.snapshot else None
     # A sweep's array tasks log into one folder; each point's run directory is its own.

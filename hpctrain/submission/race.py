@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from hpctrain.errors import HpctrainError, PlanError
 from hpctrain.plan import JobPlan, JobRequest
-from hpctrain.submission.planned import RunDirPlan, Script
+from hpctrain.submission.planned import RunDirPlan, Script, image_paths
 from hpctrain.submission.prepare import Prepared, listed, prepare, segment_options
 from hpctrain.values import units
 from hpctrain.values.rundir import RunDir, RunFile
@@ -157,6 +157,9 @@ class Race:
     def frozen_code(self) -> CodeSpec | None:
         # The run directory (and its code) is the first alternative's, for all of them.
         return self.alternatives[0].code
+
+    def needed_paths(self) -> tuple[str, ...]:
+        return image_paths(self.scripts())
 
     def with_listing(self, checked: CodeSpec) -> Race:
         return Race(tuple(dataclasses.replace(p, code=listed(p.code, checked))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from hpctrain.errors import HpctrainError
 from hpctrain.studies import scaling_table
 from hpctrain.studies.scaling_report import Studies
-from hpctrain.submission.planned import RunDirPlan, Script
+from hpctrain.submission.planned import RunDirPlan, Script, image_paths
 from hpctrain.values.units import Topology
 
 if TYPE_CHECKING:
@@ -194,6 +194,9 @@ class PreparedStudy:
 
     def frozen_code(self) -> CodeSpec | None:
         return self.runs[0].job.frozen_code() if self.runs else None
+
+    def needed_paths(self) -> tuple[str, ...]:
+        return image_paths(self.scripts())
 
     def with_listing(self, checked: CodeSpec) -> PreparedStudy:
         return replace(self, runs=tuple(replace(r, job=r.job.with_listing(checked))

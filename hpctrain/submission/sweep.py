@@ -21,7 +21,7 @@ from hpctrain.errors import HpctrainError, SlurmError
 from hpctrain.plan import sweep as points_of
 from hpctrain.plan.model import SweepArray
 from hpctrain.plan.sweep import Point, Sweep
-from hpctrain.submission.planned import RunDirPlan, Script
+from hpctrain.submission.planned import RunDirPlan, Script, image_paths
 from hpctrain.values import rundir
 from hpctrain.values.rundir import RunDir, RunFile
 
@@ -73,6 +73,9 @@ class PreparedSweep:
 
     def frozen_code(self) -> CodeSpec | None:
         return self.arrays[0].code
+
+    def needed_paths(self) -> tuple[str, ...]:
+        return image_paths(self.scripts())
 
     def with_listing(self, checked: CodeSpec) -> PreparedSweep:
         from hpctrain.submission.prepare import listed
