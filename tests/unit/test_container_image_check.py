@@ -1,7 +1,8 @@
 """Submit checks a container image given as a path where the job is submitted to (issue 56,
 docs/containers.md): the plan lists the paths, the place answers which are missing. Here the
 pure parts, this machine's place, and the login's command run by a real sh; a real submit is
-tests/unit/test_container_image_cluster.py, a real login tests/remote/test_container_login.py."""
+tests/containers/test_container_image_cluster.py, a real login
+tests/remote/test_container_login.py."""
 
 from __future__ import annotations
 
