@@ -78,6 +78,9 @@ def test_the_packaged_trainer_runs_its_2_node_ddp_job_inside_the_container(
         watcher.join()
     assert row["State"] == "COMPLETED", Path(str(job["stdout"])).read_text()
     assert (Path(run_dir) / "training-complete").exists()
+    # The home is writable inside (ch-run --home): no library found its config directory
+    # read-only (matplotlib says so on every rank otherwise).
+    assert "is not a writable directory" not in Path(str(job["stderr"])).read_text()
 
     # Every rank ran in the image (its marker, Debian 13), none on the host's root.
     inside = {rank for rank, root in seen.values() if root.startswith(_stamp()) and "|13." in root}

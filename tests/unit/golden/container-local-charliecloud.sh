@@ -214,7 +214,9 @@ hpctrain_container_srun=()
 for hpctrain_bind in "${hpctrain_binds[@]}"; do
   hpctrain_container+=(-b "$hpctrain_bind")
 done
-hpctrain_container+=(--cd="$PWD")
+# The home, writable, as Apptainer binds it: caches (Hugging Face, torch, matplotlib) write
+# there, and the image is read-only. ch-run puts it at /home/$USER.
+hpctrain_container+=(--home --cd="$PWD")
 # ch-run refuses to start without $USER ("$USER not set"), which a batch environment may lack.
 [ -n "${USER:-}" ] || export USER="$(id -un)"
 hpctrain_container+=('/img/deb 13' --)
