@@ -148,7 +148,8 @@ lane_c_tests=(
 lane_d_tests=(
   tests/supervisor/test_restarts_cluster.py tests/jobs/test_node_failure_cluster.py
   tests/cluster/test_tracker_identity_cluster.py tests/monitor/test_stall_cluster.py
-  tests/containers/test_container_cluster.py  # 63 s; its image (scripts/container-image.sh) 2 s once
+  tests/containers/test_container_cluster.py  # 63 s; its image made by the setup stage
+  tests/containers/test_container_torchrun_cluster.py tests/containers/test_container_image_cluster.py
 )
 lane_cluster() {
   local ignore=() f
