@@ -69,3 +69,13 @@ def test_each_container_line_is_read(line: str, what: str, path: str) -> None:
     # ch-run 0.31's words, as it printed them on this machine (docs/containers.md).
     (found,) = scan(line + "\n", "stderr.log")
     assert (found.kind, found.info["what"], found.info["path"]) == ("container", what, path)
+
+
+def test_ch_run_0_38_says_the_same_in_its_own_words() -> None:
+    # Debian 13's ch-run 0.38, the 24.11 lane's runtime: each error as it printed it there
+    # (recorded/charliecloud-0.38/, MANIFEST.json says how), read as 0.31's.
+    text = (RECORDED.parent / "charliecloud-0.38" / "ch-run-errors.txt").read_text()
+    found = [(f.info["what"], f.info["path"]) for f in scan(text, "stderr.log")]
+    assert found == [("image_missing", "/no/such/image"), ("bind_missing", "/no/such/dir"),
+                     ("bind_target_missing", "/root/.cache/hpctrain/container-image/root/no"),
+                     ("command_missing", "no-such-python"), ("user_unset", "")]
