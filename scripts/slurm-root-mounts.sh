@@ -75,7 +75,8 @@ _slurm_root_exec() {
     mkdir -p .old-root
     pivot_root . .old-root
     cd /
-    umount -l /.old-root
+    # Out of sight (a root without umount keeps it, unused, at /.old-root).
+    umount -l /.old-root 2>/dev/null || true
     exec /usr/bin/env -i "${env_args[@]}" \
       /bin/bash -c '\''cd -- "$1" && shift && exec "$@"'\'' slurm-root "$cwd" "$@"
   ' slurm-root "${#slurm_root_env[@]}" "$cwd" "${slurm_root_env[@]}" "$@"
