@@ -68,17 +68,16 @@ def dev(job: JobOptions, dry_run: bool = False, json_out: bool = False,
     if outcome.result is None:
         show(outcome, place, json_out)
         return
-    code = _shell(outcome.result, place, history)
+    code = _shell(outcome.result, place, history, in_container=request.container is not None)
     if code:
         import typer
 
         raise typer.Exit(code)
 
 
-def _shell(done: Submitted, place: Place, history: Any) -> int:
+def _shell(done: Submitted, place: Place, history: Any, in_container: bool = False) -> int:
     """Wait for the dev job's environment, then attach the shell; its exit status."""
     from hpctrain.cli.output import err_console
-    from hpctrain.slurm.interactive import shell_argv
     from hpctrain.submission.dev import wait_ready
     from hpctrain.tracking.watcher import JobWatcher
 
@@ -94,10 +93,26 @@ def _shell(done: Submitted, place: Place, history: Any) -> int:
         watcher.cancel([done.record])
         say(f"hpctrain: dev job {done.job_id} cancelled", highlight=False)
         raise
-    code = place.run_attached(shell_argv(done.job_id, rc_file))
+    code = place.run_attached(_shell_argv(done, place, rc_file, in_container))
     say(f"hpctrain: dev job {done.job_id} ends with its shell; `hpctrain why {done.job_id}` "
         "tells what it did", highlight=False, soft_wrap=True)
     return code
+
+
+def _shell_argv(done: Submitted, place: Place, rc_file: Path,
+                in_container: bool) -> tuple[str, ...]:
+    """The shell's srun; in a container, with the words and srun options the job's script
+    saved (read on the node, and through the place: never worked out again here)."""
+    from hpctrain.slurm.interactive import shell_argv
+    from hpctrain.submission.devrelay import ContainerFiles, nul_words
+    from hpctrain.values.rundir import RunDir
+
+    if not in_container:
+        return shell_argv(done.job_id, rc_file)
+    files = ContainerFiles(RunDir(done.run_dir).dev_env)
+    read = place.read_file(files.srun_options, None)
+    return shell_argv(done.job_id, rc_file, container=(files.words, files.dev_env),
+                      srun_options=nul_words(read[0]) if read else ())
 
 
 def dev_run(command: Annotated[list[str] | None, job_option(
@@ -122,14 +137,42 @@ def dev_run(command: Annotated[list[str] | None, job_option(
     from hpctrain.cli.output import err_console
 
     err_console.print(f"hpctrain: dev-run in job {job_id}: {plan.nodes} node(s) x "
-                      f"{plan.gpus_per_node} GPU(s), launcher {plan.launcher}, into {here}",
+                      f"{plan.gpus_per_node} GPU(s), launcher {plan.launcher}"
+                      + (f", in {plan.container.image}" if plan.container else "")
+                      + f", into {here}",
                       highlight=False, soft_wrap=True)
     # SLURM_OVERLAP: the launch step shares the CPUs the shell's own step holds.
-    code = run_script(script, {"SLURM_OVERLAP": "1"})
+    if plan.container is None:
+        code = run_script(script, {"SLURM_OVERLAP": "1"})
+    else:
+        code = _relayed(Path(run_dir), here)
     if code:
         import typer
 
         raise typer.Exit(code)
+
+
+def _relayed(run_dir: Path, here: Path) -> int:
+    """dev-run in a container, where no srun is: the dev job's script runs the script outside
+    (docs/dev.md, "In a container"), with this shell's directory and environment."""
+    import sys
+
+    from hpctrain.submission.devrelay import (
+        ContainerFiles,
+        env_changes,
+        environ_words,
+        relay,
+        relay_request,
+    )
+    from hpctrain.values.rundir import RunDir
+
+    files = ContainerFiles(RunDir(run_dir).dev_env)
+    try:
+        started = environ_words(files.inside_env.read_bytes())
+    except OSError:
+        started = {}
+    words = env_changes(started, {**os.environ, "SLURM_OVERLAP": "1"})
+    return relay(here, files.relay, relay_request(os.getcwd(), words), sys.stdout.buffer)
 
 
 def attach_alias(attach: str, write_ssh_config: bool = False,

@@ -31,10 +31,6 @@ def container_policy(req: JobRequest, gpus_per_node: int) -> Outcome[ContainerPl
             return Outcome(None, (f"{extra[0]} applies to a job in a container: give "
                                   "--container IMAGE too",))
         return Outcome(None)
-    if req.dev:
-        # The dev shell and dev-run start on the node as the batch script does (docs/dev.md).
-        return Outcome(None, (f"--container {req.container}: `hpctrain dev` does not run its "
-                              "shell in a container yet; submit the job with --container",))
     offered = req.profile.containers
     runtime = offered.runtime(req.container_runtime)
     if runtime is None:

@@ -12,9 +12,31 @@ from pathlib import Path
 from hpctrain.errors import SlurmUnavailableError
 from hpctrain.slurm.runner import resolve_slurm_conf
 
+# The dev shell in a container (docs/dev.md, "In a container"): the runtime's words as the
+# job's script worked them out ($1, NUL-separated), started with the job's environment ($2) as
+# the script launches a rank (this step's variables unset, the terminal's TERM kept); inside,
+# what the runtime made of that environment is kept ($2.inside) for the start-up file ($3).
+_IN_CONTAINER = (
+    'mapfile -d "" -t hpctrain_words <"$1" || exit 1; hpctrain_term="${TERM:-}"; '
+    'while read -r n; do unset "$n" 2>/dev/null; done < <(compgen -e); . "$2" || exit 1; '
+    '[ -z "$hpctrain_term" ] || export TERM="$hpctrain_term"; '
+    '[ -n "${USER:-}" ] || export USER="$(id -un)"; '
+    'exec "${hpctrain_words[@]}" /bin/bash -c "$4" hpctrain-dev-shell "$2" "$3"')
+# Also as NAME=VALUE words ($2.inside-env, bash's builtins only): what dev-run tells its changes
+# from (submission/devrelay.py: env_changes).
+_INSIDE = ('{ export -p; declare -fx; printf "cd %q\\n" "$PWD"; } >"$1.inside" && '
+           'for n in $(compgen -e); do printf "%s=%s\\0" "$n" "${!n}"; done >"$1.inside-env" && '
+           'exec /bin/bash --rcfile "$2" -i')
 
-def shell_argv(job_id: str, rc_file: Path, bash: str = "/bin/bash") -> tuple[str, ...]:
-    """The dev shell as a step of job `job_id`: one task beside whatever else runs there."""
+
+def shell_argv(job_id: str, rc_file: Path, bash: str = "/bin/bash",
+               container: tuple[Path, Path] | None = None,
+               srun_options: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The dev shell as a step of job `job_id`: one task beside whatever else runs there; in a
+    container, `container` naming the file of its words and the job's environment, with srun's
+    `srun_options`."""
+    shell = ((bash, "-c", _IN_CONTAINER, "hpctrain-dev-shell", *map(str, container),
+              str(rc_file), _INSIDE) if container else (bash, "--rcfile", str(rc_file), "-i"))
     # --export: no variable of this terminal but TERM (and SLURM's own) reaches the shell; the
     # start-up file puts in the job's environment instead. Without PATH bash needs its path,
     # the node's, which this machine (a laptop) cannot look up: /bin/bash is everywhere.
@@ -22,8 +44,8 @@ def shell_argv(job_id: str, rc_file: Path, bash: str = "/bin/bash") -> tuple[str
     # --relative=0: the job's first node, where its script runs (and writes the time limit's
     # warning to this terminal); SLURM would otherwise pick a node of its own choice.
     return ("srun", f"--jobid={job_id}", "--overlap", "--pty", "--nodes=1", "--ntasks=1",
-            "--relative=0", "--export=TERM", "--job-name=hpctrain-dev-shell",
-            bash, "--rcfile", str(rc_file), "-i")
+            "--relative=0", "--export=TERM", "--job-name=hpctrain-dev-shell", *srun_options,
+            *shell)
 
 
 def _require_srun() -> None:

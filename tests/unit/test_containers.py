@@ -176,9 +176,8 @@ def test_the_cli_takes_the_container_options_from_the_job_option_table() -> None
     for argv in (["submit", "--profile", "raven", "--container", "/u/me/pt.sif", "--dry-run",
                   "--json"],
                  ["sweep", "--profile", "raven", "--grid", "optim.lr=0.1,0.03", "--container",
-                  "/u/me/pt.sif", "--dry-run", "--json"]):
+                  "/u/me/pt.sif", "--dry-run", "--json"],
+                 ["dev", "--profile", "raven", "--container", "/u/me/pt.sif", "--dry-run",
+                  "--json"]):
         shown = runner.invoke(app, argv)
         assert "/u/me/pt.sif" in shown.output, (argv, shown.output, shown.exception)
-    dev = runner.invoke(app, ["dev", "--profile", "raven", "--container", "/u/me/pt.sif",
-                              "--dry-run"])
-    assert dev.exit_code == 1 and "does not run its shell in a container" in str(dev.exception)
