@@ -147,6 +147,7 @@ lane_c_tests=(
 # Issue 54's and 56's: recovery inside the allocation, the tracker across restarts, containers.
 lane_d_tests=(
   tests/supervisor/test_restarts_cluster.py tests/jobs/test_node_failure_cluster.py
+  tests/jobs/test_node_failure_2node_cluster.py  # 85 s: node2 killed under a 2-node job
   tests/cluster/test_tracker_identity_cluster.py tests/monitor/test_stall_cluster.py
   tests/containers/test_container_cluster.py  # 63 s; its image made by the setup stage
   tests/containers/test_container_torchrun_cluster.py tests/containers/test_container_image_cluster.py
