@@ -143,6 +143,7 @@ lane_c_tests=(
   tests/diagnosis/test_faults_cluster.py tests/jobs/test_dead_controller.py
   tests/cluster/test_tutorial_patterns.py
   tests/monitor/test_monitor_cluster.py tests/cluster/test_snapshots.py tests/dev/test_dev_cluster.py
+  tests/dev/test_dev_container_cluster.py
 )
 # Issue 54's and 56's: recovery inside the allocation, the tracker across restarts, containers.
 lane_d_tests=(
@@ -191,7 +192,7 @@ slurm24_tests=(
   tests/remote/test_remote_cluster.py::test_submit_status_logs_cancel_over_one_connection
   tests/jobs/test_maintenance_cluster.py tests/jobs/test_free_cluster.py
   tests/jobs/test_status_calls_cluster.py tests/jobs/test_budget_cluster.py
-  tests/dev/test_dev_cluster.py tests/remote/test_dev_login.py
+  tests/dev/test_dev_cluster.py tests/remote/test_dev_login.py tests/dev/test_dev_container_cluster.py
   # Containers (issue 56): Debian 13's ch-run 0.38 in the root's nodes.
   tests/containers/test_container_cluster.py::test_the_packaged_trainer_runs_its_2_node_ddp_job_inside_the_container
   # The fault matrix's first rows (issue 51): Debian's torch 2.6 records no collectives, so
