@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hpctrain.errors import SlurmUnavailableError
 from hpctrain.slurm.runner import resolve_slurm_conf
+from hpctrain.values.rundir import DEV_INSIDE, DEV_INSIDE_ENV
 
 # The dev shell in a container (docs/dev.md, "In a container"): the runtime's words as the
 # job's script worked them out ($1, NUL-separated), started with the job's environment ($2) as
@@ -24,9 +25,9 @@ _IN_CONTAINER = (
     'exec "${hpctrain_words[@]}" /bin/bash -c "$4" hpctrain-dev-shell "$2" "$3"')
 # Also as NAME=VALUE words ($2.inside-env, bash's builtins only): what dev-run tells its changes
 # from (submission/devrelay.py: env_changes).
-_INSIDE = ('{ export -p; declare -fx; printf "cd %q\\n" "$PWD"; } >"$1.inside" && '
-           'for n in $(compgen -e); do printf "%s=%s\\0" "$n" "${!n}"; done >"$1.inside-env" && '
-           'exec /bin/bash --rcfile "$2" -i')
+_INSIDE = ('{ export -p; declare -fx; printf "cd %q\\n" "$PWD"; } >"$1' + DEV_INSIDE + '" && '
+           'for n in $(compgen -e); do printf "%s=%s\\0" "$n" "${!n}"; done >"$1'
+           + DEV_INSIDE_ENV + '" && exec /bin/bash --rcfile "$2" -i')
 
 
 def shell_argv(job_id: str, rc_file: Path, bash: str = "/bin/bash",

@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 from hpctrain.errors import HpctrainError
 from hpctrain.files.atomic import write_atomic
+from hpctrain.values import rundir as rd
 
 
 @dataclass(frozen=True)
@@ -37,27 +38,27 @@ class ContainerFiles:
     @property
     def words(self) -> Path:
         """The runtime's words before a command (ch-run ... IMAGE --), NUL-separated."""
-        return self._beside(".container")
+        return self._beside(rd.DEV_CONTAINER_WORDS)
 
     @property
     def srun_options(self) -> Path:
         """srun's own options for the container (pyxis's), NUL-separated; empty otherwise."""
-        return self._beside(".container-srun")
+        return self._beside(rd.DEV_CONTAINER_SRUN)
 
     @property
     def inside(self) -> Path:
         """The job's environment as the runtime passed it in: what the shell starts with."""
-        return self._beside(".inside")
+        return self._beside(rd.DEV_INSIDE)
 
     @property
     def inside_env(self) -> Path:
         """The same, NUL-separated NAME=VALUE: what a dev-run tells its shell's changes from."""
-        return self._beside(".inside-env")
+        return self._beside(rd.DEV_INSIDE_ENV)
 
     @property
     def relay(self) -> Path:
         """The FIFO through which a dev-run asks the job's script to run its script."""
-        return self._beside(".relay")
+        return self._beside(rd.DEV_RELAY)
 
 
 @dataclass(frozen=True)
@@ -68,19 +69,19 @@ class RelayFiles:
 
     @property
     def request(self) -> Path:
-        return self.root / "relay-request"
+        return self.root / rd.RELAY_REQUEST
 
     @property
     def output(self) -> Path:
-        return self.root / "output"
+        return self.root / rd.RELAY_OUTPUT
 
     @property
     def stop(self) -> Path:
-        return self.root / "stop"
+        return self.root / rd.RELAY_STOP
 
     @property
     def rc(self) -> Path:
-        return self.root / "rc"
+        return self.root / rd.RELAY_RC
 
 
 def nul_words(data: bytes) -> tuple[str, ...]:
