@@ -11,12 +11,12 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
+from hpctrain.values.srunlines import SRUN_TASK
+
 # slurmstepd: "*** JOB 12 ON node1 CANCELLED AT 2026-11-24T10:00:00 DUE TO TIME LIMIT ***"
 _STEPD = re.compile(r"\*\*\* (?:JOB|STEP) (?P<id>[\d.]+\w*) ON (?P<node>\S+) CANCELLED AT "
                     r"(?P<at>\S+)(?: DUE TO (?P<why>[A-Z ]+?))?(?: \*\*\*|$)")
 # srun: "srun: error: node2: task 1: Exited with exit code 3" / ": Segmentation fault"
-_SRUN_TASK = re.compile(r"srun: error: (?P<node>[^:\s]+): tasks? (?P<task>[\d,\-]+): "
-                        r"(?P<what>.+)$")
 _EXIT = re.compile(r"Exited with exit code (\d+)")
 _OOM_KILL = re.compile(r"oom[-_]kill|Out of memory: Killed process|OOM Killed",
                        re.IGNORECASE)
@@ -177,7 +177,7 @@ def _line_finding(line: str, source: str, n: int) -> Finding | None:
         return _gpu_finding(line, source, n, what)
     if m := _STEPD.search(line):
         return _stepd(m, source, n, line)
-    if m := _SRUN_TASK.search(line):
+    if m := SRUN_TASK.search(line):
         return _srun(m, source, n, line)
     if m := _CUDA_OOM.search(line):
         return Finding("cuda_oom", source, n, line.strip(), info={"size": m.group("size")})

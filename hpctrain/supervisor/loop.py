@@ -28,13 +28,13 @@ from hpctrain.supervisor.ports import next_port
 from hpctrain.values.attempts import END, NEXT_PORT, RESTART, Attempt
 from hpctrain.values.outputs import output_files
 from hpctrain.values.rundir import RunDir
+from hpctrain.values.srunlines import SRUN_TASK
 
 POLL_S = 0.2
 # srun ends a step on a second SIGINT within a second (SIGKILL to every task); past this, the
 # supervisor kills srun itself.
 STOP_WAIT_S = 30.0
 # srun's line for each task that ended badly: "srun: error: node2: task 3: Killed".
-_TASK_LINE = re.compile(r"^srun: error: (?P<node>\S+): tasks? (?P<tasks>[0-9,-]+): (?P<how>.+)$")
 _TAIL_BYTES = 256 * 1024
 # Before a restart every node must run a task (a step of `true`), within this time.
 PROBE_STEP = "hpctrain-probe"
@@ -57,9 +57,9 @@ def rank_failures(text: str) -> list[str]:
     """srun's lines about tasks that ended badly, as 'task 3 on node2: Killed'."""
     found = []
     for line in text.splitlines():
-        m = _TASK_LINE.match(line.strip())
+        m = SRUN_TASK.search(line.strip())
         if m:
-            found.append(f"task {m['tasks']} on {m['node']}: {m['how'].strip()}")
+            found.append(f"task {m['task']} on {m['node']}: {m['what'].strip()}")
     return list(dict.fromkeys(found))
 
 
