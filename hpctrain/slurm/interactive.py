@@ -25,8 +25,8 @@ _IN_CONTAINER = (
     'exec "${hpctrain_words[@]}" /bin/bash -c "$4" hpctrain-dev-shell "$2" "$3"')
 # Also as NAME=VALUE words ($2.inside-env, bash's builtins only): what dev-run tells its changes
 # from (submission/devrelay.py: env_changes).
-_INSIDE = ('{ export -p; declare -fx; printf "cd %q\\n" "$PWD"; } >"$1' + DEV_INSIDE + '" && '
-           'for n in $(compgen -e); do printf "%s=%s\\0" "$n" "${!n}"; done >"$1'
+_INSIDE = ('{ export -p; declare -fx; printf "cd %q\\n" "$PWD"; } >"${1%/*}/' + DEV_INSIDE
+           + '" && for n in $(compgen -e); do printf "%s=%s\\0" "$n" "${!n}"; done >"${1%/*}/'
            + DEV_INSIDE_ENV + '" && exec /bin/bash --rcfile "$2" -i')
 
 

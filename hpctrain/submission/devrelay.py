@@ -32,8 +32,8 @@ class ContainerFiles:
 
     dev_env: Path
 
-    def _beside(self, suffix: str) -> Path:
-        return self.dev_env.with_name(self.dev_env.name + suffix)
+    def _beside(self, name: str) -> Path:
+        return self.dev_env.with_name(name)
 
     @property
     def words(self) -> Path:

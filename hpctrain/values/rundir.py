@@ -82,16 +82,19 @@ DEV_ENV = "dev-env.sh"
 DEV_RC = "dev-shell.rc"
 DEV_EXITED = "dev-shell-exited"
 DEV_RUNS = "dev-runs"
-# A dev job in a container (submission/devrelay.py; the template names them by these suffixes):
-# beside DEV_ENV its script saves the runtime's words and srun's options for it, the shell's step
-# what the runtime passed in (to source, and as NAME=VALUE words), and dev-run asks the script,
-# outside, through a FIFO; each relayed run of DEV_RUNS/<n>/ has its RELAY_* files.
-DEV_CONTAINER_WORDS = ".container"
-DEV_CONTAINER_SRUN = ".container-srun"
-DEV_INSIDE = ".inside"
-DEV_INSIDE_ENV = ".inside-env"
-DEV_RELAY = ".relay"
-RELAY_REQUEST, RELAY_OUTPUT, RELAY_STOP, RELAY_RC = "relay-request", "output", "stop", "rc"
+# A dev job in a container (submission/devrelay.py): beside DEV_ENV its script saves the
+# runtime's words and srun's options for it, the shell's step what the runtime passed in (to
+# source, and as NAME=VALUE words), and dev-run asks the script, outside, through a FIFO; each
+# relayed run of DEV_RUNS/<n>/ has its RELAY_* files.
+DEV_CONTAINER_WORDS = DEV_ENV + ".container"
+DEV_CONTAINER_SRUN = DEV_ENV + ".container-srun"
+DEV_INSIDE = DEV_ENV + ".inside"
+DEV_INSIDE_ENV = DEV_ENV + ".inside-env"
+DEV_RELAY = DEV_ENV + ".relay"
+RELAY_REQUEST = "relay-request"
+RELAY_OUTPUT = "relay-output"
+RELAY_STOP = "relay-stop"
+RELAY_RC = "relay-rc"
 # `hpctrain dev --attach`: the sshd its ssh alias starts inside the dev job reads its config,
 # its host key and the laptop's key from DEV_SSH/ (submission/devssh.py).
 DEV_SSH = "dev-ssh"

@@ -40,14 +40,16 @@ def _resumed(job: dict[str, Any]) -> list[dict[str, Any]]:
     return restarts if len(restarts) > 1 and restarts[1]["resumed_from"] else []
 
 
-@pytest.mark.parametrize("where", ["on the node", "in a container"])
 def test_a_real_time_limit_warns_and_the_next_segment_resumes(
-    devcluster: DevClusterHandle, tmp_path: Path, where: str
+    devcluster: DevClusterHandle, tmp_path: Path
 ) -> None:
-    """Also with the rank inside Charliecloud (issue 56): SLURM's warning reaches the batch
-    shell outside, which passes the stop to the rank inside through ch-run."""
+    """With the rank inside Charliecloud (issue 56): SLURM's warning reaches the batch shell
+    outside, which passes the stop to the rank inside through ch-run. One run, in a container:
+    the timer's path outside is the same with or without one, and a minute of a training rank
+    is CPU the suite's other lanes share (22.05's plain timer: the quiet stage's
+    test_requeue.py)."""
     (tmp_path / "endless.yaml").write_text(ENDLESS_SPIRAL)
-    boxed = ("--container", str(container_image())) if where == "in a container" else ()
+    boxed = ("--container", str(container_image()))
     job = submit(devcluster, tmp_path, "--profile", "local", "--nodes", "1",
                  "--gpus-per-node", "1", "--time", "1", "--grace", "10",
                  "--config", "endless.yaml", *boxed)
@@ -66,4 +68,4 @@ def test_a_real_time_limit_warns_and_the_next_segment_resumes(
     assert start <= first_end["requested_at"] <= first_end["checkpoint_at"] < start + 60, (
         first_end, start)
     assert restarts[1]["resumed_from"]["global_step"] == first_end["global_step"]
-    assert ("ch-run" in (Path(job["run_dir"]) / "job.sbatch").read_text()) == bool(boxed)
+    assert "ch-run" in (Path(job["run_dir"]) / "job.sbatch").read_text()

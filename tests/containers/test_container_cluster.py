@@ -63,7 +63,7 @@ def test_the_packaged_trainer_runs_its_2_node_ddp_job_inside_the_container(
     image = tmp_path / "the image's root"
     image.symlink_to(_image())
     sub = _hpctrain(devcluster, tmp_path, "submit", "--json", "--profile", "local", "--nodes",
-                    "2", "--container", str(image))
+                    "2", "--container", str(image), "--max-epochs", "3")
     assert sub.returncode == 0, sub.stderr
     job: dict[str, Any] = json.loads(sub.stdout)
     job_id, run_dir = str(job["job_id"]), str(job["run_dir"])

@@ -121,14 +121,15 @@ def _submit(dc: DevClusterHandle, cwd: Path, *args: str) -> dict[str, Any]:
 
 def test_the_packaged_trainer_under_torchrun_runs_every_worker_inside_the_container(
         devcluster: DevClusterHandle, tmp_path: Path) -> None:
-    job = _submit(devcluster, tmp_path)
+    # Three epochs: where the processes run is what is tested (the suite's CPU is shared).
+    job = _submit(devcluster, tmp_path, "--max-epochs", "3")
     run_dir = Path(job["run_dir"])
     with _watching(str(run_dir)) as seen:
         row = devcluster.wait_job(str(job["job_id"]), timeout_s=180)
     assert row["State"] == "COMPLETED", Path(job["stderr"]).read_text()
     assert RunDir(run_dir).training_complete.exists()
     metrics = json.loads(RunDir(run_dir).metrics.read_text())
-    assert [e["epoch"] for e in metrics["epochs"]] == list(range(1, 21)), metrics
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3], metrics
 
     # One torchrun a node and its two workers, all in the image; none seen on the host's root.
     assert _inside(seen, "agent") == ["", ""], seen
