@@ -19,9 +19,11 @@ from tests.dev.terminal import Terminal, wait_file
 from tests.jobs.test_jobs_cluster import Cli
 
 # Writes the environment of rank 0 (RANK as the launcher sets it) to the file it is given.
+# Whole or not there: the test reads the file as soon as it exists (wait_file).
 DUMP = ("import json, os, sys\n"
         "if os.environ.get('RANK', '0') == '0':\n"
-        "    json.dump(dict(os.environ), open(sys.argv[1], 'w'))\n")
+        "    json.dump(dict(os.environ), open(sys.argv[1] + '.tmp', 'w'))\n"
+        "    os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n")
 REQUEST = ("-P", "local", "-N", "2", "--gpus-per-node", "1", "--time", "5", "--no-monitor")
 # What may differ between the dev shell and a batch rank 0 of the same request: what names
 # the job (its id, its run directory, the port made from its id, the supervisor's attempt and

@@ -42,8 +42,10 @@ def test_a_dev_shell_in_a_container_is_a_batch_rank_0_there_and_dev_run_runs_ins
     job = re.search(r"dev job (\d+) queued", screen)
     assert job, screen
     # In the shell: the image's root (its marker, Debian 13) and the job's environment.
-    term.type(f"{{ cat /etc/debian_version; test -e {MARKER} && echo marked; }} >inside.txt; "
-              "python3 dump_env.py dev-env.json")
+    # Written whole (the test reads it once it exists: a file written in two steps was read
+    # between them once, in CI).
+    term.type(f"{{ cat /etc/debian_version; test -e {MARKER} && echo marked; }} >inside.tmp; "
+              "mv inside.tmp inside.txt; python3 dump_env.py dev-env.json")
     assert wait_file(cli.cwd / "inside.txt", 20).split() == [
         (container_image() / "etc/debian_version").read_text().strip(), "marked"]
     assert (cli.cwd / "inside.txt").read_text().startswith("13.")

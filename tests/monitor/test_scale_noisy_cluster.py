@@ -35,7 +35,10 @@ EPOCHS = 6
 STUDY = ("--task", "spiral", "--max-epochs", str(EPOCHS), "--set", "data.samples=400000",
          "--time", "5")
 # Busy loops on every core of this machine (the dev cluster's nodes are processes on it).
-HOGS = 2 * (os.cpu_count() or 2)
+# Three a core: the base run's loaded epochs then run at about a quarter of their speed, so
+# that some load the 1x2 run meets besides (a fresh-clone run's 1x2 came out at 1.085 with two
+# a core) cannot hide what the hogs did to its base.
+HOGS = 3 * (os.cpu_count() or 2)
 # Epochs 2-5 of each 1x1 run train beside the hogs and 6 without: 8 of the 2 x 5 post-warm-up
 # epochs are disturbed, so the median is a disturbed one even where the hogs came late to one
 # epoch (with epochs 2-4, 6 of 10, one weakly loaded epoch put an undisturbed one in the median:
