@@ -13,6 +13,9 @@ from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+# The file the script writes at the image's root (its stamp): a process that reads it through
+# its root is inside the image.
+MARKER = "hpctrain-container-image"
 
 
 @cache
@@ -24,3 +27,9 @@ def container_image() -> Path:
     out = subprocess.run(["bash", str(REPO / "scripts" / "container-image.sh")],
                          capture_output=True, text=True, timeout=900, check=True)
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+@cache
+def image_stamp() -> str:
+    """The marker's text, as a rank inside the image reads it."""
+    return (container_image() / MARKER).read_text()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.containers.image import container_image
+from tests.containers.image import MARKER, container_image, image_stamp
 
 if TYPE_CHECKING:
     from tests.conftest import DevClusterHandle
@@ -25,11 +25,6 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-MARKER = "hpctrain-container-image"
-
-
-def _image() -> Path:
-    return container_image()
 
 
 def _hpctrain(dc: DevClusterHandle, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -61,7 +56,7 @@ def _ranks_roots(run_dir: str, stop: threading.Event, seen: dict[int, tuple[str,
 def test_the_packaged_trainer_runs_its_2_node_ddp_job_inside_the_container(
         devcluster: DevClusterHandle, tmp_path: Path) -> None:
     image = tmp_path / "the image's root"
-    image.symlink_to(_image())
+    image.symlink_to(container_image())
     sub = _hpctrain(devcluster, tmp_path, "submit", "--json", "--profile", "local", "--nodes",
                     "2", "--container", str(image), "--max-epochs", "3")
     assert sub.returncode == 0, sub.stderr
@@ -83,7 +78,8 @@ def test_the_packaged_trainer_runs_its_2_node_ddp_job_inside_the_container(
     assert "is not a writable directory" not in Path(str(job["stderr"])).read_text()
 
     # Every rank ran in the image (its marker, Debian 13), none on the host's root.
-    inside = {rank for rank, root in seen.values() if root.startswith(_stamp()) and "|13." in root}
+    inside = {rank for rank, root in seen.values()
+              if root.startswith(image_stamp()) and "|13." in root}
     assert inside == {"0", "1", "2", "3"}, seen
 
     # The batch script and the monitor stayed outside, and saw the ranks as always.
@@ -102,10 +98,6 @@ def test_the_packaged_trainer_runs_its_2_node_ddp_job_inside_the_container(
     assert "hpctrain-srun \"${hpctrain_container[@]}\" python -m hpctrain.trainer" in script
 
 
-def _stamp() -> str:
-    return (_image() / MARKER).read_text()
-
-
 STALL_PROGRAM = REPO / "examples" / "stall" / "hang_in_collective.py"
 
 
@@ -116,7 +108,8 @@ def test_a_rank_stalled_inside_the_container_is_found_and_named_as_outside_it(
     cli = Cli(devcluster, tmp_path)
     shutil.copy(STALL_PROGRAM, cli.cwd / STALL_PROGRAM.name)
     job = cli.submit("--nodes", "2", "--gpus-per-node", "1", "--time", "10", "--stall-window",
-                     "20", "--container", str(_image()), "--", "python", STALL_PROGRAM.name)
+                     "20", "--container", str(container_image()), "--", "python",
+                     STALL_PROGRAM.name)
     ended = cli.wait(str(job["job_id"]), lambda j: j["terminal"], 300)
     assert ended["state"] == "CANCELLED" and ended["verdict"] == "stalled", ended
     assert "ch-run" in (Path(job["run_dir"]) / "job.sbatch").read_text()
@@ -163,8 +156,8 @@ def test_a_containerized_sweep_point_warned_of_its_limit_requeues_only_itself(
         "- {trainer.max_epochs: 80, data.samples: 16384, trainer.batch_size: 256}\n")
     done = user.json("sweep", "--profile", "local", "--task", "spiral", "--points",
                      "points.yaml", "--gpus-per-node", "1", "--time", "5", "--grace", "10",
-                     "--no-monitor", "--name", "in-container", "--container", str(_image()),
-                     "--json")
+                     "--no-monitor", "--name", "in-container", "--container",
+                     str(container_image()), "--json")
     ((array_id, *_),) = done["arrays"]
     points = Path(done["run_dir"]) / "points"
     wait_for(lambda: (points / "001" / "last.ckpt").exists(), 120, "the long point's checkpoint")

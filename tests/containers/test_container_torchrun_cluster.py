@@ -8,7 +8,6 @@ script is started again by the supervisor, in the container, on a fresh endpoint
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
@@ -25,7 +24,8 @@ import pytest
 
 from hpctrain.values.attempts import END, RESTART, parse_attempts
 from hpctrain.values.rundir import RunDir
-from tests.containers.test_container_cluster import MARKER, _hpctrain, _image
+from tests.containers.image import MARKER, container_image, image_stamp
+from tests.containers.test_container_cluster import _hpctrain
 from tests.waits import wait_for
 
 if TYPE_CHECKING:
@@ -92,16 +92,9 @@ def _watching(run_dir: str) -> Iterator[dict[int, Seen]]:
         watcher.join()
 
 
-@functools.cache
-def _image_and_stamp() -> tuple[Path, str]:
-    """The image, once a session (scripts/container-image.sh), and its marker as jobs see it."""
-    image = _image()
-    return image, (image / MARKER).read_text()
-
-
 def _inside(seen: dict[int, Seen], kind: str, attempt: str = "0") -> list[str]:
     """The ranks (agents: "") of `kind` in `attempt` whose root is the image (Debian 13)."""
-    stamp = _image_and_stamp()[1]
+    stamp = image_stamp()
     return sorted(s.rank for s in seen.values() if s.kind == kind and s.attempt == attempt
                   and s.root.startswith(stamp) and "|13." in s.root)
 
@@ -113,7 +106,7 @@ def _kinds(seen: dict[int, Seen]) -> dict[str, int]:
 
 def _submit(dc: DevClusterHandle, cwd: Path, *args: str) -> dict[str, Any]:
     sub = _hpctrain(dc, cwd, "submit", "--json", "--profile", "local", "--nodes", "2",
-                    "--launcher", "torchrun", "--container", str(_image_and_stamp()[0]), *args)
+                    "--launcher", "torchrun", "--container", str(container_image()), *args)
     assert sub.returncode == 0, sub.stderr
     job: dict[str, Any] = json.loads(sub.stdout)
     return job

@@ -11,6 +11,7 @@ import re
 import shlex
 from pathlib import Path
 
+from tests.containers.image import MARKER as IMAGE_MARKER
 from tests.containers.image import container_image
 from tests.dev import test_dev_cluster as dev_cluster
 from tests.dev.terminal import Terminal, wait_file
@@ -20,7 +21,7 @@ from tests.jobs.test_jobs_cluster import Cli
 # The dev tests' own fixtures: a history and directory of the test's, a tmux server of its own.
 cli, term = dev_cluster.cli, dev_cluster.term
 
-MARKER = "/hpctrain-container-image"
+MARKER = "/" + IMAGE_MARKER
 # Each rank writes where it runs: its rank, its node, its root's Debian and image marker.
 WHERE = ("import os\n"
          "root = open('/etc/debian_version').read().strip()\n"
