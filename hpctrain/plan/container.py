@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import PurePath
 
-from hpctrain.plan.containerplan import PYTHON_CHOICES, ContainerPlan
+from hpctrain.plan.containerplan import PYTHON_CHOICES, ContainerPlan, image_is_path
 from hpctrain.plan.model import JobRequest
 from hpctrain.plan.outcome import Outcome
 from hpctrain.plan.text import CONTROL
@@ -61,7 +61,7 @@ def anchored(req: JobRequest, workdir: PurePath) -> JobRequest:
         return req
     runtime = req.profile.containers.runtime(req.container_runtime)
     # The plan's own rule of what is a path (not pyxis's registry name, not a docker:// URI).
-    if runtime is None or not ContainerPlan(runtime.name, image, (), False, "job").image_is_path:
+    if runtime is None or not image_is_path(runtime.name, image):
         return req
     return dataclasses.replace(req, container=str(workdir / image))
 

@@ -12,6 +12,12 @@ PythonChoice = Literal["job", "image"]
 PYTHON_CHOICES: tuple[PythonChoice, ...] = ("job", "image")
 
 
+def image_is_path(runtime: RuntimeName, image: str) -> bool:
+    """`image` names a path on the node under `runtime` (not pyxis's registry name, nor a
+    docker:// URI)."""
+    return runtime != "pyxis" and "://" not in image
+
+
 @dataclass(frozen=True)
 class ContainerPlan:
     """The container every rank runs in, decided: nothing is left for the template to choose."""
@@ -39,7 +45,7 @@ class ContainerPlan:
     @property
     def image_is_path(self) -> bool:
         """The image is a path on the node (not pyxis's registry name, nor a docker:// URI)."""
-        return self.runtime != "pyxis" and "://" not in self.image
+        return image_is_path(self.runtime, self.image)
 
     def head(self) -> tuple[str, ...]:
         """The wrapper's words before the binds (none for pyxis: srun's own options)."""
