@@ -20,6 +20,7 @@ from hpctrain.errors import HpctrainError
 if TYPE_CHECKING:
     from hpctrain.history import History, JobRecord
     from hpctrain.places import Place
+    from hpctrain.tracking.overview import Overview
     from hpctrain.tracking.report import Refreshed
     from hpctrain.tracking.watcher import CancelReport, JobWatcher
 
@@ -115,9 +116,26 @@ def _loader(history: History, select: Callable[[], list[JobRecord]], login: str 
             # and nothing that would ask it is imported (a login node answers at once).
             got = Refreshed.unasked(records)
         listed = selection.as_listed(history, _judged(history, got.records, local), study)
-        return dataclasses.replace(got, records=listed)
+        return dataclasses.replace(got, records=listed, overview=_overview(listed, local, got))
 
     return load
+
+
+def _overview(records: list[JobRecord], local: Callable[[], Place], got: Refreshed
+              ) -> Overview | None:
+    """One job listed: its run directory's overview, from its login if it went through one (a
+    login that cannot be read is a warning: the listing stands)."""
+    if len(records) != 1:
+        return None
+    from hpctrain import places
+    from hpctrain.tracking import overview
+
+    try:
+        return overview.of_record(records[0], places.place_for(records[0], local()))
+    except HpctrainError as e:
+        if got.report.error is None:  # else that error says it already
+            got.report.warnings.append(str(e))
+        return None
 
 
 def _judged(history: History, records: list[JobRecord], local: Callable[[], Place]

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from hpctrain.diagnosis.startup import Startup
     from hpctrain.history import JobRecord
+    from hpctrain.tracking.overview import Overview
     from hpctrain.tracking.report import Refreshed
 
     Load = Callable[[], Refreshed]
@@ -221,24 +222,6 @@ def plain_table(records: list[JobRecord], starts: Mapping[str, str | None] | Non
     return plain_columns(_COLUMNS, _rows(records, starts))
 
 
-def _monitor(record: JobRecord) -> dict[str, Any] | None:
-    """The monitor's summary of one job's run directory (None: no samples there)."""
-    from pathlib import Path
-
-    from hpctrain.monitor.stats import job_summary
-
-    return job_summary(Path(record.run_dir)) if record.run_dir else None
-
-
-def _startup(record: JobRecord) -> Startup | None:
-    """The start-up timeline in one job's run directory (None: no marks there)."""
-    from pathlib import Path
-
-    from hpctrain.diagnosis import startup
-
-    return startup.read(Path(record.run_dir), record.job_id) if record.run_dir else None
-
-
 # diagnosis/startup.py's headline for a job without a rank's marks ends in "yet": of an ended
 # job it reads as if the job were still starting. Only the packaged trainer marks a rank's start.
 ENDED_UNMARKED = "start-up: the program marked no start (only the packaged trainer marks it)"
@@ -260,23 +243,6 @@ def code_line(record: JobRecord) -> str:
             "--no-snapshot, or submitted before snapshots)")
 
 
-def _attempts(record: JobRecord) -> list[dict[str, Any]]:
-    """The attempts inside one job (`--restarts`), from its run directory on this disk."""
-    from dataclasses import asdict
-    from pathlib import Path
-
-    from hpctrain.values.attempts import parse_attempts
-    from hpctrain.values.rundir import RunDir
-
-    if not record.run_dir:
-        return []
-    try:
-        text = RunDir(Path(record.run_dir)).attempts.read_text(encoding="utf-8")
-    except OSError:
-        return []
-    return [asdict(a) for a in parse_attempts(text) if a.job == record.job_id]
-
-
 def attempt_lines(rows: list[dict[str, Any]]) -> list[str]:
     """The job's attempts as status and why show them (none: no line; one: no restart)."""
     from hpctrain.values.attempts import Attempt, describe
@@ -287,21 +253,20 @@ def attempt_lines(rows: list[dict[str, Any]]) -> list[str]:
             *(f"  {line}" for line in describe([Attempt(**r) for r in rows]))]
 
 
-def _show_monitor(records: list[JobRecord]) -> None:
-    # One job asked for by id: its monitor summary and start-up follow (`hpctrain stats` has
-    # them all).
-    summary = _monitor(records[0]) if len(records) == 1 else None
-    if summary is not None:
+def _show_overview(record: JobRecord, overview: Overview | None) -> None:
+    # One job asked for by id: its monitor summary, attempts and start-up follow (`hpctrain
+    # stats` has them all).
+    if overview is None:
+        return
+    lines = []
+    if overview.monitor is not None:
         from hpctrain.monitor.stats import status_lines
 
-        sys.stdout.write("".join(f"  {line}\n" for line in
-                                 ["monitor (hpctrain stats for more):", *status_lines(summary)]))
-    if len(records) == 1:
-        sys.stdout.write("".join(f"  {line}\n" for line in attempt_lines(_attempts(records[0]))))
-    startup = _startup(records[0]) if len(records) == 1 else None
-    if startup is not None:
-        ended = parse_state(records[0].state).is_terminal
-        sys.stdout.write("".join(f"  {line}\n" for line in startup_lines(startup, ended)))
+        lines += ["monitor (hpctrain stats for more):", *status_lines(overview.monitor)]
+    lines += attempt_lines(overview.attempts)
+    if overview.startup is not None:
+        lines += startup_lines(overview.startup, parse_state(record.state).is_terminal)
+    sys.stdout.write("".join(f"  {line}\n" for line in lines))
 
 
 def show_status(got: Refreshed, json_out: bool, history_path: Path) -> None:
@@ -317,10 +282,7 @@ def show_status(got: Refreshed, json_out: bool, history_path: Path) -> None:
             "warnings": warnings, "jobs": [
                 {**job_dict(r), "expected_start": starts.get(r.job_id)} for r in records]}
         if len(records) == 1:
-            startup = _startup(records[0])
-            data["jobs"][0]["monitor"] = _monitor(records[0])  # type: ignore[index]
-            data["jobs"][0]["startup"] = startup and startup.as_dict()  # type: ignore[index]
-            data["jobs"][0]["attempts"] = _attempts(records[0])  # type: ignore[index]
+            data["jobs"][0].update(_overview_dict(got.overview))  # type: ignore[index]
         if report.error:
             data["error"] = {"what": report.error.what, "fix": report.error.fix}
         print_json(data)
@@ -337,8 +299,16 @@ def show_status(got: Refreshed, json_out: bool, history_path: Path) -> None:
         sys.stdout.write(plain_table(one_row_per_chain(records), starts))
     if len(records) == 1:
         sys.stdout.write(f"  {code_line(records[0])}\n")
-    if records:
-        _show_monitor(records)
+        _show_overview(records[0], got.overview)
+
+
+def _overview_dict(overview: Overview | None) -> dict[str, Any]:
+    """A job's overview in status's JSON: null or empty where there is none."""
+    if overview is None:
+        return {"monitor": None, "startup": None, "attempts": []}
+    startup = overview.startup
+    return {"monitor": overview.monitor, "startup": startup and startup.as_dict(),
+            "attempts": overview.attempts}
 
 
 def _frame(load: Load, interval: float) -> Any:

@@ -107,17 +107,15 @@ def stats(
     """Per node and per GPU: utilization, memory, power and energy, with notes on waste; and
     each rank's start-up."""
     from hpctrain.cli import backends
-    from hpctrain.diagnosis import startup as timeline
     from hpctrain.tracking.selection import monitor_summary
 
-    summary, run_dir = monitor_summary(job, backends.history)
-    job_id = summary["job_id"]
-    startup = timeline.read(run_dir, job_id)
+    summary, run_dir, overview = monitor_summary(job, backends.history, backends.place_for)
+    startup = overview.startup
     if json_out:
         print_json({**summary, "startup": startup and startup.as_dict()})
         return
-    console.print(f"job {job_id or '-'}: {summary['samples']} sample(s), run directory "
-                  f"{run_dir}", highlight=False, soft_wrap=True)
+    console.print(f"job {summary['job_id'] or '-'}: {summary['samples']} sample(s), run "
+                  f"directory {run_dir}", highlight=False, soft_wrap=True)
     show_summary(summary)
     if startup is not None:
         show_startup(startup)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -176,6 +177,12 @@ class RunFiles(Protocol):
 
     def follower(self, path: Path, offset: int) -> LogFollower:
         """What `logs -f` reads a growing file through, from byte `offset` on."""
+        ...
+
+    def readable(self, run_dir: Path, names: Sequence[str]) -> AbstractContextManager[Path]:
+        """For a `with` block, a directory on this disk holding the run directory's `names`
+        (files or folders in it) as they are now: here, the run directory itself; over a
+        login, a copy made in one round trip. What is not there yet is missing in it too."""
         ...
 
 

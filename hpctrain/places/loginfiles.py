@@ -10,7 +10,8 @@ import io
 import json
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -80,6 +81,40 @@ def missing_answer(paths: Sequence[str], out: bytes) -> list[str]:
     said = (line.removeprefix(_MISSING + " ") for line in
             out.decode(errors="replace").splitlines() if line.startswith(_MISSING + " "))
     return [paths[int(i)] for i in said if i.isdigit() and int(i) < len(paths)]
+
+
+# Marks where the copy of `pack_command` begins (after anything the login's start-up printed).
+_PACKED = b"@@hpctrain-tar\n"
+
+
+def pack_command(run_dir: Path, names: Sequence[str]) -> str:
+    """The shell command whose answer `unpack` reads: a gzipped tar of those of `names` that
+    exist in the run directory (none, or no run directory yet: an empty answer)."""
+    listed = " ".join(shlex.quote(n) for n in names)
+    return (f"cd -- {shlex.quote(str(run_dir))} 2>/dev/null || exit 0; set --; "
+            f'for f in {listed}; do [ -e "$f" ] && set -- "$@" "$f"; done; '
+            f"[ $# -eq 0 ] || {{ printf '{_PACKED.decode().strip()}\\n'; "
+            # The monitor appends while tar reads: GNU tar exits 1 ("file changed"), its copy
+            # whole up to the size it saw; a torn last line is skipped by every reader.
+            'tar -czf - --warning=no-file-changed -- "$@"; }')
+
+
+def unpack(out: bytes, into: Path) -> None:
+    """Put the files of `pack_command`'s answer into `into`: regular files and folders only,
+    each inside it (a link or a `..` from the login is left out)."""
+    import tarfile
+
+    start = out.find(_PACKED)
+    if start < 0:
+        return
+    try:
+        with tarfile.open(fileobj=io.BytesIO(out[start + len(_PACKED):]), mode="r:gz") as tar:
+            members = [m for m in tar.getmembers() if (m.isfile() or m.isdir())
+                       and not m.name.startswith("/") and ".." not in Path(m.name).parts]
+            tar.extractall(into, members)  # noqa: S202 (members checked above)
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise RemoteError(f"the copy of the run directory's files is unreadable: {e}",
+                          "run the command again; with --debug if it fails again") from None
 
 
 @dataclass
@@ -179,6 +214,21 @@ class LoginFiles:
 
     def follower(self: LoginSide, path: Path, offset: int) -> RemoteFollower:
         return RemoteFollower(self.conn, path, offset)
+
+    @contextmanager
+    def readable(self: LoginSide, run_dir: Path, names: Sequence[str]) -> Iterator[Path]:
+        """One round trip: a tar of `names` from the login, unpacked into a folder of this
+        machine's that lives as long as the `with` block."""
+        import tempfile
+
+        out, err, code = self.conn.run(pack_command(run_dir, names))
+        if code not in (0, 1):
+            raise RemoteError(f"cannot read {run_dir} on {self.conn.target.host}: "
+                              f"{err.decode(errors='replace').strip()}",
+                              "run the command again with --debug, and check the login")
+        with tempfile.TemporaryDirectory(prefix="hpctrain-run-") as copy:
+            unpack(out, Path(copy))
+            yield Path(copy)
 
 
 class LoginCode:

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from hpctrain.errors import SlurmUnavailableError
     from hpctrain.history import JobRecord
     from hpctrain.slurm.query import QueueResult
+    from hpctrain.tracking.overview import Overview
 
 
 @dataclass
@@ -39,6 +40,8 @@ class Refreshed:
     cluster: str
     # The start squeue gave for each job asked (expected while it waits; None: none yet).
     starts: Mapping[str, str | None]
+    # The one job listed: its run directory's overview (None: more jobs, or no run directory).
+    overview: Overview | None = None
 
     @classmethod
     def unasked(cls, records: list[JobRecord]) -> Refreshed:

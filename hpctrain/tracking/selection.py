@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpctrain.errors import HpctrainError
 from hpctrain.history import History, JobRecord, StudyRecord
 from hpctrain.values import rundir
 from hpctrain.values.rundir import RunDir
+
+if TYPE_CHECKING:
+    from hpctrain.places import Place
+    from hpctrain.tracking.overview import Overview
 
 RECENT = 20
 
@@ -206,31 +210,36 @@ def one_row_per_race(records: Sequence[JobRecord]) -> list[JobRecord]:
     return [r for r in records if r.race_head is None or r.id in shown]
 
 
-def run_dir_of(job: str | None, history: Callable[[], History]) -> tuple[Path, str | None]:
-    """The run directory of a tracked job id (None: the last one), or a run directory given."""
+def job_overview(job: str | None, history: Callable[[], History],
+                 place_of: Callable[[JobRecord], Place]) -> tuple[Overview, str, str | None]:
+    """The overview of a tracked job (None: the last one) at its place, or of a run directory
+    given on this disk; with the run directory as shown and the job id (None: a directory)."""
+    from hpctrain.tracking import overview
+
     if job is not None and ("/" in job or Path(job).is_dir()):
-        return Path(job), None
+        return overview.read(Path(job), None), job, None
     record = pick(history(), job)
-    if not record.run_dir:
-        raise HpctrainError(f"job {job} has no run directory in the history",
+    place = place_of(record)
+    got = overview.of_record(record, place)
+    if got is None or not record.run_dir:
+        raise HpctrainError(f"job {record.job_id} has no run directory in the history",
                             "it was not submitted by `hpctrain submit`")
-    return Path(record.run_dir), record.job_id
+    return got, place.shown(record.run_dir), record.job_id
 
 
-def monitor_summary(job: str | None, history: Callable[[], History]
-                    ) -> tuple[dict[str, Any], Path]:
-    """What a job's monitor sampled, summed up (with its job id), and its run directory."""
-    from hpctrain.monitor.stats import job_summary
-
-    run_dir, job_id = run_dir_of(job, history)
-    summary = job_summary(run_dir)
-    if summary is None:
+def monitor_summary(job: str | None, history: Callable[[], History],
+                    place_of: Callable[[JobRecord], Place]
+                    ) -> tuple[dict[str, Any], str, Overview]:
+    """What a job's monitor sampled, summed up (with its job id), its run directory as shown,
+    and the rest of its overview."""
+    got, shown, job_id = job_overview(job, history, place_of)
+    if got.monitor is None:
         raise HpctrainError(
-            f"no monitor samples for {'job ' + job_id if job_id else run_dir} in "
-            f"{run_dir}/{rundir.MONITOR_DIR}",
+            f"no monitor samples for {'job ' + job_id if job_id else shown} in "
+            f"{shown}/{rundir.MONITOR_DIR}",
             "the job has not started yet, or ran with --no-monitor; the monitor is on by default",
         )
-    return {"job_id": job_id, **summary}, run_dir
+    return {"job_id": job_id, **got.monitor, "run_dir": shown}, shown, got
 
 
 def study_counts(points: Sequence[JobRecord]) -> dict[str, int]:

@@ -223,13 +223,13 @@ def _attempts(record: JobRecord, place: Place) -> tuple[Attempt, ...]:
 
 
 def _startup(record: JobRecord, place: Place) -> Startup | None:
-    """The job's start-up timeline, where its run directory is on this machine's disk (the marks
-    are a file a rank: over a login they are not listed)."""
-    if not record.run_dir or not place.run_dirs_on_this_disk:
+    """The job's start-up timeline (the marks are a file a rank: over a login, copied here)."""
+    if not record.run_dir:
         return None
     from hpctrain.diagnosis.startup import read
 
-    return read(Path(record.run_dir), record.job_id)
+    with place.readable(Path(record.run_dir), (rundir.STARTUP_DIR,)) as readable:
+        return read(readable, record.job_id)
 
 
 # `status` reads less: a verdict of a few words for each newly ended job.

@@ -72,6 +72,9 @@ RESTART_REQUEST = "restart-request.json"
 # The trainer's tracker run: one id for every start of the run (in-job restarts, requeues, a
 # chain's segments, retries), which resumable trackers (W&B, MLflow, Comet) are given.
 TRACKER_RUN = "tracker-run.json"
+# What `status JOB` and `stats` read of a run directory that is many files (a node's or a
+# rank's each): from a job submitted through a login, copied to this disk in one round trip.
+OVERVIEW = (MONITOR_DIR, STARTUP_DIR, ATTEMPTS)
 # Not a file: the monitor's srun step name, by which `why` tells its steps from the job's.
 MONITOR_STEP = "hpctrain-monitor"
 

@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import DevClusterHandle
 from tests.remote.conftest import Laptop, Sshd
@@ -14,7 +15,7 @@ from tests.remote.conftest import Laptop, Sshd
 TICKS = "echo tick-$SLURMD_NODENAME-$SLURM_PROCID; sleep 2; echo tock-$SLURMD_NODENAME"
 
 
-def _job(lap: Laptop, job_id: str) -> dict[str, object]:
+def _job(lap: Laptop, job_id: str) -> dict[str, Any]:
     (job,) = json.loads(lap.ok("status", job_id, "--json").stdout)["jobs"]
     return dict(job)
 
@@ -48,7 +49,8 @@ def test_submit_status_logs_cancel_over_one_connection(
 
     before = len(sshd.commands())
     job = _job(lap, job_id)
-    assert len(sshd.commands()) == before + 1, "one status refresh = one remote command"
+    # One for SLURM, one for the run directory's overview (one job asked for by id).
+    assert len(sshd.commands()) == before + 2, sshd.commands()[before:]
     assert job["cluster"] == devcluster.client().cluster_name()
     assert job["nodes"] == 2 and job["state"] in ("PENDING", "RUNNING", "COMPLETED")
 
@@ -56,7 +58,17 @@ def test_submit_status_logs_cancel_over_one_connection(
     for node in ("node1", "node2"):
         assert f"tick-{node}-" in logs.stdout and f"tock-{node}" in logs.stdout, logs.stdout
     assert "COMPLETED" in logs.stderr, logs.stderr
-    assert _job(lap, job_id)["state"] == "COMPLETED"
+    job = _job(lap, job_id)
+    assert job["state"] == "COMPLETED"
+    # What only the run directory on the login holds, copied over in one round trip: the
+    # monitor's summary of both nodes and the batch script's start-up marks.
+    assert {n["node"] for n in job["monitor"]["nodes"]} == {"node1", "node2"}, job
+    assert job["startup"]["tracks"], job
+    stats = json.loads(lap.ok("stats", job_id, "--json").stdout)
+    assert stats["run_dir"] == f"testlogin:{done['run_dir']}", stats
+    assert {n["node"] for n in stats["nodes"]} == {"node1", "node2"}
+    shown = lap.ok("status", job_id).stdout
+    assert "monitor (hpctrain stats for more):" in shown and "start-up" in shown, shown
 
     res = lap.ok("submit", "--profile", "remote", "--time", "2", "--json", "--",
                  "sleep", "300")

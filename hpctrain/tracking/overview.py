@@ -1,0 +1,55 @@
+"""What `status JOB` and `stats` show of a job beyond SLURM's answer: its monitor's summary, its
+start-up timeline and the attempts inside it, read from its run directory wherever that is (on
+this disk, or on the login it was submitted through: one round trip for all of them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpctrain.values.rundir import OVERVIEW, RunDir
+
+if TYPE_CHECKING:
+    from hpctrain.diagnosis.startup import Startup
+    from hpctrain.history import JobRecord
+    from hpctrain.places import Place
+
+
+@dataclass(frozen=True)
+class Overview:
+    """One job's run directory, summed up."""
+
+    # The monitor's summary (hpctrain.monitor.stats.job_summary); None: no samples there.
+    monitor: dict[str, Any] | None
+    startup: Startup | None
+    # The attempts of this job id inside its allocation (`--restarts`), as dicts of Attempt.
+    attempts: list[dict[str, Any]]
+
+
+def read(run_dir: Path, job_id: str | None, shown_as: str | None = None) -> Overview:
+    """The overview of a run directory on this disk (`shown_as`: the run directory's own path,
+    where `run_dir` is a copy of its files)."""
+    from hpctrain.diagnosis import startup
+    from hpctrain.monitor.stats import job_summary
+    from hpctrain.values.attempts import parse_attempts
+
+    summary = job_summary(run_dir)
+    if summary is not None:
+        summary["run_dir"] = shown_as or str(run_dir)
+    try:
+        text = RunDir(run_dir).attempts.read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    attempts = [dataclasses.asdict(a) for a in parse_attempts(text)
+                if job_id is None or a.job == job_id]
+    return Overview(summary, startup.read(run_dir, job_id), attempts)
+
+
+def of_record(record: JobRecord, place: Place) -> Overview | None:
+    """The overview of a tracked job's run directory at its place (None: it has none)."""
+    if not record.run_dir:
+        return None
+    with place.readable(Path(record.run_dir), OVERVIEW) as readable:
+        return read(readable, record.job_id, record.run_dir)

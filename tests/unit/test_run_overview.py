@@ -1,0 +1,105 @@
+"""A job's overview (monitor summary, start-up, attempts) read from its run directory, and the
+copy of those files a login sends in one round trip: its command run here by a real sh and GNU
+tar (what a login runs), its answer unpacked. The same over a real sshd and the dev cluster:
+tests/remote/test_remote_cluster.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpctrain.errors import RemoteError
+from hpctrain.places import LocalPlace
+from hpctrain.places.loginfiles import pack_command, unpack
+from hpctrain.tracking import overview
+from hpctrain.values.attempts import Attempt
+from hpctrain.values.rundir import OVERVIEW, RunDir
+
+# Every way a path could leave its quotes: a quote, spaces, $(), backticks, ;, a leading -.
+HOSTILE = "-run it's $(touch pwned) `touch pwned`; x"
+SAMPLE = {"kind": "sample", "t": 1.0, "node": "node1", "span_s": 1.0, "cpu_pct": 50.0,
+          "mem_used_mib": 100.0, "mem_total_mib": 1000.0, "gpus": [], "self_cpu_s": 0.1}
+MARK = {"t": 2.0, "mark": "job started", "node": "node1", "rank": None, "job": "7", "restart": 0}
+ATTEMPTS = "".join(Attempt(n, "7", 1.0 + n, 5.0 + n, 1, "a rank exited with code 1", then).line()
+                   for n, then in ((0, "restart"), (1, "gave up")))
+
+
+def _run_dir(root: Path) -> Path:
+    run = root / HOSTILE
+    rd = RunDir(run)
+    rd.monitor_dir.mkdir(parents=True)
+    (rd.monitor_dir / "node1.jsonl").write_text(json.dumps(SAMPLE) + "\n" + '{"t": 3, "no')
+    rd.startup_dir.mkdir()
+    (rd.startup_dir / "node1-batch.jsonl").write_text(json.dumps(MARK) + "\n")
+    rd.attempts.write_text(ATTEMPTS)
+    rd.metrics.write_text("{}")  # not part of the overview: not copied
+    return run
+
+
+def _answer(command: str, cwd: Path) -> tuple[bytes, int]:
+    # A login's start-up files may print before the answer: the copy is found after its mark.
+    done = subprocess.run(["sh", "-c", "echo 'Welcome to the cluster'; " + command], cwd=cwd,
+                          capture_output=True, timeout=30, check=False)
+    return done.stdout, done.returncode
+
+
+def test_the_copy_holds_exactly_the_overviews_files_of_a_hostile_path(tmp_path: Path) -> None:
+    run = _run_dir(tmp_path)
+    out, code = _answer(pack_command(run, OVERVIEW), tmp_path)
+    assert code == 0 and not (tmp_path / "pwned").exists()
+    into = tmp_path / "copy"
+    into.mkdir()
+    unpack(out, into)
+    assert sorted(str(p.relative_to(into)) for p in into.rglob("*")) == [
+        "attempts.jsonl", "monitor", "monitor/node1.jsonl", "startup",
+        "startup/node1-batch.jsonl"]
+    assert overview.read(into, "7", str(run)) == overview.read(run, "7")
+
+
+def test_the_overview_of_a_run_directory(tmp_path: Path) -> None:
+    got = overview.read(_run_dir(tmp_path), "7", "login:/the/run")
+    assert got.monitor is not None and got.monitor["run_dir"] == "login:/the/run"
+    assert [n["node"] for n in got.monitor["nodes"]] == ["node1"]
+    assert got.startup is not None and got.startup.job == "7"
+    assert [a["attempt"] for a in got.attempts] == [0, 1]
+    assert overview.read(_run_dir(tmp_path / "b"), "8").attempts == []
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_nothing_there_yet_is_an_empty_copy(tmp_path: Path, exists: bool) -> None:
+    run = tmp_path / "run"
+    if exists:
+        run.mkdir()
+    out, code = _answer(pack_command(run, OVERVIEW), tmp_path)
+    assert code == 0
+    unpack(out, tmp_path)
+    empty = overview.read(run if exists else tmp_path / "none", "7")
+    assert empty == overview.Overview(None, None, [])
+
+
+def test_a_link_or_a_path_outside_from_the_login_is_left_out(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "startup").mkdir(parents=True)
+    (tmp_path / "secret").write_text("outside")
+    (run / "startup" / "link.jsonl").symlink_to(tmp_path / "secret")
+    (run / "attempts.jsonl").write_text("")
+    out, _ = _answer(pack_command(run, OVERVIEW), tmp_path)
+    into = tmp_path / "copy"
+    into.mkdir()
+    unpack(out, into)
+    assert not (into / "startup" / "link.jsonl").exists()
+    assert (into / "attempts.jsonl").is_file()
+
+
+def test_a_cut_answer_is_a_clear_error(tmp_path: Path) -> None:
+    out, _ = _answer(pack_command(_run_dir(tmp_path), OVERVIEW), tmp_path)
+    with pytest.raises(RemoteError, match="unreadable"):
+        unpack(out[: len(out) // 2], tmp_path / "copy")
+
+
+def test_this_machine_reads_the_run_directory_in_place(tmp_path: Path) -> None:
+    with LocalPlace().readable(tmp_path, OVERVIEW) as readable:
+        assert readable == tmp_path
