@@ -87,16 +87,21 @@ def missing_answer(paths: Sequence[str], out: bytes) -> list[str]:
 _PACKED = b"@@hpctrain-tar\n"
 
 
-def pack_command(run_dir: Path, names: Sequence[str]) -> str:
-    """The shell command whose answer `unpack` reads: a gzipped tar of those of `names` that
-    exist in the run directory (none, or no run directory yet: an empty answer)."""
-    listed = " ".join(shlex.quote(n) for n in names)
-    return (f"cd -- {shlex.quote(str(run_dir))} 2>/dev/null || exit 0; set --; "
-            f'for f in {listed}; do [ -e "$f" ] && set -- "$@" "$f"; done; '
-            f"[ $# -eq 0 ] || {{ printf '{_PACKED.decode().strip()}\\n'; "
+def pack_command(folder: Path) -> str:
+    """The shell command whose answer `unpack` reads: a gzipped tar of the files and folders
+    inside `folder` named on its standard input (`pack_input`); those missing are left out, and
+    no folder yet is an empty answer. Names come on stdin, not in the command: a sweep's
+    thousands would pass the 128 KiB one argument may hold."""
+    return (f"cd -- {shlex.quote(str(folder))} 2>/dev/null || exit 0; "
+            f"printf '{_PACKED.decode().strip()}\\n'; "
             # The monitor appends while tar reads: GNU tar exits 1 ("file changed"), its copy
             # whole up to the size it saw; a torn last line is skipped by every reader.
-            'tar -czf - --warning=no-file-changed -- "$@"; }')
+            "exec tar -czf - --ignore-failed-read --warning=no-file-changed --null -T -")
+
+
+def pack_input(names: Sequence[str]) -> bytes:
+    """The names as `pack_command` reads them: NUL-ended, each from ./ (never an option)."""
+    return b"".join(b"./" + name.encode() + b"\0" for name in names)
 
 
 def unpack(out: bytes, into: Path) -> None:
@@ -221,7 +226,7 @@ class LoginFiles:
         machine's that lives as long as the `with` block."""
         import tempfile
 
-        out, err, code = self.conn.run(pack_command(run_dir, names))
+        out, err, code = self.conn.run(pack_command(run_dir), input=pack_input(names))
         if code not in (0, 1):
             raise RemoteError(f"cannot read {run_dir} on {self.conn.target.host}: "
                               f"{err.decode(errors='replace').strip()}",

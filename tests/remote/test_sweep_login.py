@@ -38,7 +38,11 @@ def test_sweep_through_a_login(devcluster: DevClusterHandle, sshd: Sshd,
     assert not (run_dir / "points" / "001" / "x").exists()
     points = json.loads(lap.ok("status", "--study", "remote-sweep", "--json").stdout)["jobs"]
     assert [p["state"] for p in points] == ["COMPLETED"] * 3
+    before = len(sshd.commands())
     report = json.loads(lap.ok("sweep-report", "remote-sweep", "--json").stdout)
+    # The points ended and were judged by the status above: one round trip reads every
+    # point's metrics (a tar of them), whatever the count.
+    assert len(sshd.commands()) == before + 1, sshd.commands()[before:]
     assert [p["settings"] for p in report["points"]] == [
         {"k": "a b"}, {"k": "$(touch x);y"}, {"k": "-n"}]
     assert report["metric"] is None and report["plot"] is None

@@ -13,7 +13,7 @@ import pytest
 
 from hpctrain.errors import RemoteError
 from hpctrain.places import LocalPlace
-from hpctrain.places.loginfiles import pack_command, unpack
+from hpctrain.places.loginfiles import pack_command, pack_input, unpack
 from hpctrain.tracking import overview
 from hpctrain.values.attempts import Attempt
 from hpctrain.values.rundir import OVERVIEW, RunDir
@@ -39,16 +39,17 @@ def _run_dir(root: Path) -> Path:
     return run
 
 
-def _answer(command: str, cwd: Path) -> tuple[bytes, int]:
+def _answer(run: Path, cwd: Path, names: tuple[str, ...] = OVERVIEW) -> tuple[bytes, int]:
     # A login's start-up files may print before the answer: the copy is found after its mark.
-    done = subprocess.run(["sh", "-c", "echo 'Welcome to the cluster'; " + command], cwd=cwd,
-                          capture_output=True, timeout=30, check=False)
+    done = subprocess.run(["sh", "-c", "echo 'Welcome to the cluster'; " + pack_command(run)],
+                          cwd=cwd, input=pack_input(names), capture_output=True, timeout=30,
+                          check=False)
     return done.stdout, done.returncode
 
 
 def test_the_copy_holds_exactly_the_overviews_files_of_a_hostile_path(tmp_path: Path) -> None:
     run = _run_dir(tmp_path)
-    out, code = _answer(pack_command(run, OVERVIEW), tmp_path)
+    out, code = _answer(run, tmp_path)
     assert code == 0 and not (tmp_path / "pwned").exists()
     into = tmp_path / "copy"
     into.mkdir()
@@ -73,7 +74,7 @@ def test_nothing_there_yet_is_an_empty_copy(tmp_path: Path, exists: bool) -> Non
     run = tmp_path / "run"
     if exists:
         run.mkdir()
-    out, code = _answer(pack_command(run, OVERVIEW), tmp_path)
+    out, code = _answer(run, tmp_path)
     assert code == 0
     unpack(out, tmp_path)
     empty = overview.read(run if exists else tmp_path / "none", "7")
@@ -86,7 +87,7 @@ def test_a_link_or_a_path_outside_from_the_login_is_left_out(tmp_path: Path) -> 
     (tmp_path / "secret").write_text("outside")
     (run / "startup" / "link.jsonl").symlink_to(tmp_path / "secret")
     (run / "attempts.jsonl").write_text("")
-    out, _ = _answer(pack_command(run, OVERVIEW), tmp_path)
+    out, _ = _answer(run, tmp_path)
     into = tmp_path / "copy"
     into.mkdir()
     unpack(out, into)
@@ -95,7 +96,7 @@ def test_a_link_or_a_path_outside_from_the_login_is_left_out(tmp_path: Path) -> 
 
 
 def test_a_cut_answer_is_a_clear_error(tmp_path: Path) -> None:
-    out, _ = _answer(pack_command(_run_dir(tmp_path), OVERVIEW), tmp_path)
+    out, _ = _answer(_run_dir(tmp_path), tmp_path)
     with pytest.raises(RemoteError, match="unreadable"):
         unpack(out[: len(out) // 2], tmp_path / "copy")
 
@@ -103,3 +104,20 @@ def test_a_cut_answer_is_a_clear_error(tmp_path: Path) -> None:
 def test_this_machine_reads_the_run_directory_in_place(tmp_path: Path) -> None:
     with LocalPlace().readable(tmp_path, OVERVIEW) as readable:
         assert readable == tmp_path
+
+
+def test_any_name_and_thousands_of_them_come_over(tmp_path: Path) -> None:
+    # A sweep report asks for each point's metrics: names on stdin, never options or words.
+    study = tmp_path / "study"
+    named = ["-n", "--to-stdout", "a b", "it's $(touch pwned)", "line\nbreak", "points/000/m"]
+    for name in named:
+        (study / name).parent.mkdir(parents=True, exist_ok=True)
+        (study / name).write_text(name)
+    missing = [f"points/{n:04d}/metrics.json" for n in range(5000)]
+    out, code = _answer(study, tmp_path, (*named, *missing))
+    assert code == 0 and not (tmp_path / "pwned").exists()
+    into = tmp_path / "copy"
+    into.mkdir()
+    unpack(out, into)
+    assert all((into / name).read_text() == name for name in named)
+    assert not (into / "points" / "0000").exists()
