@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpctrain.errors import HpctrainError
-from hpctrain.studies import scaling_table
+from hpctrain.studies import scaling_table, together
 from hpctrain.values import rundir
 
 if TYPE_CHECKING:
@@ -81,7 +81,10 @@ class Studies:
         """The table (written with its plot once every run has ended) and the runs pending;
         time to `target`, else to the study's own --target."""
         target = target or scaling_table.recorded_target(study.runs)
-        rows = scaling_table.table(results(study, records, self._read), target)
+        paths = [Path(str(run["run_dir"]), name) for run in study.runs if run.get("run_dir")
+                 for name in (rundir.MONITOR_SUMMARY, rundir.METRICS)]
+        with together.reading(self.place, paths) as read:
+            rows = scaling_table.table(results(study, records, read), target)
         pending = [r.job_id for r in records.values() if not r.terminal]
         if pending:
             return {"study": study.name, "mode": study.mode, "directory": study.directory,
@@ -89,11 +92,6 @@ class Studies:
                     "runs": rows}, pending
         return scaling_table.report(study.name, study.mode, rows, Path(study.directory),
                                     target), pending
-
-    def _read(self, path: Path) -> bytes | None:
-        """A run's file where the run is: on this machine, or at the login, over its master."""
-        found = self.place.read_file(path, None)
-        return found[0] if found else None
 
 
 def results(study: StudyRecord, records: dict[str, JobRecord],

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpctrain.errors import HpctrainError
-from hpctrain.studies import scaling_table
+from hpctrain.studies import scaling_table, together
 from hpctrain.values import rundir
 from hpctrain.values.rundir import RunDir
 
@@ -170,38 +170,16 @@ class Sweeps:
 
         points, place = self.refresh(study)
         points = latest_segments(verdicts(self.history, points, self.local))
-        directory = Path(study.directory)
         # Every point's metrics at once: over a login one round trip, not one a point.
-        inside = [_within(r.run_dir, directory) for r in points]
-        names = [rundir.SWEEP_INFO, *(str(p / rundir.METRICS) for p in inside if p is not None)]
-        with place.readable(directory, names) as readable:
-            def read(path: Path) -> bytes | None:
-                relative = _within(str(path), directory)
-                if relative is not None:
-                    return _bytes(readable / relative)
-                found = place.read_file(path, None)
-                return found[0] if found else None
-
+        paths = [Path(study.directory, rundir.SWEEP_INFO),
+                 *(Path(r.run_dir, rundir.METRICS) for r in points if r.run_dir)]
+        with together.reading(place, paths) as read:
             info = scaling_table.read_json(read, study.directory, rundir.SWEEP_INFO) or {}
             data = report_data(study, points, info, read, metric)
         # Written once every point has ended, where the run directories are this machine's.
         if all(r.terminal for r in points) and place.run_dirs_on_this_disk:
             data.update(write_report(data, Path(study.directory), info.get("keys") or []))
         return data
-
-
-def _within(path: str | None, directory: Path) -> Path | None:
-    """`path` relative to `directory` (None: not inside it)."""
-    if not path or not Path(path).is_relative_to(directory):
-        return None
-    return Path(path).relative_to(directory)
-
-
-def _bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
 
 
 def report_data(study: StudyRecord, points: Sequence[JobRecord], info: dict[str, Any],

@@ -14,6 +14,7 @@ import pytest
 from hpctrain.errors import RemoteError
 from hpctrain.places import LocalPlace
 from hpctrain.places.loginfiles import pack_command, pack_input, unpack
+from hpctrain.studies import together
 from hpctrain.tracking import overview
 from hpctrain.values.attempts import Attempt
 from hpctrain.values.rundir import OVERVIEW, RunDir
@@ -121,3 +122,16 @@ def test_any_name_and_thousands_of_them_come_over(tmp_path: Path) -> None:
     unpack(out, into)
     assert all((into / name).read_text() == name for name in named)
     assert not (into / "points" / "0000").exists()
+
+
+def test_a_studys_files_read_together(tmp_path: Path) -> None:
+    points = [tmp_path / "study" / "points" / f"{n:03d}" for n in range(3)]
+    for p in points[:2]:
+        p.mkdir(parents=True)
+        (p / "metrics.json").write_text(p.name)
+    (tmp_path / "elsewhere").write_text("asked later")
+    with together.reading(LocalPlace(), [p / "metrics.json" for p in points]) as read:
+        assert [read(p / "metrics.json") for p in points] == [b"000", b"001", None]
+        assert read(tmp_path / "elsewhere") == b"asked later"
+    with together.reading(LocalPlace(), []) as read:
+        assert read(tmp_path / "elsewhere") == b"asked later"
