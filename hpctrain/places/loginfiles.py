@@ -116,7 +116,10 @@ def unpack(out: bytes, into: Path) -> None:
         with tarfile.open(fileobj=io.BytesIO(out[start + len(_PACKED):]), mode="r:gz") as tar:
             members = [m for m in tar.getmembers() if (m.isfile() or m.isdir())
                        and not m.name.startswith("/") and ".." not in Path(m.name).parts]
-            tar.extractall(into, members)  # noqa: S202 (members checked above)
+            if hasattr(tarfile, "data_filter"):  # Python 3.10.12 and later
+                tar.extractall(into, members, filter="data")
+            else:
+                tar.extractall(into, members)  # noqa: S202 (members checked above)
     except (tarfile.TarError, EOFError, OSError) as e:
         raise RemoteError(f"the copy of the run directory's files is unreadable: {e}",
                           "run the command again; with --debug if it fails again") from None
