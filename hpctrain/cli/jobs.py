@@ -115,7 +115,8 @@ def _loader(history: History, select: Callable[[], list[JobRecord]], login: str 
             # Every job listed has ended as far as the history knows: SLURM is not asked,
             # and nothing that would ask it is imported (a login node answers at once).
             got = Refreshed.unasked(records)
-        listed = selection.as_listed(history, _judged(history, got.records, local), study)
+        learned = _races_learned(history, _judged(history, got.records, local), local)
+        listed = selection.as_listed(history, learned, study)
         return dataclasses.replace(got, records=listed, overview=_overview(listed, local, got))
 
     return load
@@ -136,6 +137,18 @@ def _overview(records: list[JobRecord], local: Callable[[], Place], got: Refresh
         if got.report.error is None:  # else that error says it already
             got.report.warnings.append(str(e))
         return None
+
+
+def _races_learned(history: History, records: list[JobRecord], local: Callable[[], Place]
+                   ) -> list[JobRecord]:
+    """The records, each race's winner learned where it is not yet (tracking/races.py)."""
+    from hpctrain.tracking.selection import races_unlearned
+
+    if not races_unlearned(records):
+        return records
+    from hpctrain.tracking import races
+
+    return races.learn(history, records, local())
 
 
 def _judged(history: History, records: list[JobRecord], local: Callable[[], Place]

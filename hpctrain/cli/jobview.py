@@ -95,7 +95,7 @@ def _race_dict(record: JobRecord) -> dict[str, object] | None:
         return None
     from hpctrain.tracking.selection import winner
 
-    won = winner(record.run_dir)
+    won = winner(record)
     return {"head": record.race_head, "first_of": record.race_of,
             "topology": f"{record.nodes}x{record.gpus_per_node}",
             "winner": won[0] if won else None, "winner_topology": won[1] if won else None}

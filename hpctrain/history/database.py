@@ -147,6 +147,12 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE INDEX node_suspects_node ON node_suspects (cluster, node)",
         ),
     ),
+    (
+        # A race's winner ("JOBID NODESxGPUS", its claim file's words), learned once through
+        # the race's place: over a login the claim is not on this disk.
+        "0010_race_winners",
+        ("ALTER TABLE jobs ADD COLUMN race_winner TEXT",),
+    ),
 )
 
 _SCHEMA_MIGRATIONS = """

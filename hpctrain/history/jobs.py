@@ -75,6 +75,9 @@ class JobRecord(JobFacts):
     terminal: bool
     stale: bool
     verdict: str | None = None
+    # A --first-of alternative: "JOBID NODESxGPUS" of the one that claimed the run, once
+    # learned (tracking/races.py); None: not yet.
+    race_winner: str | None = None
 
     @property
     def unjudged(self) -> bool:
@@ -126,7 +129,7 @@ ON CONFLICT (cluster, job_id) DO UPDATE SET
     segments = excluded.segments, login = excluded.login,
     login_config = excluded.login_config, race_head = excluded.race_head,
     race_of = excluded.race_of, snapshot = excluded.snapshot, verdict = NULL,
-    study = excluded.study
+    study = excluded.study, race_winner = NULL
 """
 
 
@@ -253,6 +256,12 @@ class JobsTable:
     def study_jobs(self, study_id: int) -> list[JobRecord]:
         """A sweep's points, in point order (their run directories sort as the points)."""
         return self._select("WHERE study = ?", (study_id,), "ORDER BY run_dir, id")
+
+    def set_race_winner(self, cluster: str, head: str, winner: str) -> None:
+        """Record who claimed the run of the race `head` started, on each of its alternatives."""
+        with self._db.writing() as conn:
+            conn.execute("UPDATE jobs SET race_winner = ? WHERE cluster = ? AND race_head = ?",
+                         (winner, cluster, head))
 
     def race(self, cluster: str, head: str) -> list[JobRecord]:
         """Every alternative of the run that `head` (its first alternative) started."""

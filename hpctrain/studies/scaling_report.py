@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpctrain.errors import HpctrainError
-from hpctrain.studies import scaling_table, together
+from hpctrain.places import together
+from hpctrain.studies import scaling_table
 from hpctrain.values import rundir
 
 if TYPE_CHECKING:

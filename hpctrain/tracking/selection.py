@@ -175,14 +175,26 @@ _NOT_STARTED = ("PENDING", "CANCELLED", "UNKNOWN")
 # (templates/sbatch.sh.j2), with a file `winner`: "JOBID NODESxGPUS".
 
 
-def winner(run_dir: str | None) -> tuple[str, str] | None:
-    """(job id, topology) of the alternative that claimed the run; None before any did."""
-    if not run_dir:
-        return None
-    try:
-        text = RunDir(run_dir).race_winner.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+def winner(record: JobRecord) -> tuple[str, str] | None:
+    """(job id, topology) of the alternative that claimed the run; None before any did (or
+    before it was learned, where the run directory is not on this disk: tracking/races.py)."""
+    text = record.race_winner
+    if text is None and record.run_dir:
+        try:
+            text = RunDir(record.run_dir).race_winner.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    return parse_claim(text or "")
+
+
+def races_unlearned(records: Sequence[JobRecord]) -> list[JobRecord]:
+    """The alternatives of races whose winner is not known yet and may have claimed by now."""
+    return [r for r in records if r.race_head is not None and r.race_winner is None
+            and r.run_dir and r.state != "PENDING"]
+
+
+def parse_claim(text: str) -> tuple[str, str] | None:
+    """A race's claim file, "JOBID NODESxGPUS"; None: not that."""
     parts = text.split()
     return (parts[0], parts[1]) if len(parts) == 2 else None
 
@@ -190,7 +202,7 @@ def winner(run_dir: str | None) -> tuple[str, str] | None:
 def race_winner(alternatives: Sequence[JobRecord]) -> JobRecord | None:
     """The alternative that claimed the run: its claim file says so, else the one that ran."""
     for r in alternatives:
-        claim = winner(r.run_dir)
+        claim = winner(r)
         if claim is not None:
             return next((a for a in alternatives if a.job_id == claim[0]), None)
     ran = [a for a in alternatives if a.state not in _NOT_STARTED]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,14 +16,15 @@ from typer.testing import CliRunner
 from hpctrain.cli import app
 from hpctrain.cli.jobview import one_row_per_chain, plain_table
 from hpctrain.errors import HpctrainError, PlanError
-from hpctrain.history import MIGRATIONS, History
+from hpctrain.history import MIGRATIONS, History, StateUpdate
+from hpctrain.places import LocalPlace
 from hpctrain.plan import JobRequest
 from hpctrain.profiles import load_profile
 from hpctrain.slurm import starts
 from hpctrain.slurm.runner import Result
 from hpctrain.slurm.testonly import parse_test_only
 from hpctrain.submission import race as alt
-from hpctrain.tracking import selection
+from hpctrain.tracking import races, selection
 from hpctrain.values.rundir import RunDir
 from tests.jobs.helpers import ReplayClient, here, track
 from tests.recorded import SLURM
@@ -215,11 +217,44 @@ def test_cancel_takes_every_alternative(history: History, tmp_path: Path) -> Non
     assert [r.job_id for r in selection.with_races(history, rows[2:])] == ["42"]
 
 
-def test_winner_ignores_a_garbled_claim(tmp_path: Path) -> None:
+def test_winner_ignores_a_garbled_claim(history: History, tmp_path: Path) -> None:
+    (alternative, _, plain) = race_rows(history, tmp_path)
     RunDir(tmp_path).race_claim.mkdir()
     (RunDir(tmp_path).race_claim / "winner").write_bytes(b"\xff\xfe")
-    assert selection.winner(str(tmp_path)) is None
-    assert selection.winner(None) is None
+    assert selection.winner(alternative) is None
+    assert selection.winner(dataclasses.replace(plain, run_dir=None)) is None
+
+
+def _ran(history: History, rows: list[selection.JobRecord], *states: str) -> None:
+    history.update([StateUpdate(id=r.id, state=s, terminal=s not in ("PENDING", "RUNNING"),
+                                stale=False) for r, s in zip(rows, states, strict=True)])
+
+
+def test_a_races_winner_is_learned_once_at_its_place_and_kept(history: History,
+                                                              tmp_path: Path) -> None:
+    # Over a login the claim is not on this disk: the history keeps what the place said.
+    rows = race_rows(history, tmp_path)[:2]
+    assert races.learn(history, rows, LocalPlace()) == rows  # both pending: nothing asked
+    _ran(history, rows, "CANCELLED", "RUNNING")
+    RunDir(tmp_path).race_claim.mkdir()
+    (RunDir(tmp_path).race_claim / "winner").write_text("41 2x1\n")
+    learned = races.learn(history, history.race(rows[0].cluster, "40"), LocalPlace())
+    assert [r.race_winner for r in learned] == ["41 2x1", "41 2x1"]
+    (RunDir(tmp_path).race_claim / "winner").unlink()
+    assert selection.winner(history.race(rows[0].cluster, "40")[0]) == ("41", "2x1")
+    assert selection.races_unlearned(history.race(rows[0].cluster, "40")) == []
+
+
+def test_a_race_that_ended_unclaimed_is_not_asked_about_again(history: History,
+                                                              tmp_path: Path) -> None:
+    rows = race_rows(history, tmp_path)[:2]
+    _ran(history, rows, "CANCELLED", "RUNNING")
+    running = history.race(rows[0].cluster, "40")
+    assert [r.race_winner for r in races.learn(history, running, LocalPlace())] == [None, None]
+    _ran(history, rows, "CANCELLED", "FAILED")
+    ended = races.learn(history, history.race(rows[0].cluster, "40"), LocalPlace())
+    assert [r.race_winner for r in ended] == ["", ""]
+    assert selection.races_unlearned(ended) == [] and selection.winner(ended[1]) is None
 
 
 def test_dry_run_without_slurm_shows_the_plans_and_says_why_no_estimates(

@@ -7,6 +7,7 @@ VERBOSE log shows every TCP connection, so the tests can count both.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import os
 import shlex
@@ -160,9 +161,21 @@ class Laptop:
     home: Path
     project: Path
     env: dict[str, str]
+    # The login's disk, which a real laptop cannot see: hidden from each hpctrain run here.
+    remote_home: Path | None = None
+
+    def argv(self, *args: str) -> list[str]:
+        """hpctrain's command line, in a mount namespace without the login's home where this
+        machine allows one: a file read there instead of through the login fails, as it would
+        on a laptop, instead of finding the loopback login's file on this shared disk."""
+        argv = [sys.executable, "-m", "hpctrain", *args]
+        if self.remote_home is None or not _can_hide():
+            return argv
+        return ["unshare", "--mount", "sh", "-c",
+                'mount -t tmpfs hpctrain-laptop "$0" && exec "$@"', str(self.remote_home), *argv]
 
     def __call__(self, *args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "hpctrain", *args], env=self.env,
+        return subprocess.run(self.argv(*args), env=self.env,
                               cwd=self.project, capture_output=True, text=True,
                               timeout=timeout_s, stdin=subprocess.DEVNULL, check=False)
 
@@ -170,6 +183,14 @@ class Laptop:
         res = self(*args, timeout_s=timeout_s)
         assert res.returncode == 0, f"hpctrain {' '.join(args)}: {res.stdout}\n{res.stderr}"
         return res
+
+
+@functools.cache
+def _can_hide() -> bool:
+    """Whether this machine lets a test make a mount namespace (root, or a user namespace)."""
+    done = subprocess.run(["unshare", "--mount", "sh", "-c", "mount -t tmpfs t /mnt"],
+                          capture_output=True, timeout=10, check=False)
+    return done.returncode == 0
 
 
 def make_laptop(root: Path, sshd: Sshd, workdir: str, host: str | None = None) -> Laptop:
@@ -193,7 +214,7 @@ def make_laptop(root: Path, sshd: Sshd, workdir: str, host: str | None = None) -
     env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "HPCTRAIN_HOME")}
     # The laptop has no SLURM of its own: every SLURM command must go over ssh.
     env["HPCTRAIN_HOME"] = str(home)
-    return Laptop(home, project, env)
+    return Laptop(home, project, env, sshd.remote_home)
 
 
 def _yaml_str(text: str) -> str:

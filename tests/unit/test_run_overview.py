@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from hpctrain.errors import RemoteError
-from hpctrain.places import LocalPlace
+from hpctrain.places import LocalPlace, together
 from hpctrain.places.loginfiles import pack_command, pack_input, unpack
-from hpctrain.studies import together
 from hpctrain.tracking import overview
 from hpctrain.values.attempts import Attempt
 from hpctrain.values.rundir import OVERVIEW, RunDir

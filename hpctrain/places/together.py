@@ -1,4 +1,4 @@
-"""A study's files read together: over a login one round trip for all of them (a sweep's
+"""Files of one place read together: over a login one round trip for all of them (a sweep's
 thousands of points included), not one a file."""
 
 from __future__ import annotations
