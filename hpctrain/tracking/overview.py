@@ -5,11 +5,12 @@ this disk, or on the login it was submitted through: one round trip for all of t
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpctrain.values.rundir import OVERVIEW, RunDir
+from hpctrain.values.rundir import MONITOR_DIR, OVERVIEW, OVERVIEW_ENDED, RunDir
 
 if TYPE_CHECKING:
     from hpctrain.diagnosis.startup import Startup
@@ -28,14 +29,15 @@ class Overview:
     attempts: list[dict[str, Any]]
 
 
-def read(run_dir: Path, job_id: str | None, shown_as: str | None = None) -> Overview:
+def read(run_dir: Path, job_id: str | None, shown_as: str | None = None,
+         ended: bool = False) -> Overview:
     """The overview of a run directory on this disk (`shown_as`: the run directory's own path,
-    where `run_dir` is a copy of its files)."""
+    where `run_dir` is a copy of its files; `ended`: the job has, so its monitor's summary,
+    written as it ended, stands for its samples where it is there)."""
     from hpctrain.diagnosis import startup
-    from hpctrain.monitor.stats import job_summary
     from hpctrain.values.attempts import parse_attempts
 
-    summary = job_summary(run_dir)
+    summary = _monitor(run_dir, ended)
     if summary is not None:
         summary["run_dir"] = shown_as or str(run_dir)
     try:
@@ -47,9 +49,30 @@ def read(run_dir: Path, job_id: str | None, shown_as: str | None = None) -> Over
     return Overview(summary, startup.read(run_dir, job_id), attempts)
 
 
+def _monitor(run_dir: Path, ended: bool) -> dict[str, Any] | None:
+    from hpctrain.monitor.stats import job_summary
+
+    if ended:
+        try:
+            written = json.loads(RunDir(run_dir).monitor_summary.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            written = None
+        if isinstance(written, dict) and isinstance(written.get("nodes"), list):
+            written.pop("ranks", None)  # which node each rank ran on: why's, not the overview's
+            return written
+    return job_summary(run_dir)
+
+
 def of_record(record: JobRecord, place: Place) -> Overview | None:
     """The overview of a tracked job's run directory at its place (None: it has none)."""
     if not record.run_dir:
         return None
-    with place.readable(Path(record.run_dir), OVERVIEW) as readable:
-        return read(readable, record.job_id, record.run_dir)
+    run_dir, ended = Path(record.run_dir), record.terminal
+    with place.readable(run_dir, OVERVIEW_ENDED if ended else OVERVIEW) as readable:
+        got = read(readable, record.job_id, record.run_dir, ended)
+    if got.monitor is None and ended:
+        # No summary (a node died before the job's end wrote it): the samples, read again.
+        with place.readable(run_dir, (MONITOR_DIR,)) as readable:
+            monitor = read(readable, record.job_id, record.run_dir).monitor
+        got = dataclasses.replace(got, monitor=monitor)
+    return got

@@ -73,8 +73,10 @@ RESTART_REQUEST = "restart-request.json"
 # chain's segments, retries), which resumable trackers (W&B, MLflow, Comet) are given.
 TRACKER_RUN = "tracker-run.json"
 # What `status JOB` and `stats` read of a run directory that is many files (a node's or a
-# rank's each): from a job submitted through a login, copied to this disk in one round trip.
+# rank's each): from a job submitted through a login, copied to this disk in one round trip. An
+# ended job's monitor is its summary: a week's samples are megabytes.
 OVERVIEW = (MONITOR_DIR, STARTUP_DIR, ATTEMPTS)
+OVERVIEW_ENDED = (MONITOR_SUMMARY, STARTUP_DIR, ATTEMPTS)
 # Not a file: the monitor's srun step name, by which `why` tells its steps from the job's.
 MONITOR_STEP = "hpctrain-monitor"
 

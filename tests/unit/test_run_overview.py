@@ -134,3 +134,18 @@ def test_a_studys_files_read_together(tmp_path: Path) -> None:
         assert read(tmp_path / "elsewhere") == b"asked later"
     with together.reading(LocalPlace(), []) as read:
         assert read(tmp_path / "elsewhere") == b"asked later"
+
+
+def test_an_ended_jobs_monitor_is_its_written_summary(tmp_path: Path) -> None:
+    # A week's samples are megabytes: the summary the job wrote as it ended stands for them.
+    run = _run_dir(tmp_path)
+    sampled = overview.read(run, "7", ended=True).monitor
+    assert sampled is not None and [n["node"] for n in sampled["nodes"]] == ["node1"]
+    written = {**sampled, "nodes": [{**sampled["nodes"][0], "node": "written"}],
+               "ranks": {"0": "node1"}}
+    RunDir(run).monitor_summary.write_text(json.dumps(written))
+    got = overview.read(run, "7", "login:/run", ended=True).monitor
+    assert got is not None and [n["node"] for n in got["nodes"]] == ["written"]
+    assert "ranks" not in got and got["run_dir"] == "login:/run"
+    # A running job's (a requeued one's summary is its last segment's): the samples.
+    assert overview.read(run, "7").monitor == {**sampled, "run_dir": str(run)}
