@@ -141,14 +141,18 @@ def _overview(records: list[JobRecord], local: Callable[[], Place], got: Refresh
 
 def _races_learned(history: History, records: list[JobRecord], local: Callable[[], Place]
                    ) -> list[JobRecord]:
-    """The records, each race's winner learned where it is not yet (tracking/races.py)."""
+    """The records, each race's winner learned where it is not yet (tracking/races.py); a
+    login that cannot be asked now is asked by a later status (the listing stands)."""
     from hpctrain.tracking.selection import races_unlearned
 
     if not races_unlearned(records):
         return records
     from hpctrain.tracking import races
 
-    return races.learn(history, records, local())
+    try:
+        return races.learn(history, records, local())
+    except HpctrainError:
+        return records
 
 
 def _judged(history: History, records: list[JobRecord], local: Callable[[], Place]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hpctrain.cli import app
+from hpctrain.cli import app, jobs
 from hpctrain.cli.jobview import one_row_per_chain, plain_table
 from hpctrain.errors import HpctrainError, PlanError
 from hpctrain.history import MIGRATIONS, History, StateUpdate
@@ -361,3 +361,15 @@ def test_the_watcher_cancels_every_other_profile_once_one_started(tmp_path: Path
     history.update([StateUpdate(b1.id, "CANCELLED", True, False),
                     StateUpdate(a2.id, "CANCELLED", True, False)])
     assert decide(orders, now()) == type(won)(None, (), True)
+
+
+def test_a_login_that_cannot_be_asked_leaves_the_race_for_a_later_status(
+        history: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No master to the login (closed, expired): status lists what it knows, as without races.
+    monkeypatch.setenv("HPCTRAIN_HOME", str(tmp_path / "home"))
+    rows = track(history, "40", "41", run_dir=str(tmp_path), race_head="40",
+                 race_of="1x2,2x1", login="nowhere.invalid")
+    _ran(history, rows, "CANCELLED", "RUNNING")
+    listed = history.race(rows[0].cluster, "40")
+    assert jobs._races_learned(history, listed, LocalPlace) == listed
+    assert [r.race_winner for r in history.race(rows[0].cluster, "40")] == [None, None]
