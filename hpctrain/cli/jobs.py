@@ -80,7 +80,7 @@ def status(
         return selection.listing(history, job_ids or [], all_jobs=all_jobs, last=last,
                                 study=study)
 
-    load = _loader(history, select, login, study)
+    load = _loader(history, select, login, study, overview=not watch)
     if watch:
         jobview.watch(load, interval)
         return
@@ -94,9 +94,10 @@ def status(
 
 
 def _loader(history: History, select: Callable[[], list[JobRecord]], login: str | None,
-            study: str | None) -> Callable[[], Refreshed]:
+            study: str | None, overview: bool) -> Callable[[], Refreshed]:
     """What one look at the selected jobs does: refresh them where SLURM must be asked, judge
-    those newly ended, list them as status shows them."""
+    those newly ended, list them as status shows them (`overview`: with one job's overview,
+    which --watch's table does not show)."""
     from hpctrain.tracking import selection
 
     # Made once, and only when a job is asked about or judged.
@@ -117,6 +118,8 @@ def _loader(history: History, select: Callable[[], list[JobRecord]], login: str 
             got = Refreshed.unasked(records)
         learned = _races_learned(history, _judged(history, got.records, local), local)
         listed = selection.as_listed(history, learned, study)
+        if not overview:
+            return dataclasses.replace(got, records=listed)
         return dataclasses.replace(got, records=listed, overview=_overview(listed, local, got))
 
     return load
