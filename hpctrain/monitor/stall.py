@@ -185,11 +185,7 @@ class StallWatch:
         second stall there goes on as without restarts (a retry without the node)."""
         if self.restarts <= 0:
             return False
-        try:
-            text = RunDir(self.run_dir).attempts.read_text(encoding="utf-8")
-        except OSError:
-            text = ""
-        mine = attempts.of_segment(attempts.parse_attempts(text),
+        mine = attempts.of_segment(attempts.read_attempts(RunDir(self.run_dir).attempts, None),
                                    os.environ.get("SLURM_JOB_ID", ""), self.requeue)
         blamed = suspect is not None and suspect in attempts.blamed_nodes(mine)
         return attempts.restarts_spent(mine) < self.restarts and not blamed

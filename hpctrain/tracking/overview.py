@@ -35,21 +35,21 @@ def read(run_dir: Path, job_id: str | None, shown_as: str | None = None,
     where `run_dir` is a copy of its files; `ended`: the job has, so its monitor's summary,
     written as it ended, stands for its samples where it is there)."""
     from hpctrain.diagnosis import startup
-    from hpctrain.values.attempts import parse_attempts
+    from hpctrain.values.attempts import read_attempts
 
-    summary = _monitor(run_dir, ended)
+    attempts = read_attempts(RunDir(run_dir).attempts, job_id)
+    return Overview(_monitor(run_dir, ended, shown_as), startup.read(run_dir, job_id),
+                    [dataclasses.asdict(a) for a in attempts])
+
+
+def _monitor(run_dir: Path, ended: bool, shown_as: str | None) -> dict[str, Any] | None:
+    summary = _summary(run_dir, ended)
     if summary is not None:
         summary["run_dir"] = shown_as or str(run_dir)
-    try:
-        text = RunDir(run_dir).attempts.read_text(encoding="utf-8")
-    except OSError:
-        text = ""
-    attempts = [dataclasses.asdict(a) for a in parse_attempts(text)
-                if job_id is None or a.job == job_id]
-    return Overview(summary, startup.read(run_dir, job_id), attempts)
+    return summary
 
 
-def _monitor(run_dir: Path, ended: bool) -> dict[str, Any] | None:
+def _summary(run_dir: Path, ended: bool) -> dict[str, Any] | None:
     from hpctrain.monitor.stats import job_summary
 
     if ended:
@@ -73,6 +73,5 @@ def of_record(record: JobRecord, place: Place) -> Overview | None:
     if got.monitor is None and ended:
         # No summary (a node died before the job's end wrote it): the samples, read again.
         with place.readable(run_dir, (MONITOR_DIR,)) as readable:
-            monitor = read(readable, record.job_id, record.run_dir).monitor
-        got = dataclasses.replace(got, monitor=monitor)
+            got = dataclasses.replace(got, monitor=_monitor(readable, False, record.run_dir))
     return got

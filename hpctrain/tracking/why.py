@@ -28,7 +28,7 @@ from hpctrain.slurm.jobs import parse_pending, pending_argv
 from hpctrain.slurm.runner import AccountingUnavailableError
 from hpctrain.slurm.states import JobState, parse_state
 from hpctrain.values import rundir
-from hpctrain.values.attempts import Attempt, parse_attempts
+from hpctrain.values.attempts import Attempt, read_attempts
 from hpctrain.values.rundir import RunDir
 
 if TYPE_CHECKING:
@@ -210,26 +210,21 @@ def why(record: JobRecord, place: Place) -> Why:
         stall_stacks=_stall_stacks(record, place, stall))
     return Why(record.job_id, last.slurm_state if last else None, diagnose(evidence),
                tuple(advise(got.acct, got.files[rundir.MONITOR_SUMMARY])), tuple(got.logs),
-               _startup(record, place), _attempts(record, place))
+               *_startup_and_attempts(record, place))
 
 
-def _attempts(record: JobRecord, place: Place) -> tuple[Attempt, ...]:
-    """The job's attempts inside its allocation, each with what ended it (`--restarts`)."""
+def _startup_and_attempts(record: JobRecord, place: Place
+                          ) -> tuple[Startup | None, tuple[Attempt, ...]]:
+    """The job's start-up timeline and its attempts inside its allocation, each with what ended
+    it (`--restarts`): the marks are a file a rank, so over a login both come in one copy."""
     if not record.run_dir:
-        return ()
-    got = place.read_file(RunDir(record.run_dir).attempts, None)
-    text = got[0].decode("utf-8", "replace") if got else ""
-    return tuple(a for a in parse_attempts(text) if a.job == record.job_id)
-
-
-def _startup(record: JobRecord, place: Place) -> Startup | None:
-    """The job's start-up timeline (the marks are a file a rank: over a login, copied here)."""
-    if not record.run_dir:
-        return None
+        return None, ()
     from hpctrain.diagnosis.startup import read
 
-    with place.readable(Path(record.run_dir), (rundir.STARTUP_DIR,)) as readable:
-        return read(readable, record.job_id)
+    names = (rundir.STARTUP_DIR, rundir.ATTEMPTS)
+    with place.readable(Path(record.run_dir), names) as readable:
+        return (read(readable, record.job_id),
+                tuple(read_attempts(RunDir(readable).attempts, record.job_id)))
 
 
 # `status` reads less: a verdict of a few words for each newly ended job.

@@ -11,6 +11,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 # What followed an attempt: the supervisor started the next one (a restart; or on the next
 # rendezvous port, where another program took the first: no restart spent), or it did not.
@@ -51,6 +52,15 @@ def parse_attempts(text: str) -> list[Attempt]:
         except (ValueError, TypeError):
             continue
     return out
+
+
+def read_attempts(path: Path, job: str | None) -> list[Attempt]:
+    """The attempts in an attempts.jsonl of `job` (None: every job's); none without the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    return [a for a in parse_attempts(text) if job is None or a.job == job]
 
 
 def of_segment(attempts: Sequence[Attempt], job: str, requeue: int) -> list[Attempt]:
