@@ -230,9 +230,14 @@ ENDED_UNMARKED = "start-up: the program marked no start (only the packaged train
 def startup_lines(startup: Startup, ended: bool) -> list[str]:
     """The start-up's lines, with a headline that is true of an ended job of one's own script."""
     lines = startup.lines()
-    if ended and not startup.ranks and lines:
-        lines[0] = ENDED_UNMARKED
+    if lines:
+        lines[0] = startup_headline(startup, ended)
     return lines
+
+
+def startup_headline(startup: Startup, ended: bool) -> str:
+    """The start-up's headline, true of an ended job of one's own script too."""
+    return ENDED_UNMARKED if ended and not startup.ranks else startup.headline()
 
 
 def code_line(record: JobRecord) -> str:

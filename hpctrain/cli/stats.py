@@ -79,11 +79,14 @@ def startup_table(startup: Startup) -> tuple[tuple[str, ...], list[tuple[str, ..
     return ("NODE", "RANK", *(n.upper() for n in names)), rows
 
 
-def show_startup(startup: Startup) -> None:
+def show_startup(startup: Startup, ended: bool) -> None:
     """The start-up as a table of marks, with what took most of it."""
+    from hpctrain.cli.jobview import startup_headline
+
     columns, rows = startup_table(startup)
     console.print(_table(columns, rows, f"Start-up (seconds from the {startup.origin_name})"))
-    console.print(startup.headline(), highlight=False, soft_wrap=True, markup=False)
+    console.print(startup_headline(startup, ended), highlight=False, soft_wrap=True,
+                  markup=False)
 
 
 def show_summary(summary: dict[str, Any]) -> None:
@@ -118,7 +121,7 @@ def stats(
                   f"directory {run_dir}", highlight=False, soft_wrap=True)
     show_summary(summary)
     if startup is not None:
-        show_startup(startup)
+        show_startup(startup, overview.ended)
 
 
 def register(app: typer.Typer) -> None:

@@ -27,6 +27,8 @@ class Overview:
     startup: Startup | None
     # The attempts of this job id inside its allocation (`--restarts`), as dicts of Attempt.
     attempts: list[dict[str, Any]]
+    # The job has ended (a start-up without a rank's marks is then a program that marks none).
+    ended: bool = False
 
 
 def read(run_dir: Path, job_id: str | None, shown_as: str | None = None,
@@ -39,7 +41,7 @@ def read(run_dir: Path, job_id: str | None, shown_as: str | None = None,
 
     attempts = read_attempts(RunDir(run_dir).attempts, job_id)
     return Overview(_monitor(run_dir, ended, shown_as), startup.read(run_dir, job_id),
-                    [dataclasses.asdict(a) for a in attempts])
+                    [dataclasses.asdict(a) for a in attempts], ended)
 
 
 def _monitor(run_dir: Path, ended: bool, shown_as: str | None) -> dict[str, Any] | None:

@@ -7,7 +7,10 @@ import os
 import pwd
 from pathlib import Path
 
+import pytest
+
 from hpctrain.cli.jobview import ENDED_UNMARKED, startup_lines
+from hpctrain.cli.stats import show_startup
 from hpctrain.diagnosis.startup import Mark, Startup, Track
 from hpctrain.history import History, StateUpdate
 from hpctrain.places.local import LocalPlace
@@ -57,3 +60,11 @@ def test_an_ended_job_whose_program_marked_no_start_is_not_said_to_be_starting()
     # A program that marked its start keeps its headline.
     marked = _startup((Track("node1", 0, (Mark("process start", 0.2), Mark("first step", 1.0))),))
     assert startup_lines(marked, ended=True)[0].startswith("start-up: first step")
+
+
+def test_stats_says_the_same_of_an_ended_job_whose_program_marked_no_start(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    show_startup(_startup(()), ended=True)
+    assert ENDED_UNMARKED in capsys.readouterr().out
+    show_startup(_startup(()), ended=False)
+    assert "no rank has marked its start yet" in capsys.readouterr().out
